@@ -1,0 +1,214 @@
+#!/usr/bin/env bash
+# bench/read.sh: random-read benchmark, Cairn against nginx on the same files.
+#
+# For each corpus profile (small: 20,000 files, median 15 KB; medium: 2,000
+# files of 500–800 KB) and each connection count, wrk requests random files
+# for DURATION seconds from nginx (serving the corpus from the local disk) and
+# from one Cairn node (holding the same corpus, loaded with `cairn sync`).
+# Runs alternate nginx, Cairn, nginx, Cairn… so both see the same machine
+# load. The table shows, per server, the best of ROUNDS rounds (the round with
+# the highest req/s, and that round's MB/s and latencies), the Cairn/nginx
+# ratio of those best rounds, and the ratio of the mean req/s over all rounds.
+#
+# Settings (environment):
+#   DURATION=10        seconds per wrk run
+#   ROUNDS=2           rounds per (profile, connections, server)
+#   CONNS="1 5 20 30"  connection counts
+#   PROFILES="small medium"
+#   THREADS=2          wrk threads (never more than the connections)
+#   WARMUP=5           seconds of unrecorded load per server and profile first
+#   WRK_TIMEOUT=10s    a request slower than this counts as failed
+#   SEED=1 SCALE=1     corpus seed and size fraction (SCALE=0.05 for a smoke run)
+#   NGINX_ONLY=1       skip Cairn (proves the tools and the nginx side)
+#   CAIRN_BIN=path     cairn binary (default bin/cairn, built if missing)
+#   NGINX_OPEN_FILE_CACHE=1  turn on nginx's open_file_cache
+#   KEEP=1             keep the Cairn data and nginx scratch directories
+#
+# Checks: before the load, SPOT_CHECK (20) random files are fetched from each
+# server and compared with the corpus by SHA-256. A run fails on any wrk error
+# (status >= 400, socket error, timeout; random.lua) and when the responses
+# average less than 0.8 × the corpus mean file size (a 3xx or 304 would be a
+# short body; WRK_STRICT=1 makes random.lua count every non-2xx exactly, at a
+# cost in client CPU that narrows the gap between the servers).
+#
+# Output: the markdown table on stdout; raw wrk output, results.csv and
+# table.md under bench/.data/results/read-DATE/. Exit status 1 when any run
+# had a failed request (non-2xx status, socket error or timeout).
+set -euo pipefail
+. "$(dirname "$0")/lib.sh"
+
+DURATION=${DURATION:-10}
+ROUNDS=${ROUNDS:-2}
+CONNS=${CONNS:-"1 5 20 30"}
+PROFILES=${PROFILES:-"small medium"}
+THREADS=${THREADS:-2}
+WARMUP=${WARMUP:-5}
+WRK_TIMEOUT=${WRK_TIMEOUT:-10s}
+NGINX_ONLY=${NGINX_ONLY:-0}
+SPOT_CHECK=${SPOT_CHECK:-20}
+
+need_tools wrk:wrk nginx:nginx curl:curl sha256sum:coreutils
+bench_traps
+
+for p in $PROFILES; do
+	ensure_corpus "$p"
+done
+SERVERS="nginx cairn"
+if [ "$NGINX_ONLY" = 1 ]; then
+	SERVERS=nginx
+else
+	resolve_cairn_bin
+fi
+
+OUT=$DATA_DIR/results/read-$(date +%Y%m%d-%H%M%S)
+mkdir -p "$OUT"
+CSV=$OUT/results.csv
+echo "profile,conns,round,server,requests,rps,mbps,p50_ms,p99_ms,status" >"$CSV"
+
+# Both servers serve the same URLs: /PROFILE/relative/path. nginx's root is
+# the corpus parent directory; Cairn has one public bucket per profile.
+NGINX_PORT=$(pick_port)
+nginx_start "$CORPUS_DIR" "$NGINX_PORT"
+declare -A BASE
+BASE[nginx]=http://127.0.0.1:$NGINX_PORT
+declare -A MEAN_SIZE
+for p in $PROFILES; do
+	MEAN_SIZE[$p]=$(find "$CORPUS_DIR/$p" -type f ! -name paths.txt -printf '%s\n' |
+		awk '{s += $1; n++} END {printf "%.0f", n ? s / n : 0}')
+	spot_check "${BASE[nginx]}/$p" "$CORPUS_DIR/$p" "$CORPUS_DIR/$p/paths.txt" "$SPOT_CHECK"
+done
+
+if [ "$NGINX_ONLY" != 1 ]; then
+	cairn_start "$(pick_port)"
+	BASE[cairn]=$CAIRN_URL
+	for p in $PROFILES; do
+		n=$(wc -l <"$CORPUS_DIR/$p/paths.txt")
+		log "loading corpus $p ($n files) into Cairn bucket $p with cairn sync"
+		t0=$EPOCHREALTIME
+		cairn_load "$CORPUS_DIR/$p" "$p"
+		log "loaded $p in $(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN {printf "%.1f", b - a}') s"
+		spot_check "${BASE[cairn]}/$p" "$CORPUS_DIR/$p" "$CORPUS_DIR/$p/paths.txt" "$SPOT_CHECK"
+	done
+fi
+
+# check_alive SERVER: die (in the main shell) when the server has exited.
+check_alive() {
+	if [ "$1" = cairn ] && ! kill -0 "$CAIRN_PID" 2>/dev/null; then
+		tail -n 30 "$CAIRN_DATA/server.log" >&2
+		die "the Cairn server died (log: $CAIRN_DATA/server.log)"
+	fi
+	if [ "$1" = nginx ] && ! kill -0 "$NGINX_PID" 2>/dev/null; then
+		tail -n 30 "$NGINX_RUN/error.log" >&2
+		die "nginx died"
+	fi
+}
+
+# run_wrk SERVER PROFILE CONNS SECONDS OUTFILE: one wrk run; prints the
+# BENCH_RESULT line's fields as "requests rps mbps p50 p99"; status 1 on a
+# failed run.
+run_wrk() {
+	local server=$1 profile=$2 conns=$3 secs=$4 out=$5 threads=$THREADS rc=0
+	[ "$threads" -le "$conns" ] || threads=$conns
+	wrk -t"$threads" -c"$conns" -d"${secs}s" --timeout "$WRK_TIMEOUT" --latency \
+		-s "$BENCH_DIR/wrk/random.lua" "${BASE[$server]}" \
+		-- "$CORPUS_DIR/$profile/paths.txt" "/$profile/" "$SEED" >"$out" 2>&1 || rc=$?
+	local line
+	line=$(grep '^BENCH_RESULT ' "$out" || true)
+	if [ -z "$line" ]; then
+		log "wrk produced no result ($out):"
+		tail -n 20 "$out" >&2
+		echo "0 0 0 0 0 0"
+		return 1
+	fi
+	# shellcheck disable=SC2086
+	(
+		eval "$(echo "${line#BENCH_RESULT }" | tr ' ' '\n' | sed 's/^/local_/')"
+		echo "$local_requests $local_rps $local_mbps $local_p50_ms $local_p99_ms $local_bytes"
+	)
+	if [ "$rc" -ne 0 ]; then
+		grep '^BENCH_FAIL' "$out" >&2 || true
+		return 1
+	fi
+}
+
+FAILED=0
+for p in $PROFILES; do
+	if [ "$WARMUP" -gt 0 ]; then
+		for s in $SERVERS; do
+			log "warm-up: $s, $p, 20 connections, ${WARMUP}s (not recorded)"
+			check_alive "$s"
+			run_wrk "$s" "$p" 20 "$WARMUP" "$OUT/warmup-$p-$s.txt" >/dev/null ||
+				die "warm-up against $s failed; see $OUT/warmup-$p-$s.txt"
+		done
+	fi
+	for c in $CONNS; do
+		for r in $(seq 1 "$ROUNDS"); do
+			for s in $SERVERS; do
+				f=$OUT/wrk-$p-c$c-r$r-$s.txt
+				status=ok
+				check_alive "$s"
+				res=$(run_wrk "$s" "$p" "$c" "$DURATION" "$f") || { status=FAIL; FAILED=1; }
+				read -r reqs rps mbps p50 p99 bytes <<<"$res"
+				# wrk counts only statuses >= 400 as errors. A 3xx or 304 would
+				# be a short body: check that responses average (nearly) the
+				# corpus mean file size. WRK_STRICT=1 counts every non-2xx
+				# exactly, at a cost in client CPU.
+				if [ "$status" = ok ] && [ "${reqs:-0}" -ge 500 ] &&
+					! awk -v b="$bytes" -v n="$reqs" -v m="${MEAN_SIZE[$p]}" 'BEGIN {exit !(b / n >= 0.8 * m)}'; then
+					log "$s answered $p with $((bytes / reqs)) bytes a response on average; the files average ${MEAN_SIZE[$p]}: some responses are not the files"
+					status=FAIL
+					FAILED=1
+				fi
+				log "$p c=$c round $r $s: $rps req/s, $mbps MB/s, p50 $p50 ms, p99 $p99 ms ($status)"
+				echo "$p,$c,$r,$s,$reqs,$rps,$mbps,$p50,$p99,$status" >>"$CSV"
+			done
+		done
+	done
+done
+
+# Table: best round per (profile, conns, server) by req/s among ok rounds,
+# plus the ratio of the mean req/s over all ok rounds.
+{
+	echo "Random GET, Cairn (1 node) vs nginx (local disk), wrk ${THREADS} threads, ${DURATION}s per run, best of ${ROUNDS} alternating rounds per server"
+	echo "$(date -u +%Y-%m-%dT%H:%MZ); $(machine_info)"
+	echo "command: DURATION=$DURATION ROUNDS=$ROUNDS CONNS=\"$CONNS\" PROFILES=\"$PROFILES\" SCALE=$SCALE SEED=$SEED bench/read.sh"
+	echo
+	awk -F, -v servers="$SERVERS" '
+	NR == 1 { next }
+	{
+		k = $1 SUBSEP $2 SUBSEP $4
+		if (!(($1 SUBSEP $2) in seen)) { seen[$1 SUBSEP $2] = 1; order[++n] = $1 SUBSEP $2 }
+		if ($10 != "ok") { fail[k] = 1; next }
+		sum[k] += $6; cnt[k]++
+		if (!(k in best) || $6 > best[k]) { best[k] = $6; mb[k] = $7; p50[k] = $8; p99[k] = $9 }
+	}
+	function f(x, fmt) { return (x == "" ? "—" : sprintf(fmt, x)) }
+	function ratio(a, b) { return (a == "" || b == "" || b + 0 == 0) ? "—" : sprintf("%.2f", a / b) }
+	END {
+		cairn = (servers ~ /cairn/)
+		if (cairn) {
+			print "| profile | conns | nginx req/s | Cairn req/s | Cairn/nginx req/s (best) | (mean) | nginx MB/s | Cairn MB/s | nginx p50 ms | Cairn p50 ms | nginx p99 ms | Cairn p99 ms | Cairn/nginx p99 |"
+			print "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+		} else {
+			print "| profile | conns | nginx req/s | nginx MB/s | nginx p50 ms | nginx p99 ms |"
+			print "|---|---:|---:|---:|---:|---:|"
+		}
+		for (i = 1; i <= n; i++) {
+			split(order[i], a, SUBSEP)
+			kn = order[i] SUBSEP "nginx"; kc = order[i] SUBSEP "cairn"
+			bn = (kn in best) ? best[kn] : ""; bc = (kc in best) ? best[kc] : ""
+			if (!cairn) {
+				printf "| %s | %s | %s | %s | %s | %s |\n", a[1], a[2], f(bn, "%.0f"), f(mb[kn], "%.1f"), f(p50[kn], "%.2f"), f(p99[kn], "%.2f")
+				continue
+			}
+			mn = (kn in cnt) ? sum[kn] / cnt[kn] : ""; mc = (kc in cnt) ? sum[kc] / cnt[kc] : ""
+			printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", a[1], a[2],
+				f(bn, "%.0f"), f(bc, "%.0f"), ratio(bc, bn), ratio(mc, mn),
+				f(mb[kn], "%.1f"), f(mb[kc], "%.1f"), f(p50[kn], "%.2f"), f(p50[kc], "%.2f"),
+				f(p99[kn], "%.2f"), f(p99[kc], "%.2f"), ratio(p99[kc], p99[kn])
+		}
+		for (k in fail) { split(k, a, SUBSEP); printf "\nFAILED: %s, %s connections, %s (see the raw wrk output)\n", a[1], a[2], a[3] }
+	}' "$CSV"
+} | tee "$OUT/table.md"
+log "raw results in $OUT"
+[ "$FAILED" -eq 0 ] || die "some runs had failed requests (marked FAIL in $CSV)"

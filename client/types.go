@@ -1,0 +1,102 @@
+package client
+
+import "time"
+
+// BucketInfo describes a bucket and its options. It mirrors the server's
+// bucket JSON.
+type BucketInfo struct {
+	// Name is the bucket's name, the first segment of every URL path in it.
+	Name string `json:"name"`
+	// Public buckets can be read (GET/HEAD) without a key.
+	Public bool `json:"public"`
+	// ChecksumSidecars makes GET PATH.md5 and PATH.sha256 answer checksums.
+	ChecksumSidecars bool `json:"checksum_sidecars"`
+	// CacheControl is sent as the Cache-Control header of every file.
+	CacheControl string `json:"cache_control,omitempty"`
+	// Created is set by the server; ignored by CreateBucket.
+	Created time.Time `json:"created"`
+}
+
+// BucketUpdate is a partial change of a bucket's options: nil fields are
+// left as they are (PATCH semantics).
+type BucketUpdate struct {
+	// Public, when non-nil, sets BucketInfo.Public.
+	Public *bool `json:"public,omitempty"`
+	// ChecksumSidecars, when non-nil, sets BucketInfo.ChecksumSidecars.
+	ChecksumSidecars *bool `json:"checksum_sidecars,omitempty"`
+	// CacheControl, when non-nil, sets BucketInfo.CacheControl ("" clears it).
+	CacheControl *string `json:"cache_control,omitempty"`
+}
+
+// ObjectInfo describes a file or directory. It mirrors the server's object
+// JSON; when built from response headers (Get, Stat) Mode is 0 and ModTime
+// has the one-second precision of Last-Modified, unless the server also sent
+// X-Cairn-Mtime.
+type ObjectInfo struct {
+	// Bucket is the bucket's name.
+	Bucket string `json:"bucket"`
+	// Path is inside the bucket, without a leading slash; directories have
+	// no trailing slash.
+	Path string `json:"path"`
+	// IsDir is true for a directory.
+	IsDir bool `json:"is_dir"`
+	// Size is the content length in bytes.
+	Size int64 `json:"size"`
+	// ModTime is the file's modification time (as sent with X-Cairn-Mtime, or
+	// the time of the write).
+	ModTime time.Time `json:"mtime"`
+	// ETag is the hex MD5 of the content, unquoted.
+	ETag string `json:"etag,omitempty"`
+	// SHA256 is the hex SHA-256 of the content.
+	SHA256 string `json:"sha256,omitempty"`
+	// ContentType is the stored content type.
+	ContentType string `json:"content_type,omitempty"`
+	// Mode holds the POSIX permission bits.
+	Mode uint32 `json:"mode"`
+}
+
+// ListResult is one page of a listing.
+type ListResult struct {
+	// Entries are files (and, in some listings, directories) in S3 order.
+	Entries []ObjectInfo `json:"entries"`
+	// CommonPrefixes are the subdirectories of a non-recursive listing, as
+	// full paths inside the bucket with a trailing slash ("a/b/").
+	CommonPrefixes []string `json:"common_prefixes,omitempty"`
+	// Truncated reports that more entries follow; pass NextToken as
+	// ListOptions.After to get them.
+	Truncated bool `json:"truncated"`
+	// NextToken continues a truncated listing.
+	NextToken string `json:"next_token,omitempty"`
+}
+
+// PutOptions are the optional parts of a Put.
+type PutOptions struct {
+	// ContentType is stored and served back; empty lets the server pick by
+	// extension.
+	ContentType string
+	// ModTime is sent as X-Cairn-Mtime; zero lets the server use the time of
+	// the write.
+	ModTime time.Time
+	// Mode is sent as X-Cairn-Mode (permission bits); 0 lets the server
+	// default to 0644.
+	Mode uint32
+	// IfMatch, if set, makes the write fail with ErrPrecondition unless the
+	// current file's ETag (hex MD5) equals it.
+	IfMatch string
+	// IfNoneMatchAny makes the write fail with ErrPrecondition if a file
+	// already exists at the path.
+	IfNoneMatchAny bool
+}
+
+// ListOptions selects a page of a listing.
+type ListOptions struct {
+	// Recursive lists every file below the directory, not just its children.
+	Recursive bool
+	// After continues a listing: the NextToken of the previous page.
+	After string
+	// Limit is the maximum number of entries plus common prefixes in a page;
+	// 0 lets the server choose (1000). The server caps it at 10000.
+	Limit int
+	// Prefix keeps only names below the directory that start with it.
+	Prefix string
+}

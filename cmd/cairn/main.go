@@ -1,0 +1,31 @@
+// Command cairn is the single Cairn binary: the server, the local dev
+// cluster and the command-line client.
+package main
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/spf13/cobra"
+)
+
+func main() {
+	if err := newRootCmd().Execute(); err != nil {
+		fmt.Fprintln(os.Stderr, "cairn:", err)
+		os.Exit(1)
+	}
+}
+
+func newRootCmd() *cobra.Command {
+	root := &cobra.Command{
+		Use:           "cairn",
+		Short:         "Cairn: a replicated file store for web clusters",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	// Server side (server.go, dev.go).
+	root.AddCommand(newServerCmd(), newDevCmd())
+	// Client side (client_cmds.go, sync.go, bucket.go).
+	root.AddCommand(newBucketCmd(), newPutCmd(), newGetCmd(), newLsCmd(), newStatCmd(), newRmCmd(), newSyncCmd())
+	return root
+}

@@ -1,0 +1,212 @@
+package main
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/BurntSushi/toml"
+	"github.com/cairn-fs/cairn/internal/node"
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+)
+
+// setting binds one server setting to a flag, an environment variable and
+// a TOML key (the flag name). Precedence: flag, then environment, then the
+// --config file, then the default.
+type setting struct {
+	name  string
+	env   string
+	usage string
+	bind  func(fs *pflag.FlagSet, c *node.Config)
+}
+
+func serverSettings() []setting {
+	d := node.DefaultConfig()
+	s := func(name, env, usage string, bind func(fs *pflag.FlagSet, c *node.Config)) setting {
+		return setting{name, env, usage, bind}
+	}
+	return []setting{
+		s("data", "CAIRN_DATA", "data directory (volumes, namespace, admin.key)", func(fs *pflag.FlagSet, c *node.Config) {
+			fs.StringVar(&c.DataDir, "data", "", "")
+		}),
+		s("listen", "CAIRN_LISTEN", "HTTP listen address HOST:PORT", func(fs *pflag.FlagSet, c *node.Config) {
+			fs.StringVar(&c.Listen, "listen", d.Listen, "")
+		}),
+		s("access-log", "CAIRN_ACCESS_LOG", "access log file in the combined format (\"-\" = stdout, empty = off)", func(fs *pflag.FlagSet, c *node.Config) {
+			fs.StringVar(&c.AccessLog, "access-log", "", "")
+		}),
+		s("gc-grace", "CAIRN_GC_GRACE", "how long an unreferenced blob is kept before deletion", func(fs *pflag.FlagSet, c *node.Config) {
+			fs.DurationVar(&c.GCGrace, "gc-grace", d.GCGrace, "")
+		}),
+		s("gc-interval", "CAIRN_GC_INTERVAL", "period of garbage collection and compaction", func(fs *pflag.FlagSet, c *node.Config) {
+			fs.DurationVar(&c.GCInterval, "gc-interval", d.GCInterval, "")
+		}),
+		s("max-volume-size", "CAIRN_MAX_VOLUME_SIZE", "bytes per volume file before a new one starts", func(fs *pflag.FlagSet, c *node.Config) {
+			fs.Int64Var(&c.MaxVolumeSize, "max-volume-size", d.MaxVolumeSize, "")
+		}),
+		s("compact-ratio", "CAIRN_COMPACT_RATIO", "garbage fraction of a volume that triggers its compaction", func(fs *pflag.FlagSet, c *node.Config) {
+			fs.Float64Var(&c.CompactRatio, "compact-ratio", d.CompactRatio, "")
+		}),
+		s("min-free-bytes", "CAIRN_MIN_FREE_BYTES", "writes answer 507 when the disk has less free space than this", func(fs *pflag.FlagSet, c *node.Config) {
+			fs.Int64Var(&c.MinFreeBytes, "min-free-bytes", d.MinFreeBytes, "")
+		}),
+		s("kv-cache-bytes", "CAIRN_KV_CACHE_BYTES", "namespace (Pebble) block cache size in bytes", func(fs *pflag.FlagSet, c *node.Config) {
+			fs.Int64Var(&c.KVCacheBytes, "kv-cache-bytes", d.KVCacheBytes, "")
+		}),
+		s("path-cache-entries", "CAIRN_PATH_CACHE_ENTRIES", "resolved paths kept in memory", func(fs *pflag.FlagSet, c *node.Config) {
+			fs.IntVar(&c.PathCacheEntries, "path-cache-entries", d.PathCacheEntries, "")
+		}),
+		s("read-header-timeout", "CAIRN_READ_HEADER_TIMEOUT", "time allowed to read request headers", func(fs *pflag.FlagSet, c *node.Config) {
+			fs.DurationVar(&c.ReadHeaderTimeout, "read-header-timeout", d.ReadHeaderTimeout, "")
+		}),
+		s("read-timeout", "CAIRN_READ_TIMEOUT", "an upload making no progress for this long is cut off", func(fs *pflag.FlagSet, c *node.Config) {
+			fs.DurationVar(&c.ReadTimeout, "read-timeout", d.ReadTimeout, "")
+		}),
+		s("write-timeout", "CAIRN_WRITE_TIMEOUT", "a download making no progress for this long is cut off", func(fs *pflag.FlagSet, c *node.Config) {
+			fs.DurationVar(&c.WriteTimeout, "write-timeout", d.WriteTimeout, "")
+		}),
+		s("idle-timeout", "CAIRN_IDLE_TIMEOUT", "keep-alive connections idle for this long are closed", func(fs *pflag.FlagSet, c *node.Config) {
+			fs.DurationVar(&c.IdleTimeout, "idle-timeout", d.IdleTimeout, "")
+		}),
+		s("max-header-bytes", "CAIRN_MAX_HEADER_BYTES", "largest request header block; larger ones get 431", func(fs *pflag.FlagSet, c *node.Config) {
+			fs.IntVar(&c.MaxHeaderBytes, "max-header-bytes", d.MaxHeaderBytes, "")
+		}),
+	}
+}
+
+// bindSettings registers the settings' flags on cmd and returns a function
+// that applies environment variables and the config file to flags that
+// were not given.
+func bindSettings(cmd *cobra.Command, c *node.Config) func() error {
+	settings := serverSettings()
+	fs := cmd.Flags()
+	for _, st := range settings {
+		st.bind(fs, c)
+		f := fs.Lookup(st.name)
+		f.Usage = fmt.Sprintf("%s (env %s)", st.usage, st.env)
+	}
+	var cfgFile string
+	fs.StringVar(&cfgFile, "config", os.Getenv("CAIRN_CONFIG"), "TOML file with settings named as the flags, e.g. listen = \"0.0.0.0:8080\" (env CAIRN_CONFIG)")
+	return func() error {
+		fileVals := map[string]any{}
+		if cfgFile != "" {
+			if _, err := toml.DecodeFile(cfgFile, &fileVals); err != nil {
+				return fmt.Errorf("read config %s: %w", cfgFile, err)
+			}
+			known := map[string]bool{}
+			for _, st := range settings {
+				known[st.name] = true
+			}
+			for k := range fileVals {
+				if !known[k] {
+					return fmt.Errorf("config %s: unknown setting %q", cfgFile, k)
+				}
+			}
+		}
+		for _, st := range settings {
+			f := fs.Lookup(st.name)
+			if f.Changed {
+				continue
+			}
+			if v, ok := os.LookupEnv(st.env); ok && v != "" {
+				if err := f.Value.Set(v); err != nil {
+					return fmt.Errorf("%s=%q: %w", st.env, v, err)
+				}
+				continue
+			}
+			if v, ok := fileVals[st.name]; ok {
+				if err := f.Value.Set(fmt.Sprint(v)); err != nil {
+					return fmt.Errorf("config %s: %s = %v: %w", cfgFile, st.name, v, err)
+				}
+			}
+		}
+		return nil
+	}
+}
+
+func newServerCmd() *cobra.Command {
+	var c node.Config
+	var logLevel string
+	cmd := &cobra.Command{
+		Use:   "server",
+		Short: "Run a Cairn node",
+		Long: `Run a Cairn node: it stores files under --data and serves the native HTTP
+API on --listen. Every setting can be given as a flag, as the environment
+variable named in its description, or in a TOML file passed with --config
+(keys named as the flags); flags win over the environment, which wins over
+the file. The admin key comes from CAIRN_ADMIN_KEY; without it, one is
+generated at first start into DATA/admin.key (mode 0600) and printed.`,
+		Args: cobra.NoArgs,
+	}
+	apply := bindSettings(cmd, &c)
+	cmd.Flags().StringVar(&logLevel, "log-level", envOr("CAIRN_LOG_LEVEL", "info"), "debug, info, warn or error (env CAIRN_LOG_LEVEL)")
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		if err := apply(); err != nil {
+			return err
+		}
+		logger, err := newLogger(logLevel)
+		if err != nil {
+			return err
+		}
+		c.Logger = logger
+		c.AdminKey = os.Getenv("CAIRN_ADMIN_KEY")
+		return runNode(c, true)
+	}
+	return cmd
+}
+
+func envOr(k, def string) string {
+	if v := os.Getenv(k); v != "" {
+		return v
+	}
+	return def
+}
+
+func newLogger(level string) (*slog.Logger, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("bad log level %q", level)
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: l})), nil
+}
+
+// runNode starts a node and serves until SIGINT/SIGTERM.
+func runNode(c node.Config, printKey bool) error {
+	n, err := node.Start(c)
+	if err != nil {
+		return err
+	}
+	if printKey && c.AdminKey == "" {
+		fmt.Fprintf(os.Stderr, "cairn: admin key (from %s/admin.key): %s\n", strings.TrimRight(c.DataDir, "/"), n.AdminKey)
+	}
+	fmt.Fprintf(os.Stderr, "cairn: serving %s\n", n.URL)
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
+	select {
+	case s := <-sig:
+		c.Logger.Info("shutting down", "signal", s.String())
+	case err := <-waitErr(n):
+		if err != nil {
+			c.Logger.Error("server stopped", "err", err)
+		}
+	}
+	done := make(chan error, 1)
+	go func() { done <- n.Close() }()
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(30 * time.Second):
+		return fmt.Errorf("shutdown timed out")
+	}
+}
+
+func waitErr(n *node.Node) <-chan error {
+	ch := make(chan error, 1)
+	go func() { ch <- n.Wait() }()
+	return ch
+}

@@ -1,0 +1,73 @@
+package blob
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"github.com/cairn-fs/cairn/internal/vfs"
+)
+
+// MaxSize is the largest blob: files are cut into blobs of at most 4 MiB.
+const MaxSize = 4 << 20
+
+// Hash names a blob: the SHA-256 of its bytes.
+type Hash [32]byte
+
+// Sum returns the Hash of b.
+func Sum(b []byte) Hash { return Hash(sha256.Sum256(b)) }
+
+// String returns the lowercase hex form of h.
+func (h Hash) String() string { return hex.EncodeToString(h[:]) }
+
+// ParseHash parses the hex form produced by String.
+func ParseHash(s string) (Hash, error) {
+	var h Hash
+	if len(s) != 64 {
+		return h, fmt.Errorf("blob: bad hash %q", s)
+	}
+	if _, err := hex.Decode(h[:], []byte(s)); err != nil {
+		return h, fmt.Errorf("blob: bad hash %q: %w", s, err)
+	}
+	return h, nil
+}
+
+// Errors returned by the Store. Callers test them with errors.Is.
+var (
+	ErrNotFound = errors.New("blob: not found")
+	ErrCorrupt  = errors.New("blob: corrupt")
+	ErrNoSpace  = errors.New("blob: no space left on device")
+	ErrReadOnly = errors.New("blob: store is read-only after a write or fsync failure")
+	ErrTooLarge = errors.New("blob: larger than MaxSize")
+	ErrClosed   = errors.New("blob: store closed")
+)
+
+// Config configures a Store.
+type Config struct {
+	// Dir is the directory holding volume files and the index checkpoint. Required.
+	Dir string
+	// FS is the file system. Default: vfs.OS.
+	FS vfs.FS
+	// MaxVolumeSize is the size in bytes after which a new volume is started. Default 1 GiB; max 32 GiB.
+	MaxVolumeSize int64
+	// CompactGarbageRatio: a sealed volume whose dead bytes exceed this fraction of its size is compacted. Default 0.5.
+	CompactGarbageRatio float64
+	// MinFreeBytes: writes fail with ErrNoSpace when the file system has less free space than this. Default 64 MiB.
+	MinFreeBytes int64
+	// Logger receives lifecycle and error logs. Default: slog.Default().
+	Logger *slog.Logger
+}
+
+// Stats describes a Store.
+type Stats struct {
+	Blobs        int64 // live blobs in the index
+	Volumes      int   // volume files
+	Bytes        int64 // total size of volume files
+	LiveBytes    int64 // bytes of live needles
+	IndexBytes   int64 // bytes of RAM used by the in-memory index
+	Fsyncs       int64 // fsyncs issued
+	ReadOnly     bool
+	Compactions  int64
+}

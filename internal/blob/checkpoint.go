@@ -1,0 +1,203 @@
+package blob
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"os"
+	"path/filepath"
+
+	"github.com/cairn-fs/cairn/internal/volume"
+)
+
+// Index checkpoint file layout (little-endian), written by Close:
+//
+//	header, 24 bytes:
+//	  0  4 magic "CRNI"
+//	  4  4 version (1)
+//	  8  4 number of volume records V
+//	 12  4 reserved
+//	 16  8 number of entry records E
+//	V volume records, 24 bytes each:
+//	  0  4 volume id
+//	  4  4 reserved
+//	  8  8 valid offset: the volume is durable and fully indexed up to here
+//	 16  8 tombstone bytes in the volume
+//	E entry records, 24 bytes each:
+//	  0  8 key: hash bytes 0..8 as a little-endian uint64
+//	  8  4 volume id
+//	 12  4 needle offset / 8
+//	 16  4 data length
+//	 20  1 hash byte 8 (the index shard)
+//	 21  3 reserved
+//	trailer: 4 bytes CRC32C of everything before it.
+//
+// It is written to index.ckpt.tmp, fsynced, renamed over index.ckpt, and the
+// directory fsynced. A checkpoint that fails its CRC or does not match the
+// volumes on disk (a volume shorter than its valid offset) is ignored and
+// every volume is rescanned. Entries of a volume that no longer exists are
+// dropped: compaction copied their live needles into a newer volume's tail,
+// beyond its checkpointed offset, where the tail scan finds them.
+const (
+	checkpointName    = "index.ckpt"
+	checkpointVersion = 1
+	ckHeaderSize      = 24
+	ckVolSize         = 24
+	ckEntrySize       = 24
+)
+
+var (
+	ckMagic      = [4]byte{'C', 'R', 'N', 'I'}
+	castagnoli   = crc32.MakeTable(crc32.Castagnoli)
+	errCkCorrupt = errors.New("checkpoint corrupt")
+)
+
+type ckVol struct {
+	validOff int64
+	tomb     int64
+}
+
+type ckEntry struct {
+	key uint64
+	sb  uint8
+	l   loc
+}
+
+type checkpoint struct {
+	vols    map[uint32]ckVol
+	entries []ckEntry
+	maxID   uint32
+}
+
+// writeCheckpoint writes the index checkpoint. Must hold s.mu with every
+// append durable.
+func (s *Store) writeCheckpoint() error {
+	vols := *s.vols.Load()
+	n := s.idx.len()
+	buf := make([]byte, ckHeaderSize, ckHeaderSize+len(vols)*ckVolSize+int(n)*ckEntrySize+4)
+	copy(buf[0:4], ckMagic[:])
+	binary.LittleEndian.PutUint32(buf[4:8], checkpointVersion)
+	binary.LittleEndian.PutUint32(buf[8:12], uint32(len(vols)))
+	for id, vr := range vols {
+		var r [ckVolSize]byte
+		binary.LittleEndian.PutUint32(r[0:4], id)
+		binary.LittleEndian.PutUint64(r[8:16], uint64(vr.v.Size()))
+		binary.LittleEndian.PutUint64(r[16:24], uint64(vr.tomb.Load()))
+		buf = append(buf, r[:]...)
+	}
+	var count uint64
+	s.idx.forEach(func(key uint64, sb uint8, l loc) bool {
+		var r [ckEntrySize]byte
+		binary.LittleEndian.PutUint64(r[0:8], key)
+		binary.LittleEndian.PutUint32(r[8:12], l.vol)
+		binary.LittleEndian.PutUint32(r[12:16], l.off)
+		binary.LittleEndian.PutUint32(r[16:20], l.n)
+		r[20] = sb
+		buf = append(buf, r[:]...)
+		count++
+		return true
+	})
+	binary.LittleEndian.PutUint64(buf[16:24], count)
+	buf = binary.LittleEndian.AppendUint32(buf, crc32.Checksum(buf, castagnoli))
+
+	path := filepath.Join(s.cfg.Dir, checkpointName)
+	tmp := path + ".tmp"
+	f, err := s.fs.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_RDWR, 0o644)
+	if err != nil {
+		return fmt.Errorf("write checkpoint: %w", err)
+	}
+	if _, err := f.WriteAt(buf, 0); err != nil {
+		f.Close()
+		return fmt.Errorf("write checkpoint: %w", err)
+	}
+	err = f.Sync()
+	s.fsyncs.Add(1)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("write checkpoint: %w", err)
+	}
+	if err := s.fs.Rename(tmp, path); err != nil {
+		return fmt.Errorf("write checkpoint: %w", err)
+	}
+	s.fsyncs.Add(1)
+	if err := s.fs.SyncDir(s.cfg.Dir); err != nil {
+		return fmt.Errorf("write checkpoint: %w", err)
+	}
+	return nil
+}
+
+// loadCheckpoint reads and checks the checkpoint against the open volumes.
+// It returns (nil, nil) if there is none, and an error if it must be ignored.
+func (s *Store) loadCheckpoint(vols map[uint32]*volRef) (*checkpoint, error) {
+	f, err := s.fs.OpenFile(filepath.Join(s.cfg.Dir, checkpointName), os.O_RDONLY, 0)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, nil
+		}
+		return nil, err
+	}
+	defer f.Close()
+	size, err := f.Size()
+	if err != nil {
+		return nil, err
+	}
+	if size < ckHeaderSize+4 || size > 1<<40 {
+		return nil, fmt.Errorf("%w: size %d", errCkCorrupt, size)
+	}
+	buf := make([]byte, size)
+	if _, err := f.ReadAt(buf, 0); err != nil && !errors.Is(err, io.EOF) {
+		return nil, err
+	}
+	body := buf[:size-4]
+	if crc32.Checksum(body, castagnoli) != binary.LittleEndian.Uint32(buf[size-4:]) {
+		return nil, fmt.Errorf("%w: CRC mismatch", errCkCorrupt)
+	}
+	if [4]byte(body[0:4]) != ckMagic || binary.LittleEndian.Uint32(body[4:8]) != checkpointVersion {
+		return nil, fmt.Errorf("%w: bad magic or version", errCkCorrupt)
+	}
+	nv := int64(binary.LittleEndian.Uint32(body[8:12]))
+	ne := int64(binary.LittleEndian.Uint64(body[16:24]))
+	if ckHeaderSize+nv*ckVolSize+ne*ckEntrySize != int64(len(body)) {
+		return nil, fmt.Errorf("%w: record counts do not match size", errCkCorrupt)
+	}
+	ck := &checkpoint{vols: make(map[uint32]ckVol, nv), entries: make([]ckEntry, 0, ne)}
+	p := body[ckHeaderSize:]
+	for i := int64(0); i < nv; i++ {
+		r := p[:ckVolSize]
+		p = p[ckVolSize:]
+		id := binary.LittleEndian.Uint32(r[0:4])
+		cv := ckVol{validOff: int64(binary.LittleEndian.Uint64(r[8:16])), tomb: int64(binary.LittleEndian.Uint64(r[16:24]))}
+		ck.maxID = max(ck.maxID, id)
+		vr := vols[id]
+		if vr == nil {
+			continue // compacted away since
+		}
+		if cv.validOff < volume.SuperblockSize || cv.validOff%8 != 0 || cv.validOff > vr.v.Size() {
+			return nil, fmt.Errorf("%w: volume %d valid to %d but is %d bytes", errCkCorrupt, id, cv.validOff, vr.v.Size())
+		}
+		ck.vols[id] = cv
+	}
+	for i := int64(0); i < ne; i++ {
+		r := p[:ckEntrySize]
+		p = p[ckEntrySize:]
+		e := ckEntry{
+			key: binary.LittleEndian.Uint64(r[0:8]),
+			l:   loc{vol: binary.LittleEndian.Uint32(r[8:12]), off: binary.LittleEndian.Uint32(r[12:16]), n: binary.LittleEndian.Uint32(r[16:20])},
+			sb:  r[20],
+		}
+		if e.l.vol == 0 {
+			return nil, fmt.Errorf("%w: entry with volume 0", errCkCorrupt)
+		}
+		if _, ok := vols[e.l.vol]; ok {
+			if _, ok := ck.vols[e.l.vol]; !ok {
+				return nil, fmt.Errorf("%w: entry in unlisted volume %d", errCkCorrupt, e.l.vol)
+			}
+		}
+		ck.entries = append(ck.entries, e)
+	}
+	return ck, nil
+}

@@ -1,0 +1,73 @@
+package blob
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"github.com/cairn-fs/cairn/internal/vfs"
+	"github.com/cairn-fs/cairn/internal/volume"
+)
+
+// minVolumeSize is the smallest MaxVolumeSize accepted (small volumes are
+// for tests; a blob larger than a volume gets an otherwise empty volume).
+const minVolumeSize = 4 << 10
+
+// DefaultConfig returns the defaults documented on Config's fields. Dir is
+// left empty and must be set.
+func DefaultConfig() Config {
+	return Config{
+		FS:                  vfs.OS(),
+		MaxVolumeSize:       1 << 30,
+		CompactGarbageRatio: 0.5,
+		MinFreeBytes:        64 << 20,
+		Logger:              slog.Default(),
+	}
+}
+
+// withDefaults fills zero fields with their defaults.
+func (c Config) withDefaults() Config {
+	d := DefaultConfig()
+	if c.FS == nil {
+		c.FS = d.FS
+	}
+	if c.MaxVolumeSize == 0 {
+		c.MaxVolumeSize = d.MaxVolumeSize
+	}
+	if c.CompactGarbageRatio == 0 {
+		c.CompactGarbageRatio = d.CompactGarbageRatio
+	}
+	if c.MinFreeBytes == 0 {
+		c.MinFreeBytes = d.MinFreeBytes
+	}
+	if c.Logger == nil {
+		c.Logger = d.Logger
+	}
+	return c
+}
+
+// Validate reports whether c is usable as given. Open fills zero fields with
+// their defaults before validating; a negative MinFreeBytes disables the
+// free-space check (ENOSPC from the disk is still reported as ErrNoSpace).
+func (c Config) Validate() error {
+	var errs []error
+	if c.Dir == "" {
+		errs = append(errs, errors.New("Dir is required"))
+	}
+	if c.FS == nil {
+		errs = append(errs, errors.New("FS is required"))
+	}
+	if c.MaxVolumeSize < minVolumeSize || c.MaxVolumeSize > volume.MaxVolumeSize {
+		errs = append(errs, fmt.Errorf("MaxVolumeSize %d outside [%d, %d]", c.MaxVolumeSize, minVolumeSize, int64(volume.MaxVolumeSize)))
+	}
+	if !(c.CompactGarbageRatio > 0 && c.CompactGarbageRatio < 1) {
+		errs = append(errs, fmt.Errorf("CompactGarbageRatio %v outside (0, 1)", c.CompactGarbageRatio))
+	}
+	if c.Logger == nil {
+		errs = append(errs, errors.New("Logger is required"))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("blob: invalid config: %w", err)
+	}
+	return nil
+}

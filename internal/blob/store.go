@@ -1,0 +1,896 @@
+package blob
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+
+	"github.com/cairn-fs/cairn/internal/vfs"
+	"github.com/cairn-fs/cairn/internal/volume"
+)
+
+const (
+	volSuffix = ".vol"
+	// smallRead is the largest ReadAt (header + offset + length) served by
+	// one pread into a pooled buffer; larger reads read the header first.
+	smallRead = 64 << 10
+	// spaceRecheck is how many appends may use a cached Statfs result.
+	spaceRecheck = 16
+	// maxRetries bounds lookups that raced with compaction retiring a volume.
+	maxRetries = 16
+)
+
+// volRef is an open volume plus the reader references that keep compaction
+// from closing it. refs counts readers; once retired is set the volume is
+// out of the store's table and is closed and removed when refs drops to 0.
+type volRef struct {
+	v       *volume.Volume
+	refs    atomic.Int64
+	retired atomic.Bool
+	doomed  atomic.Bool // compacted: remove the file when finalized
+	final   sync.Once
+	live    atomic.Int64 // bytes of needles the index points at
+	tomb    atomic.Int64 // bytes of tombstone needles
+	s       *Store
+}
+
+func (r *volRef) release() {
+	if r.refs.Add(-1) == 0 && r.retired.Load() {
+		r.finalize()
+	}
+}
+
+// finalize closes a retired volume, and removes it if compaction doomed it.
+// Called once no reader holds it.
+func (r *volRef) finalize() {
+	r.final.Do(func() {
+		s := r.s
+		if err := r.v.Close(); err != nil {
+			s.log.Warn("close volume", "volume", r.v.ID(), "err", err)
+		}
+		if !r.doomed.Load() {
+			return
+		}
+		if err := s.fs.Remove(r.v.Path()); err != nil {
+			s.log.Warn("remove compacted volume", "volume", r.v.ID(), "err", err)
+			return
+		}
+		if err := s.fs.SyncDir(s.cfg.Dir); err != nil {
+			s.log.Warn("sync dir after removing compacted volume", "volume", r.v.ID(), "err", err)
+		}
+	})
+}
+
+type opKind uint8
+
+const (
+	opPut opKind = iota
+	opTomb
+	opCopy
+)
+
+// pendingOp is an append not yet known to be durable.
+type pendingOp struct {
+	h    Hash
+	l    loc
+	seq  uint64
+	kind opKind
+}
+
+// Store is a node-local blob store over volume files. All methods are safe
+// for concurrent use. Reads (Has, Size, ReadAt, Get, Locate) take no store
+// lock: an index shard read lock and an atomic volume reference. Writes
+// (Put, Delete) append under one mutex and share fsyncs (group commit).
+type Store struct {
+	cfg Config
+	fs  vfs.FS
+	log *slog.Logger
+	idx *index
+
+	vols   atomic.Pointer[map[uint32]*volRef] // copy-on-write under mu
+	active atomic.Pointer[volRef]             // written under mu
+
+	mu          sync.Mutex // appends, volume roll, writer-side index changes
+	nextID      uint32
+	pending     []pendingOp
+	freeEst     int64 // free bytes at the last Statfs, minus bytes appended since
+	spaceChecks int   // appends left before the next Statfs
+
+	appendSeq atomic.Uint64 // sequence of the last completed append, bumped under mu
+	synced    atomic.Uint64 // mirror of syncedSeq for lock-free reads
+
+	syncMu    sync.Mutex
+	syncCond  *sync.Cond
+	syncing   bool
+	syncedSeq uint64
+	failed    bool  // guarded by syncMu; mirrors readOnly
+	failErr   error // guarded by syncMu
+
+	compactMu sync.Mutex // one compaction (or Range) at a time
+
+	readOnly    atomic.Bool
+	closed      atomic.Bool
+	fsyncs      atomic.Int64
+	compactions atomic.Int64
+
+	bufs sync.Pool // *[]byte of smallRead bytes
+}
+
+func volName(id uint32) string { return fmt.Sprintf("%08d%s", id, volSuffix) }
+
+func (s *Store) volPath(id uint32) string { return filepath.Join(s.cfg.Dir, volName(id)) }
+
+func (s *Store) getBuf() *[]byte { return s.bufs.Get().(*[]byte) }
+
+// Open opens (creating if needed) the store in cfg.Dir and recovers it: it
+// loads the index checkpoint if valid, scans every volume from its
+// checkpointed offset (the whole volume without a checkpoint), truncates
+// torn tails (logged at Warn) and applies tombstones. Zero fields of cfg get
+// their defaults. It blocks for the whole recovery.
+func Open(cfg Config) (*Store, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	s := &Store{cfg: cfg, fs: cfg.FS, log: cfg.Logger.With("component", "blob"), idx: newIndex()}
+	s.syncCond = sync.NewCond(&s.syncMu)
+	s.bufs.New = func() any { b := make([]byte, smallRead); return &b }
+	empty := map[uint32]*volRef{}
+	s.vols.Store(&empty)
+	if err := s.fs.MkdirAll(cfg.Dir, 0o755); err != nil {
+		return nil, fmt.Errorf("blob: open %s: %w", cfg.Dir, err)
+	}
+	if err := s.recover(); err != nil {
+		s.closeVolumes()
+		return nil, fmt.Errorf("blob: open %s: %w", cfg.Dir, err)
+	}
+	return s, nil
+}
+
+// listVolumes returns the ids of the volume files in Dir, sorted, and
+// removes leftover temporary files.
+func (s *Store) listVolumes() ([]uint32, error) {
+	names, err := s.fs.ReadDir(s.cfg.Dir)
+	if err != nil {
+		return nil, err
+	}
+	var ids []uint32
+	for _, n := range names {
+		if strings.HasSuffix(n, ".tmp") {
+			if err := s.fs.Remove(filepath.Join(s.cfg.Dir, n)); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		if !strings.HasSuffix(n, volSuffix) {
+			continue
+		}
+		id, err := strconv.ParseUint(strings.TrimSuffix(n, volSuffix), 10, 32)
+		if err != nil || id == 0 {
+			continue
+		}
+		ids = append(ids, uint32(id))
+	}
+	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
+	return ids, nil
+}
+
+func (s *Store) recover() error {
+	ids, err := s.listVolumes()
+	if err != nil {
+		return err
+	}
+	vols := map[uint32]*volRef{}
+	for i, id := range ids {
+		v, err := volume.Open(s.fs, s.volPath(id), id)
+		if err != nil {
+			// A crash between creating the last volume file and writing its
+			// superblock leaves a short file with nothing acknowledged in it.
+			if errors.Is(err, volume.ErrSuperblock) && i == len(ids)-1 {
+				if fi, serr := s.fs.Stat(s.volPath(id)); serr == nil && fi.Size() < volume.SuperblockSize {
+					s.log.Warn("removing volume with incomplete superblock", "volume", id, "size", fi.Size())
+					if err := s.fs.Remove(s.volPath(id)); err != nil {
+						return err
+					}
+					ids = ids[:i]
+					break
+				}
+			}
+			return fmt.Errorf("%w: %w", ErrCorrupt, err)
+		}
+		vols[id] = &volRef{v: v, s: s}
+	}
+	s.vols.Store(&vols)
+
+	ck, err := s.loadCheckpoint(vols)
+	if err != nil {
+		s.log.Warn("ignoring index checkpoint; rescanning all volumes", "err", err)
+		ck = nil
+	}
+	s.nextID = 1
+	if len(ids) > 0 {
+		s.nextID = ids[len(ids)-1] + 1
+	}
+	if ck != nil {
+		if ck.maxID >= s.nextID {
+			s.nextID = ck.maxID + 1
+		}
+		for _, e := range ck.entries {
+			vr := vols[e.l.vol]
+			if vr == nil {
+				continue // volume compacted away after the checkpoint; its blobs are in a newer tail
+			}
+			s.idx.insertKey(e.key, e.sb, e.l)
+			vr.live.Add(volume.NeedleSize(int(e.l.n)))
+		}
+	}
+	var blobs, scanned int
+	buf := make([]byte, volume.HeaderSize)
+	for _, id := range ids {
+		vr := vols[id]
+		from := int64(volume.SuperblockSize)
+		if ck != nil {
+			if cv, ok := ck.vols[id]; ok {
+				from = cv.validOff
+				vr.tomb.Add(cv.tomb)
+			}
+		}
+		end, err := vr.v.Scan(from, func(off int64, h volume.Header, data []byte) error {
+			scanned++
+			hash := Hash(h.Hash)
+			if h.Tombstone() {
+				vr.tomb.Add(volume.NeedleSize(0))
+				if l, ok := s.findVerified(&hash, buf); ok {
+					s.idx.remove(&hash, l)
+					s.volOf(l.vol).live.Add(-volume.NeedleSize(int(l.n)))
+				}
+				return nil
+			}
+			nl := loc{vol: id, off: uint32(off >> 3), n: h.Len}
+			if l, ok := s.findVerified(&hash, buf); ok {
+				s.idx.replace(&hash, l, nl)
+				s.volOf(l.vol).live.Add(-volume.NeedleSize(int(l.n)))
+			} else {
+				s.idx.insert(&hash, nl)
+			}
+			vr.live.Add(volume.NeedleSize(int(h.Len)))
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		if size := vr.v.Size(); end < size {
+			s.log.Warn("truncating torn volume tail", "volume", id, "valid", end, "size", size, "dropped", size-end)
+			if err := vr.v.Truncate(end); err != nil {
+				return err
+			}
+			if err := vr.v.Sync(); err != nil {
+				return err
+			}
+			s.fsyncs.Add(1)
+		}
+	}
+	_ = blobs
+	if len(ids) == 0 {
+		if _, err := s.newVolume(); err != nil {
+			return err
+		}
+	} else {
+		s.active.Store(vols[ids[len(ids)-1]])
+	}
+	s.log.Info("blob store opened", "dir", s.cfg.Dir, "volumes", len(*s.vols.Load()),
+		"blobs", s.idx.len(), "checkpoint", ck != nil, "scanned_needles", scanned)
+	return nil
+}
+
+// findVerified looks h up without taking volume references; for recovery
+// and for writers holding s.mu (compaction cannot retire volumes then
+// because retiring takes s.mu). buf is header scratch.
+func (s *Store) findVerified(h *Hash, buf []byte) (loc, bool) {
+	c, n := s.idx.lookup(h)
+	for _, l := range c[:n] {
+		vr := s.volOf(l.vol)
+		if vr == nil {
+			continue
+		}
+		hd, err := vr.v.ReadHeader(l.offset(), buf)
+		if err == nil && hd.Hash == *h && !hd.Tombstone() {
+			return l, true
+		}
+	}
+	return loc{}, false
+}
+
+func (s *Store) volOf(id uint32) *volRef { return (*s.vols.Load())[id] }
+
+// setVols replaces the volume table. Must hold s.mu (or be in Open).
+func (s *Store) setVols(fn func(m map[uint32]*volRef)) {
+	old := *s.vols.Load()
+	m := make(map[uint32]*volRef, len(old)+1)
+	for k, v := range old {
+		m[k] = v
+	}
+	fn(m)
+	s.vols.Store(&m)
+}
+
+// newVolume creates the next volume durably and makes it active. Must hold
+// s.mu (or be in Open).
+func (s *Store) newVolume() (*volRef, error) {
+	id := s.nextID
+	v, err := volume.Create(s.fs, s.volPath(id), id)
+	s.fsyncs.Add(2) // file and directory
+	if err != nil {
+		return nil, err
+	}
+	s.nextID++
+	vr := &volRef{v: v, s: s}
+	s.setVols(func(m map[uint32]*volRef) { m[id] = vr })
+	s.active.Store(vr)
+	s.log.Info("new volume", "volume", id)
+	return vr, nil
+}
+
+// acquire returns a reference to volume id, or nil if it is gone or retired.
+func (s *Store) acquire(id uint32) *volRef {
+	vr := (*s.vols.Load())[id]
+	if vr == nil {
+		return nil
+	}
+	vr.refs.Add(1)
+	if vr.retired.Load() {
+		vr.release()
+		return nil
+	}
+	return vr
+}
+
+// lookupRef finds h and returns its location and a held reference to its
+// volume (release it), or ErrNotFound. scratch holds at least HeaderSize
+// bytes.
+func (s *Store) lookupRef(h *Hash, scratch []byte) (loc, *volRef, error) {
+	for try := 0; try < maxRetries; try++ {
+		c, n := s.idx.lookup(h)
+		raced := false
+		for _, l := range c[:n] {
+			vr := s.acquire(l.vol)
+			if vr == nil {
+				raced = true
+				continue
+			}
+			hd, err := vr.v.ReadHeader(l.offset(), scratch)
+			if err != nil {
+				vr.release()
+				return loc{}, nil, fmt.Errorf("blob %s: %w: %w", h.String(), ErrCorrupt, err)
+			}
+			if hd.Hash == *h {
+				return l, vr, nil
+			}
+			vr.release() // a different blob sharing the 72-bit prefix
+		}
+		if !raced {
+			break
+		}
+	}
+	return loc{}, nil, ErrNotFound
+}
+
+// Has reports whether h is stored. It reads the needle header (one pread)
+// to rule out a hash-prefix collision; I/O errors report false.
+func (s *Store) Has(h Hash) bool {
+	_, err := s.Size(h)
+	return err == nil
+}
+
+// Size returns the length of blob h, or ErrNotFound. One pread of the header.
+func (s *Store) Size(h Hash) (int64, error) {
+	if s.closed.Load() {
+		return 0, ErrClosed
+	}
+	bp := s.getBuf()
+	defer s.bufs.Put(bp)
+	l, vr, err := s.lookupRef(&h, *bp)
+	if err != nil {
+		return 0, err
+	}
+	vr.release()
+	return int64(l.n), nil
+}
+
+// ReadAt reads len(p) bytes of blob h starting at off, like io.ReaderAt: it
+// returns n < len(p) with io.EOF when the blob ends first. It does not check
+// the CRC. If header+off+len(p) <= 64 KiB it is one pread into a pooled
+// buffer (the header is checked against h in the same read) and a copy;
+// otherwise a header pread and a data pread straight into p. It does not
+// allocate. Errors: ErrNotFound, ErrClosed, ErrCorrupt, I/O errors.
+func (s *Store) ReadAt(h Hash, p []byte, off int64) (int, error) {
+	if s.closed.Load() {
+		return 0, ErrClosed
+	}
+	if off < 0 {
+		return 0, fmt.Errorf("blob %s: negative offset %d", h, off)
+	}
+	bp := s.getBuf()
+	defer s.bufs.Put(bp)
+	buf := *bp
+	for try := 0; try < maxRetries; try++ {
+		c, nc := s.idx.lookup(&h)
+		raced := false
+		for _, l := range c[:nc] {
+			vr := s.acquire(l.vol)
+			if vr == nil {
+				raced = true
+				continue
+			}
+			n, match, err := s.readFrom(vr, l, &h, p, off, buf)
+			vr.release()
+			if match {
+				return n, err
+			}
+		}
+		if !raced {
+			break
+		}
+	}
+	return 0, ErrNotFound
+}
+
+// readFrom serves ReadAt from one candidate location; match is false if the
+// needle there belongs to another hash.
+func (s *Store) readFrom(vr *volRef, l loc, h *Hash, p []byte, off int64, buf []byte) (n int, match bool, err error) {
+	size := int64(l.n)
+	want := int64(len(p))
+	if off >= size {
+		want = 0
+	} else if off+want > size {
+		want = size - off
+	}
+	base := l.offset()
+	if volume.HeaderSize+off+want <= int64(len(buf)) {
+		total := volume.HeaderSize + off + want
+		if off >= size {
+			total = volume.HeaderSize
+		}
+		if _, err := vr.v.ReadAt(buf[:total], base); err != nil {
+			return 0, true, fmt.Errorf("blob %s: read: %w", h.String(), err)
+		}
+		hd, err := volume.DecodeHeader(buf)
+		if err != nil {
+			return 0, true, fmt.Errorf("blob %s: %w: %w", h.String(), ErrCorrupt, err)
+		}
+		if hd.Hash != *h {
+			return 0, false, nil
+		}
+		if off >= size {
+			return 0, true, io.EOF
+		}
+		n = copy(p, buf[volume.HeaderSize+off:total])
+	} else {
+		hd, err := vr.v.ReadHeader(base, buf)
+		if err != nil {
+			return 0, true, fmt.Errorf("blob %s: %w: %w", h.String(), ErrCorrupt, err)
+		}
+		if hd.Hash != *h {
+			return 0, false, nil
+		}
+		if off >= size {
+			return 0, true, io.EOF
+		}
+		n, err = vr.v.ReadData(base, p[:want], off)
+		if err != nil {
+			return n, true, fmt.Errorf("blob %s: read: %w", h.String(), err)
+		}
+	}
+	if int64(n) < int64(len(p)) {
+		return n, true, io.EOF
+	}
+	return n, true, nil
+}
+
+// Get appends the whole blob h to dst[:len(dst)] and returns the result. The
+// needle is read with one pread (into dst's spare capacity when it has room
+// for the header and data, so a pre-sized dst avoids allocation) and its
+// CRC is checked: a mismatch returns an error wrapping ErrCorrupt.
+func (s *Store) Get(h Hash, dst []byte) ([]byte, error) {
+	if s.closed.Load() {
+		return dst, ErrClosed
+	}
+	for try := 0; try < maxRetries; try++ {
+		c, nc := s.idx.lookup(&h)
+		raced := false
+		for _, l := range c[:nc] {
+			vr := s.acquire(l.vol)
+			if vr == nil {
+				raced = true
+				continue
+			}
+			hd, data, err := vr.v.ReadNeedle(l.offset(), int(l.n), dst[len(dst):cap(dst)])
+			vr.release()
+			if err != nil {
+				if errors.Is(err, volume.ErrCorrupt) {
+					return dst, fmt.Errorf("blob %s: %w: %w", h, ErrCorrupt, err)
+				}
+				return dst, fmt.Errorf("blob %s: %w", h, err)
+			}
+			if hd.Hash != h {
+				continue
+			}
+			return append(dst, data...), nil // memmove: data may alias dst's tail
+		}
+		if !raced {
+			break
+		}
+	}
+	return dst, ErrNotFound
+}
+
+// Locate returns the open file holding blob h, the file offset of its data
+// and its length, for zero-copy reads (sendfile). The volume stays open (and
+// is not removed by compaction) until release is called, which the caller
+// must do exactly once. The file must not be closed or written. One pread of
+// the header. Errors: ErrNotFound, ErrClosed, ErrCorrupt.
+func (s *Store) Locate(h Hash) (f vfs.File, off, n int64, release func(), err error) {
+	if s.closed.Load() {
+		return nil, 0, 0, nil, ErrClosed
+	}
+	bp := s.getBuf()
+	l, vr, err := s.lookupRef(&h, *bp)
+	s.bufs.Put(bp)
+	if err != nil {
+		return nil, 0, 0, nil, err
+	}
+	var once sync.Once
+	return vr.v.File(), volume.DataOffset(l.offset()), int64(l.n), func() { once.Do(vr.release) }, nil
+}
+
+// checkWritable returns ErrClosed or ErrReadOnly. Must hold s.mu.
+func (s *Store) checkWritable() error {
+	if s.closed.Load() {
+		return ErrClosed
+	}
+	if s.readOnly.Load() {
+		s.syncMu.Lock()
+		cause := s.failErr
+		s.syncMu.Unlock()
+		return fmt.Errorf("%w (cause: %v)", ErrReadOnly, cause)
+	}
+	return nil
+}
+
+// checkSpace fails with ErrNoSpace if appending n bytes would leave less than
+// MinFreeBytes free. Statfs is consulted every spaceRecheck appends, or at
+// once when the cached estimate runs low. Must hold s.mu.
+func (s *Store) checkSpace(n int64) error {
+	if s.cfg.MinFreeBytes < 0 {
+		return nil
+	}
+	if s.spaceChecks <= 0 || s.freeEst-n < s.cfg.MinFreeBytes {
+		free, _, err := s.fs.Statfs(s.cfg.Dir)
+		if err != nil {
+			return fmt.Errorf("blob: statfs %s: %w", s.cfg.Dir, err)
+		}
+		s.freeEst = int64(min(free, 1<<62))
+		s.spaceChecks = spaceRecheck
+	}
+	if s.freeEst-n < s.cfg.MinFreeBytes {
+		s.spaceChecks = 0
+		return fmt.Errorf("%w: %d bytes free, %d needed plus a reserve of %d", ErrNoSpace, s.freeEst, n, s.cfg.MinFreeBytes)
+	}
+	s.spaceChecks--
+	s.freeEst -= n
+	return nil
+}
+
+// ensureRoom rolls to a new volume if the active one cannot take need more
+// bytes: the old volume is fsynced (sealing it) and the new one created
+// durably. Must hold s.mu.
+func (s *Store) ensureRoom(need int64) error {
+	a := s.active.Load()
+	size := a.v.Size()
+	if size == volume.SuperblockSize || size+need <= s.cfg.MaxVolumeSize {
+		return nil
+	}
+	if err := a.v.Sync(); err != nil {
+		s.fsyncs.Add(1)
+		return s.failLocked(err)
+	}
+	s.fsyncs.Add(1)
+	s.markSynced(s.appendSeq.Load())
+	if _, err := s.newVolume(); err != nil {
+		if errors.Is(err, syscall.ENOSPC) {
+			s.spaceChecks = 0
+			return fmt.Errorf("%w: %w", ErrNoSpace, err)
+		}
+		return s.failLocked(err)
+	}
+	return nil
+}
+
+// appendFailed classifies a failed append. Must hold s.mu.
+func (s *Store) appendFailed(err error) error {
+	if errors.Is(err, syscall.ENOSPC) && !errors.Is(err, volume.ErrBroken) {
+		s.spaceChecks = 0 // the volume undid the partial append; stay writable
+		return fmt.Errorf("%w: %w", ErrNoSpace, err)
+	}
+	return s.failLocked(err)
+}
+
+// failLocked makes the store read-only after a write or fsync failure: it is
+// never retried. Appends not yet durable are taken out of the index so no
+// unacknowledged blob is reported as stored. Must hold s.mu.
+func (s *Store) failLocked(cause error) error {
+	s.syncMu.Lock()
+	first := !s.failed
+	if first {
+		s.failed = true
+		s.failErr = cause
+	}
+	synced := s.syncedSeq
+	s.syncCond.Broadcast()
+	s.syncMu.Unlock()
+	if first {
+		s.readOnly.Store(true)
+		s.log.Error("write or fsync failed; blob store is now read-only", "err", cause)
+		for _, op := range s.pending {
+			if op.seq > synced && op.kind == opPut {
+				if s.idx.remove(&op.h, op.l) {
+					s.volOf(op.l.vol).live.Add(-volume.NeedleSize(int(op.l.n)))
+				}
+			}
+		}
+		s.pending = nil
+	}
+	return fmt.Errorf("%w: %w", ErrReadOnly, cause)
+}
+
+// markSynced records that every append up to seq is durable.
+func (s *Store) markSynced(seq uint64) {
+	s.syncMu.Lock()
+	if !s.failed && seq > s.syncedSeq {
+		s.syncedSeq = seq
+		s.synced.Store(seq)
+	}
+	s.syncCond.Broadcast()
+	s.syncMu.Unlock()
+}
+
+// trimPending drops pending ops that are durable. Must hold s.mu.
+func (s *Store) trimPending() {
+	synced := s.synced.Load()
+	i := 0
+	for i < len(s.pending) && s.pending[i].seq <= synced {
+		i++
+	}
+	if i > 0 {
+		s.pending = append(s.pending[:0], s.pending[i:]...)
+	}
+}
+
+// recordAppend assigns the next sequence number to an append. Must hold s.mu.
+func (s *Store) recordAppend(h *Hash, l loc, kind opKind) uint64 {
+	seq := s.appendSeq.Add(1)
+	s.pending = append(s.pending, pendingOp{h: *h, l: l, seq: seq, kind: kind})
+	return seq
+}
+
+// waitDurable blocks until the append with sequence seq is durable. The
+// first waiter that finds no fsync in flight becomes the leader: it fsyncs
+// the active volume on behalf of every append completed before the fsync
+// started; the others wait for it (group commit). A failed fsync makes the
+// store read-only and every waiter not yet covered gets ErrReadOnly.
+func (s *Store) waitDurable(seq uint64) error {
+	s.syncMu.Lock()
+	defer s.syncMu.Unlock()
+	for s.syncedSeq < seq {
+		if s.failed {
+			return fmt.Errorf("%w: %w", ErrReadOnly, s.failErr)
+		}
+		if s.syncing {
+			s.syncCond.Wait()
+			continue
+		}
+		s.syncing = true
+		// Load the target before the volume: appends up to target are either
+		// in this volume or in an older one that was fsynced when sealed.
+		target := s.appendSeq.Load()
+		vr := s.active.Load()
+		s.syncMu.Unlock()
+		err := vr.v.Sync()
+		s.fsyncs.Add(1)
+		if err != nil {
+			s.mu.Lock()
+			s.failLocked(err)
+			s.mu.Unlock()
+		}
+		s.syncMu.Lock()
+		s.syncing = false
+		if err == nil && !s.failed && target > s.syncedSeq {
+			s.syncedSeq = target
+			s.synced.Store(target)
+		}
+		s.syncCond.Broadcast()
+	}
+	return nil
+}
+
+// Put stores data under h and returns once it is durable. It is idempotent:
+// if h is already stored it returns nil at once (or once the earlier,
+// still pending Put of h is durable). The caller guarantees h == Sum(data).
+// Concurrent Puts share fsyncs. Errors: ErrTooLarge, ErrNoSpace (nothing
+// was stored; the store stays writable), ErrReadOnly (a write or fsync
+// failed, now or before), ErrClosed.
+func (s *Store) Put(h Hash, data []byte) error {
+	if len(data) > MaxSize {
+		return fmt.Errorf("blob %s: %d bytes: %w", h, len(data), ErrTooLarge)
+	}
+	var scratch [volume.HeaderSize]byte
+	s.mu.Lock()
+	if err := s.checkWritable(); err != nil {
+		s.mu.Unlock()
+		return err
+	}
+	s.trimPending()
+	if _, ok := s.findVerified(&h, scratch[:]); ok {
+		var wait uint64
+		for _, op := range s.pending {
+			if op.kind == opPut && op.h == h {
+				wait = op.seq
+			}
+		}
+		s.mu.Unlock()
+		if wait == 0 {
+			return nil
+		}
+		return s.waitDurable(wait)
+	}
+	need := volume.NeedleSize(len(data))
+	if err := s.checkSpace(need); err != nil {
+		s.mu.Unlock()
+		return err
+	}
+	if err := s.ensureRoom(need); err != nil {
+		s.mu.Unlock()
+		return err
+	}
+	a := s.active.Load()
+	off, err := a.v.Append(h, data)
+	if err != nil {
+		err = s.appendFailed(err)
+		s.mu.Unlock()
+		return err
+	}
+	l := loc{vol: a.v.ID(), off: uint32(off >> 3), n: uint32(len(data))}
+	s.idx.insert(&h, l)
+	a.live.Add(need)
+	seq := s.recordAppend(&h, l, opPut)
+	s.mu.Unlock()
+	return s.waitDurable(seq)
+}
+
+// Delete removes blob h: it appends a tombstone, takes h out of the index
+// and returns once the tombstone is durable. Deleting an absent blob is a
+// no-op returning nil. Errors: ErrNoSpace, ErrReadOnly, ErrClosed.
+func (s *Store) Delete(h Hash) error {
+	var scratch [volume.HeaderSize]byte
+	s.mu.Lock()
+	if err := s.checkWritable(); err != nil {
+		s.mu.Unlock()
+		return err
+	}
+	s.trimPending()
+	l, ok := s.findVerified(&h, scratch[:])
+	if !ok {
+		s.mu.Unlock()
+		return nil
+	}
+	// No MinFreeBytes check: deleting must work on a full disk.
+	need := volume.NeedleSize(0)
+	if err := s.ensureRoom(need); err != nil {
+		s.mu.Unlock()
+		return err
+	}
+	a := s.active.Load()
+	off, err := a.v.AppendTombstone(h)
+	if err != nil {
+		err = s.appendFailed(err)
+		s.mu.Unlock()
+		return err
+	}
+	s.idx.remove(&h, l)
+	s.volOf(l.vol).live.Add(-volume.NeedleSize(int(l.n)))
+	a.tomb.Add(need)
+	seq := s.recordAppend(&h, loc{vol: a.v.ID(), off: uint32(off >> 3)}, opTomb)
+	s.mu.Unlock()
+	return s.waitDurable(seq)
+}
+
+// Range calls fn for every stored blob until fn returns false. It reads each
+// needle's header to recover the full hash (one pread per blob), so it is
+// meant for inventories, not hot paths. Blobs added or deleted during the
+// walk may or may not be seen. It holds off compaction while it runs.
+func (s *Store) Range(fn func(h Hash, size int64) bool) {
+	if s.closed.Load() {
+		return
+	}
+	s.compactMu.Lock()
+	defer s.compactMu.Unlock()
+	var buf [volume.HeaderSize]byte
+	s.idx.forEach(func(key uint64, sb uint8, l loc) bool {
+		vr := s.acquire(l.vol)
+		if vr == nil {
+			return true
+		}
+		hd, err := vr.v.ReadHeader(l.offset(), buf[:])
+		vr.release()
+		if err != nil || hd.Tombstone() {
+			return true
+		}
+		return fn(Hash(hd.Hash), int64(l.n))
+	})
+}
+
+// Stats returns a snapshot of the store's counters. It does not block on
+// writers.
+func (s *Store) Stats() Stats {
+	st := Stats{
+		Blobs:       s.idx.len(),
+		IndexBytes:  s.idx.memBytes(),
+		Fsyncs:      s.fsyncs.Load(),
+		ReadOnly:    s.readOnly.Load(),
+		Compactions: s.compactions.Load(),
+	}
+	for _, vr := range *s.vols.Load() {
+		st.Volumes++
+		st.Bytes += vr.v.Size()
+		st.LiveBytes += vr.live.Load()
+	}
+	return st
+}
+
+// Close fsyncs the active volume, writes the index checkpoint (unless the
+// store is read-only) and closes every volume. Later calls return ErrClosed;
+// calls racing with Close may fail. A volume still referenced by a Locate
+// caller is closed when that caller releases it.
+func (s *Store) Close() error {
+	s.compactMu.Lock()
+	defer s.compactMu.Unlock()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed.Swap(true) {
+		return ErrClosed
+	}
+	var err error
+	if !s.readOnly.Load() {
+		a := s.active.Load()
+		if err = a.v.Sync(); err == nil {
+			s.fsyncs.Add(1)
+			s.markSynced(s.appendSeq.Load())
+			err = s.writeCheckpoint()
+		} else {
+			err = s.failLocked(err)
+		}
+	}
+	s.closeVolumes()
+	if err != nil {
+		return fmt.Errorf("blob: close: %w", err)
+	}
+	s.log.Info("blob store closed", "dir", s.cfg.Dir)
+	return nil
+}
+
+func (s *Store) closeVolumes() {
+	for _, vr := range *s.vols.Load() {
+		vr.retired.Store(true)
+		if vr.refs.Load() == 0 {
+			vr.finalize()
+		}
+	}
+}

@@ -1,0 +1,208 @@
+package consensus
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+
+	"github.com/cairn-fs/cairn/internal/kv"
+	"github.com/cairn-fs/cairn/internal/meta"
+)
+
+// ErrStopped is returned by Propose after Close, or after the log stopped on
+// a storage failure.
+var ErrStopped = errors.New("consensus: log stopped")
+
+// Log orders namespace commands and applies them to the local store. The
+// single-node implementation is Local; the Raft-backed one replicates each
+// entry to a quorum before applying it. Both apply every entry with
+// meta.Apply onto one KV batch that also records the applied index.
+type Log interface {
+	// Propose submits cmd and blocks until it is applied locally (durably)
+	// or ctx ends. The Result is the local application's outcome.
+	Propose(ctx context.Context, cmd meta.Command) (meta.Result, error)
+	// AppliedIndex is the index of the last entry applied locally.
+	AppliedIndex() uint64
+	Close() error
+}
+
+// LocalConfig configures a Local log.
+type LocalConfig struct {
+	// KV is the node's store; required.
+	KV kv.Store
+	// MaxBatch is the maximum number of commands in one entry. Default 256.
+	MaxBatch int
+	// OnApply, if set, is called after each entry commits, in log order,
+	// from the apply goroutine, with the entry's commands and results.
+	OnApply func(index uint64, cmds []meta.Command, res []meta.Result)
+	// Logger; default slog.Default().
+	Logger *slog.Logger
+}
+
+type proposal struct {
+	cmd  meta.Command
+	done chan outcome
+}
+
+type outcome struct {
+	res meta.Result
+	err error
+}
+
+// Local is a single-node Log: proposals are batched (many small-file creates
+// share one entry and one fsync), applied in order by one goroutine, and
+// committed with sync before they are acknowledged.
+type Local struct {
+	cfg     LocalConfig
+	propc   chan proposal
+	mu      sync.Mutex
+	applied uint64
+	stopped chan struct{}
+	done    chan struct{}
+	err     error
+	once    sync.Once
+}
+
+// NewLocal starts a Local log over cfg.KV, resuming at its applied index.
+func NewLocal(cfg LocalConfig) (*Local, error) {
+	if cfg.KV == nil {
+		return nil, errors.New("consensus: LocalConfig.KV is required")
+	}
+	if cfg.MaxBatch <= 0 {
+		cfg.MaxBatch = 256
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	idx, err := meta.NewReader(cfg.KV).AppliedIndex()
+	if err != nil {
+		return nil, fmt.Errorf("consensus: read applied index: %w", err)
+	}
+	l := &Local{cfg: cfg, propc: make(chan proposal, 1024), applied: idx,
+		stopped: make(chan struct{}), done: make(chan struct{})}
+	go l.run()
+	return l, nil
+}
+
+// AppliedIndex returns the index of the last applied entry.
+func (l *Local) AppliedIndex() uint64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.applied
+}
+
+// Propose implements Log.
+func (l *Local) Propose(ctx context.Context, cmd meta.Command) (meta.Result, error) {
+	p := proposal{cmd: cmd, done: make(chan outcome, 1)}
+	select {
+	case l.propc <- p:
+	case <-l.stopped:
+		return meta.Result{}, l.stopErr()
+	case <-ctx.Done():
+		return meta.Result{}, ctx.Err()
+	}
+	// Once queued, the command will be applied whatever ctx does: wait for
+	// its outcome so the caller never reports failure for a change that
+	// lands (ctx only bounds the queueing).
+	o := <-p.done
+	return o.res, o.err
+}
+
+func (l *Local) stopErr() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.err != nil {
+		return fmt.Errorf("%w: %v", ErrStopped, l.err)
+	}
+	return ErrStopped
+}
+
+func (l *Local) run() {
+	defer close(l.done)
+	batch := make([]proposal, 0, l.cfg.MaxBatch)
+	for {
+		var first proposal
+		select {
+		case first = <-l.propc:
+		case <-l.stopped:
+			l.drain(nil)
+			return
+		}
+		batch = append(batch[:0], first)
+	fill:
+		for len(batch) < l.cfg.MaxBatch {
+			select {
+			case p := <-l.propc:
+				batch = append(batch, p)
+			default:
+				break fill
+			}
+		}
+		if err := l.apply(batch); err != nil {
+			// A failed commit is never retried: stop the log and say why.
+			l.cfg.Logger.Error("namespace commit failed; log stopped", "err", err)
+			l.mu.Lock()
+			l.err = err
+			l.mu.Unlock()
+			for _, p := range batch {
+				p.done <- outcome{err: fmt.Errorf("%w: %v", ErrStopped, err)}
+			}
+			l.once.Do(func() { close(l.stopped) })
+			l.drain(err)
+			return
+		}
+	}
+}
+
+func (l *Local) drain(err error) {
+	for {
+		select {
+		case p := <-l.propc:
+			if err == nil {
+				err = ErrStopped
+			}
+			p.done <- outcome{err: fmt.Errorf("%w: %v", ErrStopped, err)}
+		default:
+			return
+		}
+	}
+}
+
+func (l *Local) apply(batch []proposal) error {
+	cmds := make([]meta.Command, len(batch))
+	for i, p := range batch {
+		cmds[i] = p.cmd
+	}
+	l.mu.Lock()
+	index := l.applied + 1
+	l.mu.Unlock()
+	b := l.cfg.KV.NewBatch()
+	defer b.Close()
+	res, err := meta.Apply(b, index, cmds)
+	if err != nil {
+		return fmt.Errorf("apply entry %d: %w", index, err)
+	}
+	if err := b.Commit(true); err != nil {
+		return fmt.Errorf("commit entry %d: %w", index, err)
+	}
+	l.mu.Lock()
+	l.applied = index
+	l.mu.Unlock()
+	if l.cfg.OnApply != nil {
+		l.cfg.OnApply(index, cmds, res)
+	}
+	for i, p := range batch {
+		p.done <- outcome{res: res[i]}
+	}
+	return nil
+}
+
+// Close stops the log after the entry being applied; queued proposals fail
+// with ErrStopped.
+func (l *Local) Close() error {
+	l.once.Do(func() { close(l.stopped) })
+	<-l.done
+	return nil
+}

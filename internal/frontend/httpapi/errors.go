@@ -1,0 +1,114 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+
+	"github.com/cairn-fs/cairn/internal/access"
+	"github.com/cairn-fs/cairn/internal/store"
+)
+
+// errorKind is one row of the status table.
+type errorKind struct {
+	err    error
+	status int
+	code   string
+}
+
+// statusTable maps every error kind the API can meet to its status and
+// code: the one place where errors become statuses. The first row whose
+// err matches (errors.Is) wins; anything else is a 500.
+var statusTable = [...]errorKind{
+	// Front-end validation.
+	{ErrBadPath, http.StatusBadRequest, "InvalidPath"},
+	{ErrNameTooLong, http.StatusBadRequest, "NameTooLong"},
+	{ErrPathTooLong, http.StatusBadRequest, "PathTooLong"},
+	{ErrBadRequest, http.StatusBadRequest, "BadRequest"},
+	{ErrIncompleteBody, http.StatusBadRequest, "IncompleteBody"},
+	{ErrBodyTimeout, http.StatusRequestTimeout, "RequestTimeout"},
+	{ErrMethodNotAllowed, http.StatusMethodNotAllowed, "MethodNotAllowed"},
+	// Access.
+	{access.ErrUnauthenticated, http.StatusUnauthorized, "Unauthorized"},
+	{access.ErrForbidden, http.StatusForbidden, "AccessDenied"},
+	// Store.
+	{store.ErrNotFound, http.StatusNotFound, "NoSuchKey"},
+	{store.ErrNoBucket, http.StatusNotFound, "NoSuchBucket"},
+	{store.ErrBucketExists, http.StatusConflict, "BucketAlreadyExists"},
+	{store.ErrBucketNotEmpty, http.StatusConflict, "BucketNotEmpty"},
+	{store.ErrExists, http.StatusConflict, "AlreadyExists"},
+	{store.ErrNotEmpty, http.StatusConflict, "DirectoryNotEmpty"},
+	{store.ErrIsDir, http.StatusConflict, "IsADirectory"},
+	{store.ErrNotDir, http.StatusConflict, "NotADirectory"},
+	{store.ErrInvalidName, http.StatusBadRequest, "InvalidName"},
+	{store.ErrPrecondition, http.StatusPreconditionFailed, "PreconditionFailed"},
+	{store.ErrShortBody, http.StatusBadRequest, "IncompleteBody"},
+	{store.ErrTooLarge, http.StatusRequestEntityTooLarge, "EntityTooLarge"},
+	{store.ErrNoSpace, http.StatusInsufficientStorage, "InsufficientStorage"},
+	{store.ErrReadOnly, http.StatusServiceUnavailable, "ReadOnly"},
+	{store.ErrUnavailable, http.StatusServiceUnavailable, "Unavailable"},
+	{store.ErrCorrupt, http.StatusInternalServerError, "DataCorrupt"},
+	// The client went away; the status only reaches the access log.
+	{context.Canceled, 499, "ClientClosedRequest"},
+	{context.DeadlineExceeded, http.StatusServiceUnavailable, "Timeout"},
+}
+
+// classify returns the status and code for err.
+func classify(err error) (status int, code string) {
+	for i := range statusTable {
+		if errors.Is(err, statusTable[i].err) {
+			return statusTable[i].status, statusTable[i].code
+		}
+	}
+	return http.StatusInternalServerError, "InternalError"
+}
+
+// errorBody is the JSON body of every error response.
+type errorBody struct {
+	Error string `json:"error"`
+	Code  string `json:"code"`
+}
+
+// writeError answers err with its status from statusTable and a JSON body.
+// 4xx messages carry the error text; 5xx messages are generic and the error
+// is logged instead, as it may name internal state.
+func (s *Server) writeError(rs *reqState, err error) {
+	status, code := classify(err)
+	s.writeErrorStatus(rs, status, code, err)
+}
+
+func (s *Server) writeErrorStatus(rs *reqState, status int, code string, err error) {
+	msg := err.Error()
+	if status >= 500 {
+		lvl := slog.LevelError
+		if status == http.StatusServiceUnavailable || status == http.StatusInsufficientStorage {
+			lvl = slog.LevelWarn
+		}
+		s.log.LogAttrs(rs.req.Context(), lvl, "request failed",
+			slog.String("method", rs.req.Method), slog.String("path", rs.req.URL.Path),
+			slog.Int("status", status), slog.Any("err", err))
+		msg = http.StatusText(status)
+	}
+	h := rs.w.Header()
+	delete(h, hdrContentLength)
+	delete(h, hdrETag)
+	delete(h, hdrLastModified)
+	delete(h, hdrReprDigest)
+	delete(h, hdrAcceptRanges)
+	if status == http.StatusUnauthorized {
+		h[hdrWWWAuthenticate] = []string{`Bearer realm="cairn"`}
+	}
+	if status == http.StatusMethodNotAllowed && rs.allow != "" {
+		h["Allow"] = []string{rs.allow}
+	}
+	h[hdrContentType] = []string{"application/json"}
+	h["X-Content-Type-Options"] = []string{"nosniff"}
+	body, _ := json.Marshal(errorBody{Error: msg, Code: code})
+	body = append(body, '\n')
+	rs.w.WriteHeader(status)
+	if rs.req.Method != http.MethodHead {
+		_, _ = rs.w.Write(body)
+	}
+}

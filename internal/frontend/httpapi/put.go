@@ -1,0 +1,372 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+
+	"github.com/cairn-fs/cairn/internal/access"
+	"github.com/cairn-fs/cairn/internal/store"
+)
+
+// writeJSON answers status with v encoded as JSON.
+func (s *Server) writeJSON(rs *reqState, status int, v any) {
+	body, err := json.Marshal(v)
+	if err != nil {
+		s.writeError(rs, err)
+		return
+	}
+	body = append(body, '\n')
+	h := rs.w.Header()
+	h[hdrContentType] = []string{"application/json"}
+	rs.w.WriteHeader(status)
+	if rs.req.Method != http.MethodHead {
+		_, _ = rs.w.Write(body)
+	}
+}
+
+// setObjectHeaders sets ETag and Repr-Digest of a written file.
+func setObjectHeaders(h http.Header, info store.ObjectInfo) {
+	if info.ETag != "" {
+		h[hdrETag] = []string{`"` + info.ETag + `"`}
+	}
+	if d := appendReprDigest(nil, info.SHA256); len(d) > 0 {
+		h[hdrReprDigest] = []string{string(d)}
+	}
+}
+
+// writeTarget authorizes a write on t and refuses targets that are a
+// bucket (buckets are managed under /_cairn/buckets).
+func (s *Server) writeTarget(rs *reqState, t target) error {
+	if err := s.authorize(rs, access.ActionWrite, access.Resource{Bucket: t.bucket, Path: t.path}); err != nil {
+		return err
+	}
+	if t.path == "" {
+		rs.allow = "GET, HEAD"
+		return fmt.Errorf("%w: %s on a bucket; use %sbuckets", ErrMethodNotAllowed, rs.req.Method, NodePrefix)
+	}
+	return nil
+}
+
+// checkIfMatch evaluates If-Match for a write against the current file and
+// returns the ETag the store must still see (the check is then atomic).
+func (s *Server) checkIfMatch(rs *reqState, t target) (string, error) {
+	im := headerValue(rs.req.Header, "If-Match")
+	if im == "" {
+		return "", nil
+	}
+	cur, err := s.store.Stat(rs.req.Context(), t.bucket, t.path)
+	if errors.Is(err, store.ErrNotFound) {
+		return "", fmt.Errorf("%w: If-Match on a missing file", store.ErrPrecondition)
+	}
+	if err != nil {
+		return "", err
+	}
+	if cur.IsDir {
+		if strings.TrimSpace(im) == "*" {
+			return "", nil
+		}
+		return "", fmt.Errorf("%w: If-Match on a directory", store.ErrPrecondition)
+	}
+	if !etagMatch(im, cur.ETag, false) {
+		return "", fmt.Errorf("%w: If-Match does not match", store.ErrPrecondition)
+	}
+	return cur.ETag, nil
+}
+
+// servePut stores a file, or creates a directory for a trailing slash.
+func (s *Server) servePut(rs *reqState, t target) {
+	r := rs.req
+	ctx := r.Context()
+	if err := s.writeTarget(rs, t); err != nil {
+		s.writeError(rs, err)
+		return
+	}
+	if t.slash {
+		s.serveMkdir(rs, t)
+		return
+	}
+	opts := store.PutOptions{ContentType: headerValue(r.Header, hdrContentType), Size: r.ContentLength}
+	if v := headerValue(r.Header, "X-Cairn-Mtime"); v != "" {
+		mt, err := parseMtime(v)
+		if err != nil {
+			s.writeError(rs, err)
+			return
+		}
+		opts.ModTime = mt
+	}
+	if v := headerValue(r.Header, "X-Cairn-Mode"); v != "" {
+		m, err := parseMode(v)
+		if err != nil {
+			s.writeError(rs, err)
+			return
+		}
+		opts.Mode = m
+	}
+	if inm := strings.TrimSpace(headerValue(r.Header, "If-None-Match")); inm != "" {
+		if inm == "*" {
+			opts.IfNoneMatchAny = true
+		} else {
+			cur, err := s.store.Stat(ctx, t.bucket, t.path)
+			if err == nil && !cur.IsDir && etagMatch(inm, cur.ETag, true) {
+				s.writeError(rs, fmt.Errorf("%w: If-None-Match matches", store.ErrPrecondition))
+				return
+			}
+		}
+	}
+	im, err := s.checkIfMatch(rs, t)
+	if err != nil {
+		s.writeError(rs, err)
+		return
+	}
+	opts.IfMatch = im
+
+	info, created, err := s.store.Put(ctx, t.bucket, t.path, &rs.body, opts)
+	if err != nil {
+		if berr := rs.body.bodyError(); berr != nil {
+			// The connection's read side is in an unknown state.
+			rs.w.Header()["Connection"] = []string{"close"}
+			err = berr
+		}
+		s.writeError(rs, err)
+		return
+	}
+	setObjectHeaders(rs.w.Header(), info)
+	status := http.StatusOK
+	if created {
+		status = http.StatusCreated
+	}
+	s.writeJSON(rs, status, info)
+}
+
+// serveMkdir creates a directory; an existing one answers 200.
+func (s *Server) serveMkdir(rs *reqState, t target) {
+	ctx := rs.req.Context()
+	if rs.req.ContentLength > 0 {
+		s.writeError(rs, fmt.Errorf("%w: a directory PUT takes no body", ErrBadRequest))
+		return
+	}
+	status := http.StatusCreated
+	if err := s.store.Mkdir(ctx, t.bucket, t.path); err != nil {
+		if !errors.Is(err, store.ErrExists) {
+			s.writeError(rs, err)
+			return
+		}
+		if info, serr := s.store.Stat(ctx, t.bucket, t.path); serr != nil || !info.IsDir {
+			s.writeError(rs, err)
+			return
+		}
+		status = http.StatusOK
+	}
+	info, err := s.store.Stat(ctx, t.bucket, t.path)
+	if err != nil {
+		info = store.ObjectInfo{Bucket: t.bucket, Path: t.path, IsDir: true}
+	}
+	s.writeJSON(rs, status, info)
+}
+
+// serveDelete removes a file or an empty directory.
+func (s *Server) serveDelete(rs *reqState, t target) {
+	ctx := rs.req.Context()
+	if err := s.writeTarget(rs, t); err != nil {
+		s.writeError(rs, err)
+		return
+	}
+	if t.slash {
+		info, err := s.store.Stat(ctx, t.bucket, t.path)
+		if err != nil {
+			s.writeError(rs, err)
+			return
+		}
+		if !info.IsDir {
+			s.writeError(rs, fmt.Errorf("%w: %s/", store.ErrNotDir, t.path))
+			return
+		}
+	}
+	im, err := s.checkIfMatch(rs, t)
+	if err != nil {
+		s.writeError(rs, err)
+		return
+	}
+	if err := s.store.Delete(ctx, t.bucket, t.path, im); err != nil {
+		s.writeError(rs, err)
+		return
+	}
+	rs.w.WriteHeader(http.StatusNoContent)
+}
+
+// servePost handles POST /BUCKET/PATH?rename-to=NEWPATH.
+func (s *Server) servePost(rs *reqState, t target) {
+	ctx := rs.req.Context()
+	if err := s.writeTarget(rs, t); err != nil {
+		s.writeError(rs, err)
+		return
+	}
+	q := rs.req.URL.Query()
+	dsts, ok := q["rename-to"]
+	if !ok || len(dsts) != 1 {
+		s.writeError(rs, fmt.Errorf("%w: POST needs one rename-to parameter", ErrBadRequest))
+		return
+	}
+	dst := strings.TrimSuffix(strings.TrimPrefix(dsts[0], "/"), "/")
+	if dst == "" {
+		s.writeError(rs, fmt.Errorf("%w: empty rename-to", ErrBadPath))
+		return
+	}
+	if err := checkPath(dst, false); err != nil {
+		s.writeError(rs, err)
+		return
+	}
+	if len(t.bucket)+len(dst)+2 > MaxPathBytes {
+		s.writeError(rs, fmt.Errorf("%w: rename-to", ErrPathTooLong))
+		return
+	}
+	if err := s.store.Rename(ctx, t.bucket, t.path, dst); err != nil {
+		s.writeError(rs, err)
+		return
+	}
+	info, err := s.store.Stat(ctx, t.bucket, dst)
+	if err != nil {
+		info = store.ObjectInfo{Bucket: t.bucket, Path: dst}
+	}
+	s.writeJSON(rs, http.StatusOK, info)
+}
+
+// bucketPatch is the body of POST and PATCH /_cairn/buckets: absent fields
+// keep their value (PATCH) or default (POST).
+type bucketPatch struct {
+	Name             *string `json:"name"`
+	Public           *bool   `json:"public"`
+	ChecksumSidecars *bool   `json:"checksum_sidecars"`
+	CacheControl     *string `json:"cache_control"`
+}
+
+// maxAdminBody bounds admin JSON bodies.
+const maxAdminBody = 64 << 10
+
+func (s *Server) readBucketPatch(rs *reqState) (bucketPatch, error) {
+	var p bucketPatch
+	dec := json.NewDecoder(io.LimitReader(&rs.body, maxAdminBody))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&p); err != nil {
+		if berr := rs.body.bodyError(); berr != nil {
+			return p, berr
+		}
+		return p, fmt.Errorf("%w: bucket JSON: %v", ErrBadRequest, err)
+	}
+	if p.CacheControl != nil && strings.ContainsAny(*p.CacheControl, "\r\n\x00") {
+		return p, fmt.Errorf("%w: cache_control has control characters", ErrBadRequest)
+	}
+	return p, nil
+}
+
+func (p bucketPatch) apply(b *store.BucketInfo) {
+	if p.Public != nil {
+		b.Public = *p.Public
+	}
+	if p.ChecksumSidecars != nil {
+		b.ChecksumSidecars = *p.ChecksumSidecars
+	}
+	if p.CacheControl != nil {
+		b.CacheControl = *p.CacheControl
+	}
+}
+
+// serveBuckets handles /_cairn/buckets[/NAME]; name is "" for the collection.
+func (s *Server) serveBuckets(rs *reqState, name string) {
+	r := rs.req
+	ctx := r.Context()
+	if err := s.authorize(rs, access.ActionAdmin, access.Resource{Bucket: name}); err != nil {
+		s.writeError(rs, err)
+		return
+	}
+	if name == "" {
+		switch r.Method {
+		case http.MethodGet, http.MethodHead:
+			bs, err := s.store.Buckets(ctx)
+			if err != nil {
+				s.writeError(rs, err)
+				return
+			}
+			if bs == nil {
+				bs = []store.BucketInfo{}
+			}
+			s.writeJSON(rs, http.StatusOK, bs)
+		case http.MethodPost:
+			p, err := s.readBucketPatch(rs)
+			if err != nil {
+				s.writeError(rs, err)
+				return
+			}
+			if p.Name == nil || !validBucketName(*p.Name) {
+				s.writeErrorStatus(rs, http.StatusBadRequest, "InvalidBucketName",
+					fmt.Errorf("bucket names are 3-63 bytes of a-z, 0-9, '-' and '.'"))
+				return
+			}
+			b := store.BucketInfo{Name: *p.Name}
+			p.apply(&b)
+			if err := s.store.CreateBucket(ctx, b); err != nil {
+				s.writeError(rs, err)
+				return
+			}
+			if got, err := s.store.Bucket(ctx, b.Name); err == nil {
+				b = got
+			}
+			rs.w.Header()[hdrLocation] = []string{NodePrefix + "buckets/" + b.Name}
+			s.writeJSON(rs, http.StatusCreated, b)
+		default:
+			rs.allow = "GET, HEAD, POST"
+			s.writeError(rs, ErrMethodNotAllowed)
+		}
+		return
+	}
+	if strings.Contains(name, "/") {
+		s.writeError(rs, fmt.Errorf("%w: bucket path", ErrBadPath))
+		return
+	}
+	switch r.Method {
+	case http.MethodGet, http.MethodHead:
+		b, err := s.store.Bucket(ctx, name)
+		if err != nil {
+			s.writeError(rs, err)
+			return
+		}
+		s.writeJSON(rs, http.StatusOK, b)
+	case http.MethodPatch:
+		p, err := s.readBucketPatch(rs)
+		if err != nil {
+			s.writeError(rs, err)
+			return
+		}
+		if p.Name != nil && *p.Name != name {
+			s.writeError(rs, fmt.Errorf("%w: a bucket cannot be renamed", ErrBadRequest))
+			return
+		}
+		b, err := s.store.Bucket(ctx, name)
+		if err != nil {
+			s.writeError(rs, err)
+			return
+		}
+		p.apply(&b)
+		if err := s.store.UpdateBucket(ctx, b); err != nil {
+			s.writeError(rs, err)
+			return
+		}
+		if got, err := s.store.Bucket(ctx, name); err == nil {
+			b = got
+		}
+		s.writeJSON(rs, http.StatusOK, b)
+	case http.MethodDelete:
+		if err := s.store.DeleteBucket(ctx, name); err != nil {
+			s.writeError(rs, err)
+			return
+		}
+		rs.w.WriteHeader(http.StatusNoContent)
+	default:
+		rs.allow = "GET, HEAD, PATCH, DELETE"
+		s.writeError(rs, ErrMethodNotAllowed)
+	}
+}

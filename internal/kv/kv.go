@@ -1,0 +1,45 @@
+package kv
+
+import "errors"
+
+// ErrNotFound is returned by Get when the key does not exist.
+var ErrNotFound = errors.New("kv: not found")
+
+// Reader reads an ordered key space.
+type Reader interface {
+	// Get returns a copy of the value stored at key, or ErrNotFound.
+	Get(key []byte) ([]byte, error)
+	// Scan calls fn for each key in [lower, upper) in ascending order
+	// (upper nil means no bound) until fn returns false. k and v are valid
+	// only during the call.
+	Scan(lower, upper []byte, fn func(k, v []byte) bool) error
+}
+
+// Batch is a set of writes applied atomically by Commit. Reads through a
+// Batch see the batch's own writes on top of the store. A Batch is not safe
+// for concurrent use.
+type Batch interface {
+	Reader
+	Set(key, value []byte) error
+	Delete(key []byte) error
+	// Commit applies the batch; with sync it is durable on return.
+	Commit(sync bool) error
+	// Close releases the batch; it is a no-op after Commit.
+	Close() error
+}
+
+// Store is an ordered KV store. Safe for concurrent use.
+type Store interface {
+	Reader
+	// NewBatch returns an indexed (readable) batch.
+	NewBatch() Batch
+	// Snapshot returns a consistent read-only view; Close it when done.
+	Snapshot() Snapshot
+	Close() error
+}
+
+// Snapshot is a consistent point-in-time view of a Store.
+type Snapshot interface {
+	Reader
+	Close() error
+}

@@ -1,0 +1,106 @@
+// Package meta is Cairn's namespace: a deterministic state machine of
+// buckets, directories, files, blob reference counts and the blob garbage
+// queue, applied from the Raft log onto a kv.Batch.
+//
+// # Determinism
+//
+// Apply reads nothing but its commands and the batch: times come from
+// Command.TimeNs, inode numbers from a counter in the store, and every
+// write of a command is staged, then flushed to the batch in key order.
+// Maps never leak their order (xattrs are encoded sorted, refcount changes
+// applied in hash order). The same log therefore yields byte-identical
+// stores on every node, whatever the batching of entries into commits (a
+// test checks it against kv.NewMem and Pebble).
+//
+// A command either applies whole or changes nothing: its writes are staged
+// in a per-command overlay that is dropped when it fails with a Result.Err.
+// Apply returns an error only for a KV failure or a corrupt stored value;
+// the host must then stop (the state is not known to be deterministic).
+//
+// # Key layout
+//
+// Integers are big-endian so that they sort numerically. A time t (int64
+// Unix ns) in a key is stored as uint64(t) XOR 1<<63 so negative times sort
+// first. Values are opaque to the KV store.
+//
+//	i ino(8)                 → inode, encoded as below
+//	d parent(8) keyname      → child ino(8) + type(1)
+//	                           keyname = name for files and symlinks,
+//	                           name + "/" for directories
+//	b name                   → bucket, encoded as below
+//	r hash(32)               → refcount u64 (extents naming the blob,
+//	                           across all inodes; a blob used twice in one
+//	                           file counts twice). Kept at 0 until reaped.
+//	g time(8) hash(32)       → empty: the blob's refcount fell to 0 at time
+//	h hash(32)               → time(8): reverse of the g key, so that a
+//	                           blob referenced again (0 → 1) leaves the queue
+//	x hash(32)               → index u64 of the OpReap that approved the
+//	                           blob's deletion
+//	y index(8) hash(32)      → empty: the x markers by index, for pruning
+//	m "applied"              → u64 last applied log index
+//	m "nextino"              → u64 next inode number to allocate
+//	m "counts"               → files i64, dirs i64, bytes i64 (24 bytes)
+//
+// Directory entries are keyed name + "/" for directories so that a scan of
+// a directory yields S3 order, bytewise by full path: "img.png" sorts
+// before "img/x" because '.' < '/'. A name is never stored both ways, so a
+// lookup tries "name/" then "name" for a parent component and "name" then
+// "name/" for the last one (the likelier first; Pebble's Bloom filters make
+// the miss cheap).
+//
+// RootIno (1) is the root directory, created by the first Apply; each
+// bucket is a directory entry under it plus its b record. Directory link
+// counts follow POSIX: 2 + the number of subdirectories.
+//
+// # Value encodings
+//
+// All are versioned by their first byte (currently 1) and use Go's
+// varints (uvarint for unsigned, zig-zag varint for signed); a string or
+// byte slice is uvarint(len) + bytes; a bool is one byte 0 or 1; a hash is
+// its 32 raw bytes. Decoders reject unknown versions, truncation, trailing
+// bytes and absurd lengths with ErrCorrupt.
+//
+//	inode:   1, type(1), mode, uid, gid, nlink (uvarint), size, mtime,
+//	         ctime (varint), contentType, etag, sha256, target (string),
+//	         n extents (uvarint) × [hash, offset varint, length varint],
+//	         n xattrs (uvarint) × [key string, value bytes] in key order.
+//	         The inode number is not stored: it is the key.
+//	bucket:  1, name, ino (uvarint), public, checksumSidecars (bool),
+//	         cacheControl, createdNs (varint)
+//	entry:   1, n commands (uvarint) × [op(1), bucketName, path, dstPath,
+//	         hasBucket(bool) [bucket body], hasFile(bool) [ino uvarint +
+//	         inode body], timeNs (varint), ifMatch, ifNoneMatchAny (bool),
+//	         startIndex (uvarint), n reap (uvarint) × hash, reapBefore
+//	         (varint)]
+//
+// # Command semantics (choices not fixed by types.go)
+//
+//   - OpPutFile replacing a file keeps its inode number and link count and
+//     replaces every attribute from Command.File (callers wanting to keep
+//     xattrs or mode pass them). File.MtimeNs 0 means "now" (TimeNs); Mode
+//     0 means 0644 (0777 for a symlink). Missing parents are created 0755,
+//     owned by File.UID/GID. Extents must be contiguous from 0 and cover
+//     Size; a symlink has no extents and Size = len(Target).
+//   - Blob reference changes of one command are netted per hash first, so a
+//     blob kept by a replacement does not bounce through the garbage queue.
+//   - Reap check: a blob of a new file that still has an r entry cannot
+//     have been reaped since it was written, and is accepted. Otherwise the
+//     put fails with ErrBlobReaped if an x marker says it was reaped at an
+//     index > StartIndex, or if there is no marker and StartIndex is more
+//     than ReapMarkerWindow entries old (the marker may have been pruned).
+//   - OpReap deletes the r, g and h keys of each approved blob and writes
+//     its x/y marker at the current index; then it prunes markers older
+//     than index - ReapMarkerWindow. Pruning runs only inside OpReap, so it
+//     is a pure function of the log.
+//   - OpDelete leaves empty parent directories in place (POSIX); an If-Match
+//     on a directory always fails (directories have no ETag).
+//   - OpRename: a file replaces a file; a directory replaces an empty
+//     directory; a file over a directory is ErrExists, a directory over a
+//     file ErrNotDir, a directory over a non-empty directory ErrExists, a
+//     directory into its own subtree ErrInvalid; src == dst is a no-op.
+//     Missing parents of dst are created.
+//   - OpSetAttr replaces Mode, UID, GID, MtimeNs and Xattrs wholesale (read,
+//     modify, propose); path "" is the bucket's directory.
+//   - Counts: files counts files and symlinks, dirs every directory but the
+//     root, bytes the sum of file sizes.
+package meta

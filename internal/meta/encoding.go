@@ -1,0 +1,378 @@
+package meta
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/cairn-fs/cairn/internal/blob"
+)
+
+// ErrCorrupt is returned when a stored value or a log payload cannot be
+// decoded. It means a bug or disk corruption, never a user error.
+var ErrCorrupt = errors.New("meta: corrupt encoding")
+
+func errCorrupt(format string, args ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{ErrCorrupt}, args...)...)
+}
+
+// Encoding versions (first byte of each value).
+const (
+	inodeVersion   = 1
+	bucketVersion  = 1
+	commandVersion = 1
+)
+
+// Limits enforced by the decoders, so that a corrupt length cannot make
+// them allocate unbounded memory.
+const (
+	maxString   = 1 << 20
+	maxExtents  = 1 << 22
+	maxXattrs   = 1 << 16
+	maxCommands = 1 << 20
+	maxReap     = 1 << 20
+)
+
+type encoder struct{ b []byte }
+
+func (e *encoder) byte1(v byte)     { e.b = append(e.b, v) }
+func (e *encoder) uvarint(v uint64) { e.b = binary.AppendUvarint(e.b, v) }
+func (e *encoder) varint(v int64)   { e.b = binary.AppendVarint(e.b, v) }
+func (e *encoder) str(s string)     { e.uvarint(uint64(len(s))); e.b = append(e.b, s...) }
+func (e *encoder) bytes(p []byte)   { e.uvarint(uint64(len(p))); e.b = append(e.b, p...) }
+func (e *encoder) hash(h blob.Hash) { e.b = append(e.b, h[:]...) }
+func (e *encoder) bool1(v bool) {
+	if v {
+		e.byte1(1)
+	} else {
+		e.byte1(0)
+	}
+}
+
+type decoder struct {
+	b   []byte
+	err error
+}
+
+func (d *decoder) fail(format string, args ...any) {
+	if d.err == nil {
+		d.err = errCorrupt(format, args...)
+	}
+}
+
+func (d *decoder) byte1() byte {
+	if d.err != nil {
+		return 0
+	}
+	if len(d.b) < 1 {
+		d.fail("truncated")
+		return 0
+	}
+	v := d.b[0]
+	d.b = d.b[1:]
+	return v
+}
+
+func (d *decoder) bool1() bool {
+	switch d.byte1() {
+	case 0:
+		return false
+	case 1:
+		return true
+	default:
+		d.fail("bad bool")
+		return false
+	}
+}
+
+func (d *decoder) uvarint() uint64 {
+	if d.err != nil {
+		return 0
+	}
+	v, n := binary.Uvarint(d.b)
+	if n <= 0 {
+		d.fail("bad uvarint")
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *decoder) varint() int64 {
+	if d.err != nil {
+		return 0
+	}
+	v, n := binary.Varint(d.b)
+	if n <= 0 {
+		d.fail("bad varint")
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *decoder) u32() uint32 {
+	v := d.uvarint()
+	if v > 1<<32-1 {
+		d.fail("uint32 overflow")
+		return 0
+	}
+	return uint32(v)
+}
+
+func (d *decoder) count(limit uint64) int {
+	n := d.uvarint()
+	if n > limit || n > uint64(len(d.b)) { // each item takes at least one byte
+		d.fail("count %d too large", n)
+		return 0
+	}
+	return int(n)
+}
+
+func (d *decoder) raw() []byte {
+	n := d.uvarint()
+	if d.err != nil {
+		return nil
+	}
+	if n > maxString || n > uint64(len(d.b)) {
+		d.fail("length %d exceeds input", n)
+		return nil
+	}
+	v := d.b[:n]
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *decoder) str() string { return string(d.raw()) }
+
+func (d *decoder) hash() blob.Hash {
+	var h blob.Hash
+	if d.err != nil {
+		return h
+	}
+	if len(d.b) < len(h) {
+		d.fail("truncated hash")
+		return h
+	}
+	copy(h[:], d.b)
+	d.b = d.b[len(h):]
+	return h
+}
+
+func (d *decoder) done() error {
+	if d.err == nil && len(d.b) != 0 {
+		d.fail("%d trailing bytes", len(d.b))
+	}
+	return d.err
+}
+
+// appendInodeBody encodes every field of n except Ino (the key holds it).
+func appendInodeBody(e *encoder, n *Inode) {
+	e.byte1(byte(n.Type))
+	e.uvarint(uint64(n.Mode))
+	e.uvarint(uint64(n.UID))
+	e.uvarint(uint64(n.GID))
+	e.uvarint(uint64(n.Nlink))
+	e.varint(n.Size)
+	e.varint(n.MtimeNs)
+	e.varint(n.CtimeNs)
+	e.str(n.ContentType)
+	e.str(n.ETag)
+	e.str(n.SHA256)
+	e.str(n.Target)
+	e.uvarint(uint64(len(n.Extents)))
+	for _, x := range n.Extents {
+		e.hash(x.Hash)
+		e.varint(x.Offset)
+		e.varint(x.Length)
+	}
+	keys := make([]string, 0, len(n.Xattrs))
+	for k := range n.Xattrs {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys) // map order must not leak into the bytes
+	e.uvarint(uint64(len(keys)))
+	for _, k := range keys {
+		e.str(k)
+		e.bytes(n.Xattrs[k])
+	}
+}
+
+func decodeInodeBody(d *decoder, n *Inode) {
+	n.Type = FileType(d.byte1())
+	n.Mode = d.u32()
+	n.UID = d.u32()
+	n.GID = d.u32()
+	n.Nlink = d.u32()
+	n.Size = d.varint()
+	n.MtimeNs = d.varint()
+	n.CtimeNs = d.varint()
+	n.ContentType = d.str()
+	n.ETag = d.str()
+	n.SHA256 = d.str()
+	n.Target = d.str()
+	if ne := d.count(maxExtents); ne > 0 {
+		n.Extents = make([]Extent, ne)
+		for i := range n.Extents {
+			n.Extents[i] = Extent{Hash: d.hash(), Offset: d.varint(), Length: d.varint()}
+		}
+	}
+	if nx := d.count(maxXattrs); nx > 0 {
+		n.Xattrs = make(map[string][]byte, nx)
+		prev := ""
+		for i := 0; i < nx && d.err == nil; i++ {
+			k := d.str()
+			if i > 0 && k <= prev {
+				d.fail("xattr keys not sorted")
+			}
+			prev = k
+			n.Xattrs[k] = slices.Clone(d.raw())
+		}
+	}
+}
+
+// EncodeInode returns the stored form of n (without n.Ino, which is the
+// key). Deterministic: xattrs are written in key order.
+func EncodeInode(n *Inode) []byte {
+	e := encoder{b: make([]byte, 0, 64+len(n.Extents)*40)}
+	e.byte1(inodeVersion)
+	appendInodeBody(&e, n)
+	return e.b
+}
+
+// DecodeInode decodes a value written by EncodeInode, setting Ino to ino.
+// Errors wrap ErrCorrupt. The result does not alias p.
+func DecodeInode(ino Ino, p []byte) (*Inode, error) {
+	d := decoder{b: p}
+	if v := d.byte1(); d.err == nil && v != inodeVersion {
+		return nil, errCorrupt("inode version %d", v)
+	}
+	n := &Inode{Ino: ino}
+	decodeInodeBody(&d, n)
+	if err := d.done(); err != nil {
+		return nil, fmt.Errorf("decode inode %d: %w", ino, err)
+	}
+	return n, nil
+}
+
+func appendBucket(e *encoder, b *Bucket) {
+	e.str(b.Name)
+	e.uvarint(uint64(b.Ino))
+	e.bool1(b.Public)
+	e.bool1(b.ChecksumSidecars)
+	e.str(b.CacheControl)
+	e.varint(b.CreatedNs)
+}
+
+func decodeBucketBody(d *decoder) *Bucket {
+	return &Bucket{
+		Name:             d.str(),
+		Ino:              Ino(d.uvarint()),
+		Public:           d.bool1(),
+		ChecksumSidecars: d.bool1(),
+		CacheControl:     d.str(),
+		CreatedNs:        d.varint(),
+	}
+}
+
+func encodeBucket(b *Bucket) []byte {
+	e := encoder{}
+	e.byte1(bucketVersion)
+	appendBucket(&e, b)
+	return e.b
+}
+
+func decodeBucket(p []byte) (*Bucket, error) {
+	d := decoder{b: p}
+	if v := d.byte1(); d.err == nil && v != bucketVersion {
+		return nil, errCorrupt("bucket version %d", v)
+	}
+	b := decodeBucketBody(&d)
+	if err := d.done(); err != nil {
+		return nil, fmt.Errorf("decode bucket: %w", err)
+	}
+	return b, nil
+}
+
+// EncodeCommands returns the log entry payload for cmds: deterministic (the
+// same commands give the same bytes) and versioned. It fails only for an
+// unknown Op. Safe for concurrent use.
+func EncodeCommands(cmds []Command) ([]byte, error) {
+	e := encoder{}
+	e.byte1(commandVersion)
+	e.uvarint(uint64(len(cmds)))
+	for i := range cmds {
+		c := &cmds[i]
+		if c.Op < OpCreateBucket || c.Op > OpSetAttr {
+			return nil, fmt.Errorf("encode command %d: %w: unknown op %d", i, ErrInvalid, c.Op)
+		}
+		e.byte1(byte(c.Op))
+		e.str(c.BucketName)
+		e.str(c.Path)
+		e.str(c.DstPath)
+		e.bool1(c.Bucket != nil)
+		if c.Bucket != nil {
+			appendBucket(&e, c.Bucket)
+		}
+		e.bool1(c.File != nil)
+		if c.File != nil {
+			e.uvarint(uint64(c.File.Ino))
+			appendInodeBody(&e, c.File)
+		}
+		e.varint(c.TimeNs)
+		e.str(c.IfMatch)
+		e.bool1(c.IfNoneMatchAny)
+		e.uvarint(c.StartIndex)
+		e.uvarint(uint64(len(c.Reap)))
+		for _, h := range c.Reap {
+			e.hash(h)
+		}
+		e.varint(c.ReapBefore)
+	}
+	return e.b, nil
+}
+
+// DecodeCommands decodes a payload written by EncodeCommands. Errors wrap
+// ErrCorrupt. Safe for concurrent use.
+func DecodeCommands(p []byte) ([]Command, error) {
+	d := decoder{b: p}
+	if v := d.byte1(); d.err == nil && v != commandVersion {
+		return nil, errCorrupt("command payload version %d", v)
+	}
+	n := d.count(maxCommands)
+	cmds := make([]Command, 0, n)
+	for i := 0; i < n && d.err == nil; i++ {
+		var c Command
+		c.Op = Op(d.byte1())
+		if d.err == nil && (c.Op < OpCreateBucket || c.Op > OpSetAttr) {
+			d.fail("unknown op %d", c.Op)
+		}
+		c.BucketName = d.str()
+		c.Path = d.str()
+		c.DstPath = d.str()
+		if d.bool1() {
+			c.Bucket = decodeBucketBody(&d)
+		}
+		if d.bool1() {
+			c.File = &Inode{Ino: Ino(d.uvarint())}
+			decodeInodeBody(&d, c.File)
+		}
+		c.TimeNs = d.varint()
+		c.IfMatch = d.str()
+		c.IfNoneMatchAny = d.bool1()
+		c.StartIndex = d.uvarint()
+		if nr := d.count(maxReap); nr > 0 {
+			c.Reap = make([]blob.Hash, nr)
+			for j := range c.Reap {
+				c.Reap[j] = d.hash()
+			}
+		}
+		c.ReapBefore = d.varint()
+		cmds = append(cmds, c)
+	}
+	if err := d.done(); err != nil {
+		return nil, fmt.Errorf("decode commands: %w", err)
+	}
+	return cmds, nil
+}

@@ -1,0 +1,247 @@
+package meta
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/cairn-fs/cairn/internal/blob"
+	"github.com/cairn-fs/cairn/internal/kv"
+)
+
+// Reader answers namespace queries from a kv.Reader: the live store, a
+// snapshot or an uncommitted batch. It holds no state of its own, so it is
+// as safe for concurrent use as the kv.Reader under it (kv.Store and
+// kv.Snapshot are; a kv.Batch is not). It never blocks beyond KV reads.
+// Errors other than the documented sentinels wrap a KV failure or
+// ErrCorrupt.
+type Reader struct {
+	r kv.Reader
+}
+
+// NewReader returns a Reader over r.
+func NewReader(r kv.Reader) *Reader { return &Reader{r: r} }
+
+// get returns the value at key, or (nil, false, nil) when it is absent.
+func (r *Reader) get(key []byte) ([]byte, bool, error) {
+	v, err := r.r.Get(key)
+	if errors.Is(err, kv.ErrNotFound) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	return v, true, nil
+}
+
+func (r *Reader) getU64(key []byte) (uint64, error) {
+	v, ok, err := r.get(key)
+	if err != nil || !ok {
+		return 0, err
+	}
+	if len(v) != 8 {
+		return 0, errCorrupt("%q: %d-byte value", key, len(v))
+	}
+	return binary.BigEndian.Uint64(v), nil
+}
+
+// AppliedIndex returns the index of the last log entry applied, 0 before
+// the first.
+func (r *Reader) AppliedIndex() (uint64, error) { return r.getU64(keyApplied) }
+
+// Inode returns inode ino, or ErrNotFound.
+func (r *Reader) Inode(ino Ino) (*Inode, error) {
+	v, ok, err := r.get(inodeKey(ino))
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		return nil, fmt.Errorf("inode %d: %w", ino, ErrNotFound)
+	}
+	return DecodeInode(ino, v)
+}
+
+// Bucket returns the bucket called name, or ErrNoBucket.
+func (r *Reader) Bucket(name string) (*Bucket, error) {
+	v, ok, err := r.get(bucketKey(name))
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		return nil, fmt.Errorf("bucket %q: %w", name, ErrNoBucket)
+	}
+	return decodeBucket(v)
+}
+
+// Buckets returns every bucket in name order.
+func (r *Reader) Buckets() ([]*Bucket, error) {
+	var out []*Bucket
+	var derr error
+	p := []byte{pBucket}
+	err := r.r.Scan(p, prefixEnd(p), func(_, v []byte) bool {
+		b, err := decodeBucket(v)
+		if err != nil {
+			derr = err
+			return false
+		}
+		out = append(out, b)
+		return true
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, derr
+}
+
+// dentry returns the entry stored under keyName in dir.
+func (r *Reader) dentry(dir Ino, keyName string) (Ino, FileType, bool, error) {
+	v, ok, err := r.get(dentryKey(dir, keyName))
+	if err != nil || !ok {
+		return 0, 0, false, err
+	}
+	ino, t, err := decodeDentry(v)
+	return ino, t, err == nil, err
+}
+
+// child finds the entry called name in dir, trying the directory key
+// (name+"/") first when dirFirst, else the plain key first.
+func (r *Reader) child(dir Ino, name string, dirFirst bool) (Ino, FileType, bool, error) {
+	keys := [2]string{name, name + "/"}
+	if dirFirst {
+		keys[0], keys[1] = keys[1], keys[0]
+	}
+	for _, k := range keys {
+		ino, t, ok, err := r.dentry(dir, k)
+		if err != nil || ok {
+			return ino, t, ok, err
+		}
+	}
+	return 0, 0, false, nil
+}
+
+// Lookup resolves path inside bucket and returns its inode. Path "" is the
+// bucket's directory. Errors: ErrNoBucket, ErrInvalid (bad path),
+// ErrNotFound, ErrNotDir (a parent component is not a directory).
+func (r *Reader) Lookup(bucket, path string) (*Inode, error) {
+	b, err := r.Bucket(bucket)
+	if err != nil {
+		return nil, err
+	}
+	if path == "" {
+		return r.Inode(b.Ino)
+	}
+	if err := ValidatePath(path); err != nil {
+		return nil, err
+	}
+	dir, rest := b.Ino, path
+	for {
+		name, tail, more := strings.Cut(rest, "/")
+		ino, t, ok, err := r.child(dir, name, more)
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			return nil, fmt.Errorf("lookup %s/%s: %w", bucket, path, ErrNotFound)
+		}
+		if !more {
+			return r.Inode(ino)
+		}
+		if t != TypeDir {
+			return nil, fmt.Errorf("lookup %s/%s: %q: %w", bucket, path, name, ErrNotDir)
+		}
+		dir, rest = ino, tail
+	}
+}
+
+// ReadDir lists directory dir in S3 order (bytewise by DirentKeyName, so
+// "a.txt" < "a/…"), starting after the key name after (exclusive; "" from
+// the start) and returning at most limit entries (limit <= 0: all). It does
+// not check that dir exists: a missing or non-directory inode lists empty.
+func (r *Reader) ReadDir(dir Ino, after string, limit int) ([]Dirent, error) {
+	prefix := dirPrefix(dir)
+	lower := prefix
+	if after != "" {
+		lower = append(dentryKey(dir, after), 0)
+	}
+	var out []Dirent
+	var derr error
+	err := r.r.Scan(lower, prefixEnd(prefix), func(k, v []byte) bool {
+		ino, t, err := decodeDentry(v)
+		if err != nil {
+			derr = err
+			return false
+		}
+		name := string(k[len(prefix):])
+		if t == TypeDir {
+			name = strings.TrimSuffix(name, "/")
+		}
+		out = append(out, Dirent{Name: name, Ino: ino, Type: t})
+		return limit <= 0 || len(out) < limit
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, derr
+}
+
+// isEmptyDir reports whether dir has no entries.
+func (r *Reader) isEmptyDir(dir Ino) (bool, error) {
+	ents, err := r.ReadDir(dir, "", 1)
+	return len(ents) == 0, err
+}
+
+// RefCount returns the number of extents, across all inodes, that name h
+// (0 if none).
+func (r *Reader) RefCount(h blob.Hash) (uint64, error) { return r.getU64(refKey(h)) }
+
+// Garbage returns up to limit (<= 0: all) blobs whose reference count fell
+// to zero before the time before (Unix ns), oldest first, that have not
+// been reaped or referenced again since.
+func (r *Reader) Garbage(before int64, limit int) ([]GarbageEntry, error) {
+	lower := []byte{pGarbage}
+	upper := binary.BigEndian.AppendUint64([]byte{pGarbage}, sortableTime(before))
+	var out []GarbageEntry
+	var derr error
+	err := r.r.Scan(lower, upper, func(k, _ []byte) bool {
+		if len(k) != 1+8+32 {
+			derr = errCorrupt("garbage key of %d bytes", len(k))
+			return false
+		}
+		var g GarbageEntry
+		g.TimeNs = unsortableTime(binary.BigEndian.Uint64(k[1:]))
+		copy(g.Hash[:], k[9:])
+		out = append(out, g)
+		return limit <= 0 || len(out) < limit
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, derr
+}
+
+// counts is the value at keyCounts.
+type counts struct{ files, dirs, bytes int64 }
+
+func (r *Reader) counts() (counts, error) {
+	v, ok, err := r.get(keyCounts)
+	if err != nil || !ok {
+		return counts{}, err
+	}
+	if len(v) != 24 {
+		return counts{}, errCorrupt("counts: %d-byte value", len(v))
+	}
+	return counts{
+		files: int64(binary.BigEndian.Uint64(v)),
+		dirs:  int64(binary.BigEndian.Uint64(v[8:])),
+		bytes: int64(binary.BigEndian.Uint64(v[16:])),
+	}, nil
+}
+
+// Counts returns the number of files (and symlinks), of directories (the
+// bucket directories included, the root excluded), and the sum of file
+// sizes in bytes.
+func (r *Reader) Counts() (files, dirs, bytes int64, err error) {
+	c, err := r.counts()
+	return c.files, c.dirs, c.bytes, err
+}

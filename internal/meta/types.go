@@ -1,0 +1,146 @@
+package meta
+
+import (
+	"errors"
+
+	"github.com/cairn-fs/cairn/internal/blob"
+)
+
+// Ino is an inode number. RootIno is the root directory; buckets are its
+// children.
+type Ino uint64
+
+// RootIno is the inode of the root directory.
+const RootIno Ino = 1
+
+// FileType is the type of an inode.
+type FileType uint8
+
+// File types.
+const (
+	TypeFile    FileType = 1
+	TypeDir     FileType = 2
+	TypeSymlink FileType = 3
+)
+
+// Extent is one blob of a file's content: the blob Hash holds the file's
+// bytes [Offset, Offset+Length). Extents are sorted by Offset, contiguous,
+// and each Length is the whole blob's size (<= blob.MaxSize).
+type Extent struct {
+	Hash   blob.Hash
+	Offset int64
+	Length int64
+}
+
+// Inode is a file, directory or symlink. Times are Unix nanoseconds taken
+// from the command that made the change (never the applying node's clock).
+type Inode struct {
+	Ino         Ino
+	Type        FileType
+	Mode        uint32 // permission bits (0644 files, 0755 dirs by default)
+	UID, GID    uint32
+	Nlink       uint32
+	Size        int64
+	MtimeNs     int64
+	CtimeNs     int64
+	ContentType string // stored MIME type, "" if none was given
+	ETag        string // hex MD5 of the content (S3 ETag, unquoted)
+	SHA256      string // hex SHA-256 of the whole content
+	Target      string // symlink target
+	Extents     []Extent
+	Xattrs      map[string][]byte
+}
+
+// Bucket is a top-level directory with options.
+type Bucket struct {
+	Name             string
+	Ino              Ino
+	Public           bool // anonymous GET/HEAD allowed
+	ChecksumSidecars bool // GET NAME.md5 / NAME.sha256 synthesized
+	CacheControl     string
+	CreatedNs        int64
+}
+
+// Dirent is one entry of a directory listing.
+type Dirent struct {
+	Name string // without trailing slash
+	Ino  Ino
+	Type FileType
+}
+
+// Errors carried in Result.Err and returned by readers. Deterministic: every
+// node applying the same command gets the same error.
+var (
+	ErrNotFound       = errors.New("meta: not found")
+	ErrExists         = errors.New("meta: already exists")
+	ErrNotEmpty       = errors.New("meta: directory not empty")
+	ErrNotDir         = errors.New("meta: not a directory")
+	ErrIsDir          = errors.New("meta: is a directory")
+	ErrInvalid        = errors.New("meta: invalid argument")
+	ErrNoBucket       = errors.New("meta: no such bucket")
+	ErrBucketExists   = errors.New("meta: bucket already exists")
+	ErrBucketNotEmpty = errors.New("meta: bucket not empty")
+	ErrPrecondition   = errors.New("meta: precondition failed")
+	ErrBlobReaped     = errors.New("meta: a referenced blob was reclaimed while the write was in flight; retry")
+)
+
+// Op is the kind of a Command.
+type Op uint8
+
+// Command kinds.
+const (
+	OpCreateBucket Op = iota + 1 // Bucket (Name, Public, ChecksumSidecars, CacheControl)
+	OpUpdateBucket               // Bucket: replaces the options of Bucket.Name
+	OpDeleteBucket               // Bucket.Name; must be empty
+	OpPutFile                    // BucketName, Path, File: create or replace a file, mkdir -p parents
+	OpMkdir                      // BucketName, Path: mkdir -p
+	OpDelete                     // BucketName, Path: unlink a file or rmdir an empty dir
+	OpRename                     // BucketName, Path -> DstPath (same bucket); replaces a file at DstPath
+	OpReap                       // Reap: approve deletion of garbage blobs older than ReapBefore
+	OpSetAttr                    // BucketName, Path, File.Mode/UID/GID/MtimeNs/Xattrs
+)
+
+// Command is one namespace change. It is what the Raft log carries: it must
+// hold everything Apply needs, so that every node reaches the same state.
+type Command struct {
+	Op         Op
+	BucketName string
+	Path       string // slash-separated path inside the bucket, already validated, no leading slash
+	DstPath    string
+	Bucket     *Bucket
+	File       *Inode // attributes and extents for OpPutFile / OpSetAttr (Ino, Nlink ignored)
+	TimeNs     int64  // proposer's wall clock, Unix ns
+	// IfMatch, when set on OpPutFile/OpDelete, requires the current file's ETag to equal it.
+	IfMatch string
+	// IfNoneMatchAny on OpPutFile requires that no file exists at Path.
+	IfNoneMatchAny bool
+	// StartIndex is the applied index the proposer saw before writing blobs
+	// (OpPutFile). If any of the command's blobs was reaped after it, the
+	// command fails with ErrBlobReaped and the proposer rewrites the blobs.
+	StartIndex uint64
+	// Reap lists blobs the proposer found with refcount 0 older than
+	// ReapBefore (OpReap).
+	Reap       []blob.Hash
+	ReapBefore int64
+}
+
+// Result is the outcome of applying one Command.
+type Result struct {
+	Err     error
+	Created bool   // OpPutFile: no file existed before
+	Inode   *Inode // OpPutFile/OpMkdir/OpSetAttr: the new inode
+	// Freed lists, for OpReap, the blobs whose deletion was approved: the
+	// node may now delete its copies.
+	Freed []blob.Hash
+	// Changed lists paths ("bucket/path") whose resolution changed, for
+	// path caches; ChangedAll means "drop every cached path" (rename of a
+	// directory, bucket deletion).
+	Changed    []string
+	ChangedAll bool
+}
+
+// GarbageEntry is a blob whose reference count fell to zero at TimeNs.
+type GarbageEntry struct {
+	Hash   blob.Hash
+	TimeNs int64
+}

@@ -1,0 +1,282 @@
+// Package node wires one Cairn node together: the blob store, the
+// namespace KV, the log, the store and the HTTP front end. cmd/cairn and the
+// end-to-end tests start nodes through it; it holds no logic of its own
+// beyond start-up order and shutdown.
+package node
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/cairn-fs/cairn/internal/blob"
+	"github.com/cairn-fs/cairn/internal/consensus"
+	"github.com/cairn-fs/cairn/internal/frontend/httpapi"
+	"github.com/cairn-fs/cairn/internal/kv"
+	"github.com/cairn-fs/cairn/internal/meta"
+	"github.com/cairn-fs/cairn/internal/store"
+	"github.com/cairn-fs/cairn/internal/vfs"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Config is every setting of a node. cmd/cairn fills it from flags,
+// environment variables and a TOML file.
+type Config struct {
+	DataDir           string        // data directory; required
+	Listen            string        // HTTP listen address; default 127.0.0.1:8080
+	AdminKey          string        // admin key; "" reads or creates DataDir/admin.key
+	AccessLog         string        // access log file; "" = none, "-" = stdout
+	GCGrace           time.Duration // unreferenced blobs are kept this long; default 15m
+	GCInterval        time.Duration // GC and compaction period; default 1m
+	MaxVolumeSize     int64         // bytes per volume file; default 1 GiB
+	CompactRatio      float64       // garbage fraction that triggers compaction; default 0.5
+	MinFreeBytes      int64         // writes answer 507 below this much free disk; default 64 MiB
+	KVCacheBytes      int64         // Pebble block cache; default 64 MiB
+	PathCacheEntries  int           // resolved-path cache entries; default 65536
+	ReadHeaderTimeout time.Duration // default 10s
+	ReadTimeout       time.Duration // max time without body progress on uploads; default 30s
+	WriteTimeout      time.Duration // max time without progress on downloads; default 30s
+	IdleTimeout       time.Duration // keep-alive idle timeout; default 120s
+	MaxHeaderBytes    int           // default 64 KiB; larger headers get 431
+	Logger            *slog.Logger
+}
+
+// DefaultConfig returns the defaults.
+func DefaultConfig() Config {
+	return Config{Listen: "127.0.0.1:8080", GCGrace: 15 * time.Minute, GCInterval: time.Minute,
+		MaxVolumeSize: 1 << 30, CompactRatio: 0.5, MinFreeBytes: 64 << 20, KVCacheBytes: 64 << 20,
+		PathCacheEntries: 65536, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
+		WriteTimeout: 30 * time.Second, IdleTimeout: 120 * time.Second, MaxHeaderBytes: 64 << 10}
+}
+
+// Node is a running node.
+type Node struct {
+	cfg      Config
+	AdminKey string
+	URL      string
+	blobs    *blob.Store
+	kv       kv.Store
+	log      *consensus.Local
+	store    *store.Local
+	api      *httpapi.Server
+	srv      *http.Server
+	ln       net.Listener
+	alog     io.WriteCloser
+	served   chan error
+}
+
+// LoadOrCreateAdminKey returns the key in dir/admin.key, creating it (mode
+// 0600) when absent. created reports a new key.
+func LoadOrCreateAdminKey(dir string) (key string, created bool, err error) {
+	p := filepath.Join(dir, "admin.key")
+	b, err := os.ReadFile(p)
+	if err == nil {
+		k := strings.TrimSpace(string(b))
+		if k == "" {
+			return "", false, fmt.Errorf("%s is empty", p)
+		}
+		return k, false, nil
+	}
+	if !errors.Is(err, os.ErrNotExist) {
+		return "", false, err
+	}
+	var r [24]byte
+	if _, err := rand.Read(r[:]); err != nil {
+		return "", false, err
+	}
+	k := hex.EncodeToString(r[:])
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", false, err
+	}
+	tmp := p + ".tmp"
+	if err := os.WriteFile(tmp, []byte(k+"\n"), 0o600); err != nil {
+		return "", false, err
+	}
+	if err := os.Rename(tmp, p); err != nil {
+		return "", false, err
+	}
+	return k, true, nil
+}
+
+// Start opens the node's stores and starts serving. It returns once the
+// listener is bound.
+func Start(cfg Config) (_ *Node, err error) {
+	d := DefaultConfig()
+	if cfg.DataDir == "" {
+		return nil, errors.New("node: a data directory is required (--data)")
+	}
+	if cfg.Listen == "" {
+		cfg.Listen = d.Listen
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
+		return nil, fmt.Errorf("create data dir: %w", err)
+	}
+	n := &Node{cfg: cfg, served: make(chan error, 1)}
+	defer func() {
+		if err != nil {
+			n.closeStores()
+		}
+	}()
+	n.AdminKey = cfg.AdminKey
+	if n.AdminKey == "" {
+		k, created, err := LoadOrCreateAdminKey(cfg.DataDir)
+		if err != nil {
+			return nil, fmt.Errorf("admin key: %w", err)
+		}
+		if created {
+			cfg.Logger.Info("generated admin key", "file", filepath.Join(cfg.DataDir, "admin.key"))
+		}
+		n.AdminKey = k
+	}
+
+	n.blobs, err = blob.Open(blob.Config{Dir: filepath.Join(cfg.DataDir, "blobs"), FS: vfs.OS(),
+		MaxVolumeSize: cfg.MaxVolumeSize, CompactGarbageRatio: cfg.CompactRatio,
+		MinFreeBytes: cfg.MinFreeBytes, Logger: cfg.Logger})
+	if err != nil {
+		return nil, fmt.Errorf("open blob store: %w", err)
+	}
+	n.kv, err = kv.OpenPebble(filepath.Join(cfg.DataDir, "meta"), kv.PebbleConfig{CacheSize: cfg.KVCacheBytes, Logger: cfg.Logger})
+	if err != nil {
+		return nil, fmt.Errorf("open namespace store: %w", err)
+	}
+	var st *store.Local
+	n.log, err = consensus.NewLocal(consensus.LocalConfig{KV: n.kv, Logger: cfg.Logger,
+		OnApply: func(index uint64, cmds []meta.Command, res []meta.Result) {
+			if st != nil {
+				st.Applied(index, cmds, res)
+			}
+		}})
+	if err != nil {
+		return nil, err
+	}
+	st, err = store.New(store.Config{Blobs: n.blobs, KV: n.kv, Log: n.log, GCGrace: cfg.GCGrace,
+		GCInterval: cfg.GCInterval, PathCacheEntries: cfg.PathCacheEntries, Logger: cfg.Logger})
+	if err != nil {
+		return nil, err
+	}
+	n.store = st
+
+	switch cfg.AccessLog {
+	case "":
+	case "-":
+		n.alog = nopCloser{os.Stdout}
+	default:
+		f, err := os.OpenFile(cfg.AccessLog, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		if err != nil {
+			return nil, fmt.Errorf("open access log: %w", err)
+		}
+		n.alog = f
+	}
+	reg := prometheus.NewRegistry()
+	acfg := httpapi.DefaultConfig()
+	acfg.Store = st
+	acfg.AdminKey = n.AdminKey
+	acfg.Logger = cfg.Logger
+	if n.alog != nil {
+		acfg.AccessLog = n.alog
+	}
+	acfg.Registry = reg
+	setIf(&acfg.ReadHeaderTimeout, cfg.ReadHeaderTimeout)
+	setIf(&acfg.ReadTimeout, cfg.ReadTimeout)
+	setIf(&acfg.WriteTimeout, cfg.WriteTimeout)
+	setIf(&acfg.IdleTimeout, cfg.IdleTimeout)
+	if cfg.MaxHeaderBytes > 0 {
+		acfg.MaxHeaderBytes = cfg.MaxHeaderBytes
+	}
+	acfg.StatsFunc = n.stats
+	acfg.HealthFunc = n.health
+	n.api, err = httpapi.New(acfg)
+	if err != nil {
+		return nil, err
+	}
+	n.ln, err = net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return nil, fmt.Errorf("listen on %s: %w", cfg.Listen, err)
+	}
+	n.URL = "http://" + n.ln.Addr().String()
+	go func() { n.served <- n.api.Serve(n.ln) }()
+	cfg.Logger.Info("cairn node serving", "url", n.URL, "data", cfg.DataDir)
+	return n, nil
+}
+
+func setIf(dst *time.Duration, v time.Duration) {
+	if v > 0 {
+		*dst = v
+	}
+}
+
+type nopCloser struct{ io.Writer }
+
+func (nopCloser) Close() error { return nil }
+
+// Store returns the node's store.
+func (n *Node) Store() *store.Local { return n.store }
+
+// Blobs returns the node's blob store.
+func (n *Node) Blobs() *blob.Store { return n.blobs }
+
+func (n *Node) stats() httpapi.NodeStats {
+	bs := n.blobs.Stats()
+	ns := httpapi.NodeStats{Blobs: bs.Blobs, Volumes: int64(bs.Volumes),
+		LiveBytes: bs.LiveBytes, Fsyncs: uint64(bs.Fsyncs)}
+	if free, total, err := vfs.OS().Statfs(n.cfg.DataDir); err == nil {
+		ns.DiskFreeBytes = free
+		ns.DiskUsedBytes = total - free
+	}
+	return ns
+}
+
+func (n *Node) health() error {
+	if n.blobs.Stats().ReadOnly {
+		return errors.New("blob store is read-only after a disk error")
+	}
+	return nil
+}
+
+// Wait blocks until the HTTP server stops.
+func (n *Node) Wait() error { return <-n.served }
+
+// Close stops serving (draining requests for up to 10 s) and closes the stores.
+func (n *Node) Close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var errs []error
+	if n.api != nil {
+		errs = append(errs, n.api.Shutdown(ctx))
+	}
+	errs = append(errs, n.closeStores())
+	return errors.Join(errs...)
+}
+
+func (n *Node) closeStores() error {
+	var errs []error
+	if n.store != nil {
+		errs = append(errs, n.store.Close())
+	}
+	if n.log != nil {
+		errs = append(errs, n.log.Close())
+	}
+	if n.kv != nil {
+		errs = append(errs, n.kv.Close())
+	}
+	if n.blobs != nil {
+		errs = append(errs, n.blobs.Close())
+	}
+	if n.alog != nil {
+		errs = append(errs, n.alog.Close())
+	}
+	return errors.Join(errs...)
+}

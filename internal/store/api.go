@@ -1,0 +1,117 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"io"
+	"time"
+)
+
+// Errors returned by Store methods. Front ends map them to status codes in
+// one table each (errors.Is).
+var (
+	ErrNotFound       = errors.New("store: not found")
+	ErrNoBucket       = errors.New("store: no such bucket")
+	ErrBucketExists   = errors.New("store: bucket already exists")
+	ErrBucketNotEmpty = errors.New("store: bucket not empty")
+	ErrExists         = errors.New("store: already exists")
+	ErrNotEmpty       = errors.New("store: directory not empty")
+	ErrIsDir          = errors.New("store: is a directory")
+	ErrNotDir         = errors.New("store: not a directory")
+	ErrInvalidName    = errors.New("store: invalid name")
+	ErrPrecondition   = errors.New("store: precondition failed")
+	ErrNoSpace        = errors.New("store: no space left")
+	ErrShortBody      = errors.New("store: body shorter than declared length")
+	ErrTooLarge       = errors.New("store: body longer than declared length")
+	ErrCorrupt        = errors.New("store: data corrupt")
+	ErrUnavailable    = errors.New("store: unavailable")
+	ErrReadOnly       = errors.New("store: read-only")
+)
+
+// BucketInfo describes a bucket and its options.
+type BucketInfo struct {
+	Name             string    `json:"name"`
+	Public           bool      `json:"public"`
+	ChecksumSidecars bool      `json:"checksum_sidecars"`
+	CacheControl     string    `json:"cache_control,omitempty"`
+	Created          time.Time `json:"created"`
+}
+
+// ObjectInfo describes a file or directory.
+type ObjectInfo struct {
+	Bucket      string    `json:"bucket"`
+	Path        string    `json:"path"` // inside the bucket, no leading slash; dirs have no trailing slash
+	IsDir       bool      `json:"is_dir"`
+	Size        int64     `json:"size"`
+	ModTime     time.Time `json:"mtime"`
+	ETag        string    `json:"etag,omitempty"`   // hex MD5, unquoted
+	SHA256      string    `json:"sha256,omitempty"` // hex SHA-256 of the content
+	ContentType string    `json:"content_type,omitempty"`
+	Mode        uint32    `json:"mode"`
+}
+
+// PutOptions are the optional parts of a Put.
+type PutOptions struct {
+	ContentType string
+	Mode        uint32    // 0 means 0644
+	ModTime     time.Time // zero means now
+	// Size is the declared body length, or -1 if unknown. A body that ends
+	// early fails with ErrShortBody, a longer one with ErrTooLarge; nothing
+	// is stored in either case.
+	Size int64
+	// IfMatch: the current file's ETag must equal it. IfNoneMatchAny: no file may exist.
+	IfMatch        string
+	IfNoneMatchAny bool
+}
+
+// ListOptions selects a page of a listing in S3 order (lexicographic by full path).
+type ListOptions struct {
+	Prefix     string // path prefix inside the bucket
+	Delimiter  string // "" (recursive) or "/"
+	StartAfter string // exclusive; a path or a NextToken
+	Limit      int    // max entries + common prefixes; 0 means 1000
+}
+
+// ListResult is one page of a listing.
+type ListResult struct {
+	Entries        []ObjectInfo `json:"entries"`
+	CommonPrefixes []string     `json:"common_prefixes,omitempty"`
+	Truncated      bool         `json:"truncated"`
+	NextToken      string       `json:"next_token,omitempty"`
+}
+
+// Object is an open file for reading: a consistent view of one version.
+type Object interface {
+	Info() ObjectInfo
+	// ReadAt reads the content like io.ReaderAt. Safe for concurrent use.
+	io.ReaderAt
+	// WriteRangeTo writes bytes [off, off+n) of the content to w, using the
+	// cheapest path available (a pooled buffer, or sendfile).
+	WriteRangeTo(w io.Writer, off, n int64) (int64, error)
+	Close() error
+}
+
+// Store is the one API every front end calls. All methods are safe for
+// concurrent use. A method that returns nil error for a write has made the
+// change durable.
+type Store interface {
+	CreateBucket(ctx context.Context, b BucketInfo) error
+	UpdateBucket(ctx context.Context, b BucketInfo) error
+	DeleteBucket(ctx context.Context, name string) error
+	Bucket(ctx context.Context, name string) (BucketInfo, error)
+	Buckets(ctx context.Context) ([]BucketInfo, error)
+
+	// Put streams r into bucket/path, creating parent directories. created
+	// reports that no file existed before.
+	Put(ctx context.Context, bucket, path string, r io.Reader, opts PutOptions) (info ObjectInfo, created bool, err error)
+	// Open opens a file for reading. ErrIsDir for a directory.
+	Open(ctx context.Context, bucket, path string) (Object, error)
+	// Stat describes a file or directory ("" is the bucket's root).
+	Stat(ctx context.Context, bucket, path string) (ObjectInfo, error)
+	List(ctx context.Context, bucket string, opts ListOptions) (ListResult, error)
+	Mkdir(ctx context.Context, bucket, path string) error
+	// Delete removes a file or an empty directory.
+	Delete(ctx context.Context, bucket, path string, ifMatch string) error
+	// Rename moves a file or directory inside a bucket, replacing a file at dst.
+	Rename(ctx context.Context, bucket, src, dst string) error
+}

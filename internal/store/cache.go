@@ -1,0 +1,138 @@
+package store
+
+import (
+	"sync"
+
+	"github.com/cairn-fs/cairn/internal/blob"
+	"github.com/cairn-fs/cairn/internal/meta"
+)
+
+// pathCache maps "bucket/path" to its resolved inode, so that serving a hot
+// file is a map lookup instead of one KV read per path component. Entries
+// are dropped when an applied command changes their path; gen makes a
+// lookup that raced with an apply unable to insert a stale inode.
+type pathCache struct {
+	mu      sync.RWMutex
+	max     int
+	gen     uint64
+	paths   map[string]*meta.Inode
+	buckets map[string]*meta.Bucket
+}
+
+func newPathCache(max int) *pathCache {
+	return &pathCache{max: max, paths: make(map[string]*meta.Inode), buckets: make(map[string]*meta.Bucket)}
+}
+
+func (c *pathCache) get(key string) (*meta.Inode, bool) {
+	c.mu.RLock()
+	ino, ok := c.paths[key]
+	c.mu.RUnlock()
+	return ino, ok
+}
+
+func (c *pathCache) generation() uint64 {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.gen
+}
+
+func (c *pathCache) put(key string, ino *meta.Inode, gen uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if gen != c.gen {
+		return
+	}
+	if len(c.paths) >= c.max {
+		// Simple and bounded: start over. Hot paths come back at once.
+		c.paths = make(map[string]*meta.Inode)
+	}
+	c.paths[key] = ino
+}
+
+func (c *pathCache) bucket(name string) (*meta.Bucket, bool) {
+	c.mu.RLock()
+	b, ok := c.buckets[name]
+	c.mu.RUnlock()
+	return b, ok
+}
+
+func (c *pathCache) putBucket(name string, b *meta.Bucket) {
+	c.mu.Lock()
+	c.buckets[name] = b
+	c.mu.Unlock()
+}
+
+func (c *pathCache) drop(key string) {
+	c.mu.Lock()
+	c.gen++
+	delete(c.paths, key)
+	c.mu.Unlock()
+}
+
+func (c *pathCache) clear() {
+	c.mu.Lock()
+	c.gen++
+	c.paths = make(map[string]*meta.Inode)
+	c.buckets = make(map[string]*meta.Bucket)
+	c.mu.Unlock()
+}
+
+// pins records the blobs held by uploads in flight, so that the local copy
+// of a blob an upload relies on is not deleted under it, and a deletion in
+// progress is not raced by an upload that found the blob present.
+type pins struct {
+	mu       sync.Mutex
+	cond     *sync.Cond
+	held     map[blob.Hash]int
+	deleting map[blob.Hash]bool
+}
+
+func newPins() *pins {
+	p := &pins{held: make(map[blob.Hash]int), deleting: make(map[blob.Hash]bool)}
+	p.cond = sync.NewCond(&p.mu)
+	return p
+}
+
+// pin holds h; it waits for a deletion of h in progress to finish, so the
+// caller's following write of h is not undone.
+func (p *pins) pin(h blob.Hash) {
+	p.mu.Lock()
+	for p.deleting[h] {
+		p.cond.Wait()
+	}
+	p.held[h]++
+	p.mu.Unlock()
+}
+
+func (p *pins) unpin(h blob.Hash) {
+	p.mu.Lock()
+	if p.held[h]--; p.held[h] <= 0 {
+		delete(p.held, h)
+	}
+	p.mu.Unlock()
+}
+
+// startDelete reports whether h may be deleted now (no upload holds it),
+// and if so blocks pins of h until endDelete.
+func (p *pins) startDelete(h blob.Hash) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.held[h] > 0 || p.deleting[h] {
+		return false
+	}
+	p.deleting[h] = true
+	return true
+}
+
+func (p *pins) endDelete(h blob.Hash) {
+	p.mu.Lock()
+	delete(p.deleting, h)
+	p.cond.Broadcast()
+	p.mu.Unlock()
+}
+
+func (p *pins) isHeld(h blob.Hash) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.held[h] > 0
+}

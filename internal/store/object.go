@@ -1,0 +1,129 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+
+	"github.com/cairn-fs/cairn/internal/meta"
+	"github.com/cairn-fs/cairn/internal/vfs"
+)
+
+// sendfileMin is the smallest extent piece sent with sendfile instead of a
+// pooled buffer: below it, dup+seek costs more than the copy it saves.
+const sendfileMin = 64 << 10
+
+// object is one version of a file: its inode's extents are immutable.
+type object struct {
+	s    *Local
+	info ObjectInfo
+	ino  *meta.Inode
+}
+
+func (o *object) Info() ObjectInfo { return o.info }
+func (o *object) Close() error     { return nil }
+
+// extentAt returns the index of the extent holding byte off.
+func (o *object) extentAt(off int64) int {
+	ex := o.ino.Extents
+	return sort.Search(len(ex), func(i int) bool { return ex[i].Offset+ex[i].Length > off })
+}
+
+// ReadAt implements io.ReaderAt over the file's blobs.
+func (o *object) ReadAt(p []byte, off int64) (int, error) {
+	if off < 0 {
+		return 0, errors.New("store: negative offset")
+	}
+	if off >= o.ino.Size {
+		return 0, io.EOF
+	}
+	n := 0
+	for i := o.extentAt(off); i < len(o.ino.Extents) && n < len(p); i++ {
+		e := o.ino.Extents[i]
+		inner := off - e.Offset
+		want := e.Length - inner
+		if want > int64(len(p)-n) {
+			want = int64(len(p) - n)
+		}
+		m, err := o.s.blobs.ReadAt(e.Hash, p[n:n+int(want)], inner)
+		n += m
+		off += int64(m)
+		if err != nil && !(errors.Is(err, io.EOF) && int64(m) == want) {
+			return n, mapErr(fmt.Errorf("read blob %s: %w", e.Hash, err))
+		}
+	}
+	if n < len(p) {
+		return n, io.EOF
+	}
+	return n, nil
+}
+
+// WriteRangeTo writes bytes [off, off+n) to w: small pieces through a
+// pooled buffer (one pread each), large ones with sendfile when w accepts a
+// file (io.ReaderFrom over a TCP connection).
+func (o *object) WriteRangeTo(w io.Writer, off, n int64) (int64, error) {
+	if off < 0 || n < 0 || off+n > o.ino.Size {
+		return 0, errors.New("store: range outside the file")
+	}
+	var written int64
+	_, canSendfile := w.(io.ReaderFrom)
+	for i := o.extentAt(off); i < len(o.ino.Extents) && written < n; i++ {
+		e := o.ino.Extents[i]
+		inner := off - e.Offset
+		want := e.Length - inner
+		if want > n-written {
+			want = n - written
+		}
+		var m int64
+		var err error
+		if canSendfile && want >= sendfileMin {
+			m, err = o.sendfile(w, e, inner, want)
+		} else {
+			m, err = o.copyBuffered(w, e, inner, want)
+		}
+		written += m
+		off += m
+		if err != nil {
+			return written, err
+		}
+	}
+	return written, nil
+}
+
+func (o *object) copyBuffered(w io.Writer, e meta.Extent, inner, want int64) (int64, error) {
+	bp := o.s.bufs.Get().(*[]byte)
+	defer o.s.bufs.Put(bp)
+	buf := (*bp)[:want]
+	m, err := o.s.blobs.ReadAt(e.Hash, buf, inner)
+	if err != nil && !(errors.Is(err, io.EOF) && int64(m) == want) {
+		return 0, mapErr(fmt.Errorf("read blob %s: %w", e.Hash, err))
+	}
+	k, err := w.Write(buf[:m])
+	return int64(k), err
+}
+
+func (o *object) sendfile(w io.Writer, e meta.Extent, inner, want int64) (int64, error) {
+	f, base, size, release, err := o.s.blobs.Locate(e.Hash)
+	if err != nil {
+		return 0, mapErr(fmt.Errorf("locate blob %s: %w", e.Hash, err))
+	}
+	defer release()
+	if inner+want > size {
+		return 0, fmt.Errorf("%w: blob %s shorter than its extent", ErrCorrupt, e.Hash)
+	}
+	osf, ok := f.(vfs.OSFile)
+	if !ok {
+		return o.copyBuffered(w, e, inner, want)
+	}
+	// Each request needs its own descriptor: sendfile uses the file offset.
+	dup, err := dupFile(osf.OSFile())
+	if err != nil {
+		return o.copyBuffered(w, e, inner, want)
+	}
+	defer dup.Close()
+	if _, err := dup.Seek(base+inner, io.SeekStart); err != nil {
+		return 0, err
+	}
+	return io.Copy(w, &io.LimitedReader{R: dup, N: want})
+}

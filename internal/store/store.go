@@ -1,0 +1,706 @@
+package store
+
+import (
+	"context"
+	"crypto/md5"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/cairn-fs/cairn/internal/blob"
+	"github.com/cairn-fs/cairn/internal/consensus"
+	"github.com/cairn-fs/cairn/internal/kv"
+	"github.com/cairn-fs/cairn/internal/meta"
+)
+
+// Config configures a Local store.
+type Config struct {
+	// Blobs is the node's blob store. Required.
+	Blobs *blob.Store
+	// KV is the node's namespace store. Required.
+	KV kv.Store
+	// Log orders namespace commands. Required.
+	Log consensus.Log
+	// GCGrace is how long an unreferenced blob is kept before it is deleted.
+	// Default 15 minutes.
+	GCGrace time.Duration
+	// GCInterval is how often garbage is collected and volumes compacted.
+	// Default 1 minute. Zero or negative: no background loop (call GC yourself).
+	GCInterval time.Duration
+	// PathCacheEntries bounds the in-memory cache of resolved paths.
+	// Default 65536.
+	PathCacheEntries int
+	// ParallelBlobWrites is how many blobs of one upload may be in flight
+	// (each holds up to blob.MaxSize bytes of memory). Default 4.
+	ParallelBlobWrites int
+	// Now is the clock; default time.Now.
+	Now func() time.Time
+	// Logger; default slog.Default().
+	Logger *slog.Logger
+}
+
+// DefaultConfig returns a Config with defaults and no dependencies set.
+func DefaultConfig() Config {
+	return Config{GCGrace: 15 * time.Minute, GCInterval: time.Minute,
+		PathCacheEntries: 65536, ParallelBlobWrites: 4}
+}
+
+// Validate reports a missing dependency or a bad value.
+func (c *Config) Validate() error {
+	switch {
+	case c.Blobs == nil:
+		return errors.New("store: Config.Blobs is required")
+	case c.KV == nil:
+		return errors.New("store: Config.KV is required")
+	case c.Log == nil:
+		return errors.New("store: Config.Log is required")
+	case c.GCGrace < 0:
+		return errors.New("store: GCGrace must not be negative")
+	}
+	return nil
+}
+
+// Local is the Store of one node over its blob store and namespace.
+type Local struct {
+	cfg   Config
+	blobs *blob.Store
+	kv    kv.Store
+	log   consensus.Log
+	meta  *meta.Reader
+	cache *pathCache
+	pins  *pins
+	bufs  sync.Pool
+	stop  chan struct{}
+	wg    sync.WaitGroup
+	// beforePropose, if set (tests), runs in Put between the blob writes
+	// and the namespace command.
+	beforePropose func()
+	closed        sync.Once
+}
+
+var _ Store = (*Local)(nil)
+
+// New returns a Local store. The caller keeps ownership of Blobs, KV and
+// Log; wire Log's OnApply to the store's Applied method (see cmd/cairn).
+func New(cfg Config) (*Local, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	d := DefaultConfig()
+	if cfg.GCGrace == 0 {
+		cfg.GCGrace = d.GCGrace
+	}
+	if cfg.PathCacheEntries <= 0 {
+		cfg.PathCacheEntries = d.PathCacheEntries
+	}
+	if cfg.ParallelBlobWrites <= 0 {
+		cfg.ParallelBlobWrites = d.ParallelBlobWrites
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	s := &Local{cfg: cfg, blobs: cfg.Blobs, kv: cfg.KV, log: cfg.Log,
+		meta: meta.NewReader(cfg.KV), cache: newPathCache(cfg.PathCacheEntries),
+		pins: newPins(), stop: make(chan struct{})}
+	s.bufs.New = func() any { b := make([]byte, blob.MaxSize); return &b }
+	if cfg.GCInterval > 0 {
+		s.wg.Add(1)
+		go s.gcLoop()
+	}
+	return s, nil
+}
+
+// Applied must be called after each log entry is applied (consensus
+// OnApply): it drops stale cached paths and deletes blobs whose reclamation
+// the entry approved.
+func (s *Local) Applied(index uint64, cmds []meta.Command, res []meta.Result) {
+	for i := range res {
+		r := &res[i]
+		if r.ChangedAll {
+			s.cache.clear()
+		}
+		for _, p := range r.Changed {
+			s.cache.drop(p)
+		}
+		switch cmds[i].Op {
+		case meta.OpCreateBucket, meta.OpUpdateBucket, meta.OpDeleteBucket:
+			s.cache.clear()
+		}
+		for _, h := range r.Freed {
+			s.deleteBlob(h)
+		}
+	}
+}
+
+// deleteBlob deletes the local copy of h unless an upload in flight holds it.
+func (s *Local) deleteBlob(h blob.Hash) {
+	if !s.pins.startDelete(h) {
+		return
+	}
+	defer s.pins.endDelete(h)
+	if err := s.blobs.Delete(h); err != nil && !errors.Is(err, blob.ErrNotFound) {
+		s.cfg.Logger.Warn("delete unreferenced blob", "hash", h.String(), "err", err)
+	}
+}
+
+// Close stops background work. It does not close Blobs, KV or Log.
+func (s *Local) Close() error {
+	s.closed.Do(func() { close(s.stop) })
+	s.wg.Wait()
+	return nil
+}
+
+// mapErr translates errors of the layers below into the store's kinds.
+func mapErr(err error) error {
+	if err == nil {
+		return nil
+	}
+	table := []struct{ from, to error }{
+		{meta.ErrNotFound, ErrNotFound},
+		{meta.ErrNoBucket, ErrNoBucket},
+		{meta.ErrBucketExists, ErrBucketExists},
+		{meta.ErrBucketNotEmpty, ErrBucketNotEmpty},
+		{meta.ErrExists, ErrExists},
+		{meta.ErrNotEmpty, ErrNotEmpty},
+		{meta.ErrIsDir, ErrIsDir},
+		{meta.ErrNotDir, ErrNotDir},
+		{meta.ErrInvalid, ErrInvalidName},
+		{meta.ErrPrecondition, ErrPrecondition},
+		{blob.ErrNoSpace, ErrNoSpace},
+		{blob.ErrCorrupt, ErrCorrupt},
+		{blob.ErrReadOnly, ErrReadOnly},
+		{blob.ErrNotFound, ErrCorrupt}, // a referenced blob is missing
+		{consensus.ErrStopped, ErrUnavailable},
+	}
+	for _, e := range table {
+		if errors.Is(err, e.from) {
+			if errors.Is(err, e.to) {
+				return err
+			}
+			return fmt.Errorf("%w: %v", e.to, err)
+		}
+	}
+	return err
+}
+
+func (s *Local) propose(ctx context.Context, cmd meta.Command) (meta.Result, error) {
+	if cmd.TimeNs == 0 {
+		cmd.TimeNs = s.cfg.Now().UnixNano()
+	}
+	res, err := s.log.Propose(ctx, cmd)
+	if err != nil {
+		return res, mapErr(err)
+	}
+	return res, mapErr(res.Err)
+}
+
+func bucketInfo(b *meta.Bucket) BucketInfo {
+	return BucketInfo{Name: b.Name, Public: b.Public, ChecksumSidecars: b.ChecksumSidecars,
+		CacheControl: b.CacheControl, Created: time.Unix(0, b.CreatedNs).UTC()}
+}
+
+func metaBucket(b BucketInfo) *meta.Bucket {
+	return &meta.Bucket{Name: b.Name, Public: b.Public, ChecksumSidecars: b.ChecksumSidecars,
+		CacheControl: b.CacheControl}
+}
+
+// CreateBucket implements Store.
+func (s *Local) CreateBucket(ctx context.Context, b BucketInfo) error {
+	if err := meta.ValidBucketName(b.Name); err != nil {
+		return mapErr(err)
+	}
+	_, err := s.propose(ctx, meta.Command{Op: meta.OpCreateBucket, Bucket: metaBucket(b)})
+	return err
+}
+
+// UpdateBucket implements Store: it replaces the options of b.Name.
+func (s *Local) UpdateBucket(ctx context.Context, b BucketInfo) error {
+	_, err := s.propose(ctx, meta.Command{Op: meta.OpUpdateBucket, Bucket: metaBucket(b)})
+	return err
+}
+
+// DeleteBucket implements Store.
+func (s *Local) DeleteBucket(ctx context.Context, name string) error {
+	_, err := s.propose(ctx, meta.Command{Op: meta.OpDeleteBucket, Bucket: &meta.Bucket{Name: name}})
+	return err
+}
+
+// Bucket implements Store.
+func (s *Local) Bucket(ctx context.Context, name string) (BucketInfo, error) {
+	if b, ok := s.cache.bucket(name); ok {
+		return bucketInfo(b), nil
+	}
+	b, err := s.meta.Bucket(name)
+	if err != nil {
+		return BucketInfo{}, mapErr(err)
+	}
+	s.cache.putBucket(name, b)
+	return bucketInfo(b), nil
+}
+
+// Buckets implements Store.
+func (s *Local) Buckets(ctx context.Context) ([]BucketInfo, error) {
+	bs, err := s.meta.Buckets()
+	if err != nil {
+		return nil, mapErr(err)
+	}
+	out := make([]BucketInfo, len(bs))
+	for i, b := range bs {
+		out[i] = bucketInfo(b)
+	}
+	return out, nil
+}
+
+func checkPath(bucket, path string) error {
+	if err := meta.ValidBucketName(bucket); err != nil {
+		return fmt.Errorf("%w: %v", ErrNoBucket, err)
+	}
+	if path == "" {
+		return nil
+	}
+	if err := meta.ValidatePath(path); err != nil {
+		return mapErr(err)
+	}
+	return nil
+}
+
+// lookup resolves bucket/path through the path cache.
+func (s *Local) lookup(bucket, path string) (*meta.Inode, error) {
+	key := bucket + "/" + path
+	if ino, ok := s.cache.get(key); ok {
+		return ino, nil
+	}
+	// Read the generation before the store: an apply that lands in between
+	// makes the insert a no-op, so a stale inode is never cached.
+	gen := s.cache.generation()
+	ino, err := s.meta.Lookup(bucket, path)
+	if err != nil {
+		return nil, mapErr(err)
+	}
+	s.cache.put(key, ino, gen)
+	return ino, nil
+}
+
+func objectInfo(bucket, path string, ino *meta.Inode) ObjectInfo {
+	return ObjectInfo{Bucket: bucket, Path: path, IsDir: ino.Type == meta.TypeDir,
+		Size: ino.Size, ModTime: time.Unix(0, ino.MtimeNs).UTC(), ETag: ino.ETag,
+		SHA256: ino.SHA256, ContentType: ino.ContentType, Mode: ino.Mode}
+}
+
+// Stat implements Store.
+func (s *Local) Stat(ctx context.Context, bucket, path string) (ObjectInfo, error) {
+	if err := checkPath(bucket, path); err != nil {
+		return ObjectInfo{}, err
+	}
+	ino, err := s.lookup(bucket, path)
+	if err != nil {
+		return ObjectInfo{}, err
+	}
+	return objectInfo(bucket, path, ino), nil
+}
+
+// Open implements Store.
+func (s *Local) Open(ctx context.Context, bucket, path string) (Object, error) {
+	if err := checkPath(bucket, path); err != nil {
+		return nil, err
+	}
+	ino, err := s.lookup(bucket, path)
+	if err != nil {
+		return nil, err
+	}
+	if ino.Type == meta.TypeDir {
+		return nil, ErrIsDir
+	}
+	return &object{s: s, info: objectInfo(bucket, path, ino), ino: ino}, nil
+}
+
+// Mkdir implements Store.
+func (s *Local) Mkdir(ctx context.Context, bucket, path string) error {
+	if err := checkPath(bucket, path); err != nil {
+		return err
+	}
+	if path == "" {
+		return ErrInvalidName
+	}
+	_, err := s.propose(ctx, meta.Command{Op: meta.OpMkdir, BucketName: bucket, Path: path})
+	return err
+}
+
+// Delete implements Store.
+func (s *Local) Delete(ctx context.Context, bucket, path, ifMatch string) error {
+	if err := checkPath(bucket, path); err != nil {
+		return err
+	}
+	if path == "" {
+		return ErrInvalidName
+	}
+	_, err := s.propose(ctx, meta.Command{Op: meta.OpDelete, BucketName: bucket, Path: path, IfMatch: ifMatch})
+	return err
+}
+
+// Rename implements Store.
+func (s *Local) Rename(ctx context.Context, bucket, src, dst string) error {
+	if err := checkPath(bucket, src); err != nil {
+		return err
+	}
+	if err := checkPath(bucket, dst); err != nil {
+		return err
+	}
+	if src == "" || dst == "" {
+		return ErrInvalidName
+	}
+	_, err := s.propose(ctx, meta.Command{Op: meta.OpRename, BucketName: bucket, Path: src, DstPath: dst})
+	return err
+}
+
+// Put implements Store. The body is cut into blobs of blob.MaxSize that are
+// hashed and written while the next one is read, at most
+// ParallelBlobWrites at a time; the namespace change is proposed only after
+// every blob is durable.
+func (s *Local) Put(ctx context.Context, bucket, path string, r io.Reader, opts PutOptions) (ObjectInfo, bool, error) {
+	if err := checkPath(bucket, path); err != nil {
+		return ObjectInfo{}, false, err
+	}
+	if path == "" {
+		return ObjectInfo{}, false, ErrInvalidName
+	}
+	if _, err := s.Bucket(ctx, bucket); err != nil {
+		return ObjectInfo{}, false, err
+	}
+	startIndex := s.log.AppliedIndex()
+	held := make(map[blob.Hash]struct{})
+	defer func() {
+		for h := range held {
+			s.pins.unpin(h)
+		}
+	}()
+
+	md := md5.New()
+	sh := sha256.New()
+	var (
+		extents []meta.Extent
+		total   int64
+		wg      sync.WaitGroup
+		errMu   sync.Mutex
+		werr    error
+		sem     = make(chan struct{}, s.cfg.ParallelBlobWrites)
+	)
+	setErr := func(err error) {
+		errMu.Lock()
+		if werr == nil {
+			werr = err
+		}
+		errMu.Unlock()
+	}
+	getErr := func() error { errMu.Lock(); defer errMu.Unlock(); return werr }
+	for {
+		if err := ctx.Err(); err != nil {
+			setErr(err)
+			break
+		}
+		if getErr() != nil {
+			break
+		}
+		bp := s.bufs.Get().(*[]byte)
+		buf := *bp
+		n, eof, rerr := fill(r, buf)
+		if n > 0 {
+			data := buf[:n]
+			md.Write(data)
+			sh.Write(data)
+			h := blob.Sum(data)
+			extents = append(extents, meta.Extent{Hash: h, Offset: total, Length: int64(n)})
+			total += int64(n)
+			if opts.Size >= 0 && total > opts.Size {
+				s.bufs.Put(bp)
+				setErr(ErrTooLarge)
+				break
+			}
+			if _, dup := held[h]; !dup {
+				held[h] = struct{}{}
+				s.pins.pin(h)
+				sem <- struct{}{}
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					defer func() { <-sem; s.bufs.Put(bp) }()
+					if err := s.blobs.Put(h, data); err != nil {
+						setErr(fmt.Errorf("write blob: %w", err))
+					}
+				}()
+			} else {
+				s.bufs.Put(bp)
+			}
+		} else {
+			s.bufs.Put(bp)
+		}
+		if rerr != nil {
+			// The transport's error: a client gone mid-body, a body shorter
+			// than its Content-Length (io.ErrUnexpectedEOF), a read timeout.
+			setErr(fmt.Errorf("%w: read body: %v", ErrShortBody, rerr))
+			break
+		}
+		if eof {
+			break
+		}
+	}
+	wg.Wait()
+	if err := getErr(); err != nil {
+		return ObjectInfo{}, false, mapErr(err)
+	}
+	if opts.Size >= 0 && total != opts.Size {
+		if total < opts.Size {
+			return ObjectInfo{}, false, ErrShortBody
+		}
+		return ObjectInfo{}, false, ErrTooLarge
+	}
+	mode := opts.Mode
+	if mode == 0 {
+		mode = 0o644
+	}
+	now := s.cfg.Now()
+	mtime := opts.ModTime
+	if mtime.IsZero() {
+		mtime = now
+	}
+	file := &meta.Inode{Type: meta.TypeFile, Mode: mode, Size: total, MtimeNs: mtime.UnixNano(),
+		CtimeNs: now.UnixNano(), ContentType: opts.ContentType,
+		ETag: hex.EncodeToString(md.Sum(nil)), SHA256: hex.EncodeToString(sh.Sum(nil)), Extents: extents}
+	cmd := meta.Command{Op: meta.OpPutFile, BucketName: bucket, Path: path, File: file,
+		TimeNs: now.UnixNano(), IfMatch: opts.IfMatch, IfNoneMatchAny: opts.IfNoneMatchAny,
+		StartIndex: startIndex}
+	if s.beforePropose != nil {
+		s.beforePropose()
+	}
+	var res meta.Result
+	var err error
+	for attempt := 0; ; attempt++ {
+		res, err = s.log.Propose(ctx, cmd)
+		if err == nil && errors.Is(res.Err, meta.ErrBlobReaped) && attempt < 3 {
+			// A blob this upload deduplicated against was reclaimed while
+			// the upload was in flight. Our pins kept the local copies, so
+			// the bytes are still here: write them again (a no-op when
+			// present) and retry from the current index.
+			cmd.StartIndex = s.log.AppliedIndex()
+			if rerr := s.rewriteMissing(extents); rerr != nil {
+				return ObjectInfo{}, false, mapErr(rerr)
+			}
+			continue
+		}
+		break
+	}
+	if err != nil {
+		return ObjectInfo{}, false, mapErr(err)
+	}
+	if res.Err != nil {
+		return ObjectInfo{}, false, mapErr(res.Err)
+	}
+	ino := res.Inode
+	if ino == nil {
+		ino = file
+	}
+	return objectInfo(bucket, path, ino), res.Created, nil
+}
+
+// rewriteMissing verifies that every blob of extents is present locally.
+func (s *Local) rewriteMissing(extents []meta.Extent) error {
+	for _, e := range extents {
+		if !s.blobs.Has(e.Hash) {
+			return fmt.Errorf("%w: blob %s vanished during upload", ErrUnavailable, e.Hash)
+		}
+	}
+	return nil
+}
+
+// List implements Store.
+func (s *Local) List(ctx context.Context, bucket string, opts ListOptions) (ListResult, error) {
+	if err := checkPath(bucket, ""); err != nil {
+		return ListResult{}, err
+	}
+	if opts.Limit <= 0 {
+		opts.Limit = 1000
+	}
+	if opts.Delimiter != "" && opts.Delimiter != "/" {
+		return ListResult{}, fmt.Errorf("%w: only \"/\" is supported as a delimiter", ErrInvalidName)
+	}
+	// The directory that holds every key with the prefix.
+	dir, namePrefix := "", opts.Prefix
+	if i := strings.LastIndexByte(opts.Prefix, '/'); i >= 0 {
+		dir, namePrefix = opts.Prefix[:i], opts.Prefix[i+1:]
+	}
+	var dirIno *meta.Inode
+	var err error
+	if dir == "" {
+		dirIno, err = s.lookup(bucket, "")
+	} else {
+		if verr := meta.ValidatePath(dir); verr != nil {
+			return ListResult{}, nil // no key can have an invalid prefix
+		}
+		dirIno, err = s.lookup(bucket, dir)
+	}
+	if err != nil {
+		if errors.Is(err, ErrNotFound) || errors.Is(err, ErrNotDir) {
+			return ListResult{}, nil
+		}
+		return ListResult{}, err
+	}
+	if dirIno.Type != meta.TypeDir {
+		return ListResult{}, nil
+	}
+	snap := s.kv.Snapshot()
+	defer snap.Close()
+	l := &lister{s: s, bucket: bucket, limit: opts.Limit, recursive: opts.Delimiter == "",
+		snap: meta.NewReader(snap)}
+	dirPrefix := ""
+	if dir != "" {
+		dirPrefix = dir + "/"
+	}
+	var after []string
+	if opts.StartAfter != "" && opts.StartAfter >= dirPrefix {
+		rest := strings.TrimPrefix(opts.StartAfter, dirPrefix)
+		if strings.HasPrefix(opts.StartAfter, dirPrefix) {
+			after = splitKeep(rest)
+		}
+	}
+	if err := l.walk(dirIno.Ino, dirPrefix, namePrefix, after); err != nil && !errors.Is(err, errPageFull) {
+		return ListResult{}, mapErr(err)
+	}
+	return l.res, nil
+}
+
+// splitKeep splits "a/b/c" into ["a/", "b/", "c"]: directory components
+// keep their slash, which is how they sort in a directory.
+func splitKeep(p string) []string {
+	var out []string
+	for {
+		i := strings.IndexByte(p, '/')
+		if i < 0 {
+			if p != "" {
+				out = append(out, p)
+			}
+			return out
+		}
+		out = append(out, p[:i+1])
+		p = p[i+1:]
+	}
+}
+
+var errPageFull = errors.New("page full")
+
+type lister struct {
+	s         *Local
+	snap      *meta.Reader
+	bucket    string
+	limit     int
+	recursive bool
+	res       ListResult
+	last      string
+}
+
+func (l *lister) full() bool {
+	return len(l.res.Entries)+len(l.res.CommonPrefixes) >= l.limit
+}
+
+func (l *lister) emit(key string, ino *meta.Inode, dir bool) error {
+	if l.full() {
+		l.res.Truncated = true
+		l.res.NextToken = l.last
+		return errPageFull
+	}
+	if dir {
+		l.res.CommonPrefixes = append(l.res.CommonPrefixes, key)
+	} else {
+		l.res.Entries = append(l.res.Entries, objectInfo(l.bucket, key, ino))
+	}
+	l.last = key
+	return nil
+}
+
+// walk lists directory ino (whose full path prefix is prefix) for names
+// starting with namePrefix, resuming after the components in after.
+func (l *lister) walk(ino meta.Ino, prefix, namePrefix string, after []string) error {
+	start := ""
+	if len(after) > 0 {
+		start = after[0]
+		if strings.HasSuffix(start, "/") && l.recursive {
+			// Resume inside the directory first.
+			child, err := l.snap.Lookup(l.bucket, strings.TrimSuffix(prefix+start, "/"))
+			if err == nil && child.Type == meta.TypeDir {
+				if err := l.walk(child.Ino, prefix+start, "", after[1:]); err != nil {
+					return err
+				}
+			}
+		}
+	} else if namePrefix != "" {
+		// Start just before namePrefix: no valid (UTF-8) name contains 0xff.
+		b := []byte(namePrefix)
+		b[len(b)-1]--
+		start = string(b) + "\xff"
+	}
+	for {
+		ents, err := l.snap.ReadDir(ino, start, 256)
+		if err != nil {
+			return err
+		}
+		if len(ents) == 0 {
+			return nil
+		}
+		for _, d := range ents {
+			start = meta.DirentKeyName(d)
+			if !strings.HasPrefix(d.Name, namePrefix) {
+				if d.Name > namePrefix {
+					return nil
+				}
+				continue
+			}
+			full := prefix + d.Name
+			if d.Type == meta.TypeDir {
+				if !l.recursive {
+					if err := l.emit(full+"/", nil, true); err != nil {
+						return err
+					}
+					continue
+				}
+				if err := l.walk(d.Ino, full+"/", "", nil); err != nil {
+					return err
+				}
+				continue
+			}
+			child, err := l.snap.Inode(d.Ino)
+			if err != nil {
+				if errors.Is(err, meta.ErrNotFound) {
+					continue
+				}
+				return err
+			}
+			if err := l.emit(full, child, false); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// fill reads into buf until it is full or r ends. eof reports a clean end
+// of r; err is any other error of r (io.ErrUnexpectedEOF included).
+func fill(r io.Reader, buf []byte) (n int, eof bool, err error) {
+	for n < len(buf) {
+		m, err := r.Read(buf[n:])
+		n += m
+		if err == io.EOF {
+			return n, true, nil
+		}
+		if err != nil {
+			return n, false, err
+		}
+	}
+	return n, false, nil
+}

@@ -1,0 +1,52 @@
+// Package volume implements one append-only volume file: a superblock
+// followed by needles, each holding one blob (or a tombstone for one).
+//
+// All integers are little-endian.
+//
+// # Superblock (16 bytes, at offset 0)
+//
+//	off len field
+//	  0   4 magic   "CRNV" (0x43 0x52 0x4e 0x56)
+//	  4   1 version 1
+//	  5   3 reserved, zero
+//	  8   4 volume id (uint32, never 0)
+//	 12   4 CRC32C (Castagnoli) of bytes 0..12
+//
+// # Needle (at an 8-byte aligned offset >= 16)
+//
+//	off len field
+//	  0   4 magic    "CRNN" (0x43 0x52 0x4e 0x4e)
+//	  4   1 version  1
+//	  5   1 flags    0 = live blob, 1 = tombstone (FlagTombstone); other values invalid
+//	  6   2 reserved, zero
+//	  8  32 hash     the blob's SHA-256
+//	 40   4 length   data length n in bytes (0 for a tombstone; <= MaxDataLen)
+//	 44   4 CRC32C   Castagnoli CRC of bytes 0..44 followed by the n data bytes
+//	 48   n data
+//	48+n  p padding  zeros, p = (8 - (48+n)%8) % 8, so the next needle is 8-byte aligned
+//
+// A needle thus occupies NeedleSize(n) = align8(48+n) bytes; a needle's
+// offset divided by 8 fits in a uint32 for volumes up to 32 GiB, which is
+// what the blob index stores.
+//
+// # Invariants
+//
+//   - A volume only grows by Append/AppendTombstone, each a single pwrite of
+//     a whole needle at the current end. Append never fsyncs: the caller
+//     (the blob store) groups fsyncs with Sync.
+//   - A failed append is truncated away so the file always ends at a needle
+//     boundary; if that truncate fails too the volume refuses further
+//     appends (ErrBroken).
+//   - Reads never take the append lock: a reader only reads offsets below
+//     the end it learned, which are never rewritten.
+//
+// # Recovery rule
+//
+// Scan walks needles from an offset and stops at the first needle that is
+// incomplete (file ends inside it), has a bad magic, version, flags or
+// length, or whose CRC does not match. It returns the end of the valid
+// prefix; recovery truncates the file there. A zero-filled or garbage tail
+// (a torn write after a crash) therefore disappears. Note that bit rot in
+// the middle of a volume also ends the valid prefix there: callers should
+// log the number of bytes dropped.
+package volume

@@ -1,0 +1,418 @@
+package volume
+
+import (
+	"bufio"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+
+	"github.com/cairn-fs/cairn/internal/vfs"
+)
+
+// Format constants; see the package documentation for the byte layouts.
+const (
+	SuperblockSize = 16
+	HeaderSize     = 48
+	Version        = 1
+	// MaxDataLen bounds a needle's data length; longer lengths are invalid.
+	MaxDataLen = 64 << 20
+	// MaxVolumeSize is the largest volume file: offsets/8 must fit in a uint32.
+	MaxVolumeSize = 32 << 30
+)
+
+// Needle flags.
+const (
+	FlagLive      uint8 = 0
+	FlagTombstone uint8 = 1
+)
+
+var (
+	superMagic  = [4]byte{'C', 'R', 'N', 'V'}
+	needleMagic = [4]byte{'C', 'R', 'N', 'N'}
+	castagnoli  = crc32.MakeTable(crc32.Castagnoli)
+)
+
+// Errors returned by this package; test them with errors.Is.
+var (
+	ErrCorrupt    = errors.New("volume: corrupt needle")
+	ErrSuperblock = errors.New("volume: bad superblock")
+	ErrTooLarge   = errors.New("volume: data longer than MaxDataLen")
+	ErrFull       = errors.New("volume: volume would exceed MaxVolumeSize")
+	ErrBroken     = errors.New("volume: failed append could not be undone; volume is read-only")
+	ErrClosed     = errors.New("volume: closed")
+)
+
+// Header is a decoded needle header.
+type Header struct {
+	Hash  [32]byte
+	Flags uint8
+	Len   uint32 // data length in bytes
+}
+
+// Tombstone reports whether the needle is a tombstone.
+func (h Header) Tombstone() bool { return h.Flags == FlagTombstone }
+
+// NeedleSize returns the bytes a needle with n data bytes occupies,
+// padding included.
+func NeedleSize(n int) int64 { return (int64(HeaderSize) + int64(n) + 7) &^ 7 }
+
+// DataOffset returns the file offset of the data of the needle at off.
+func DataOffset(off int64) int64 { return off + HeaderSize }
+
+// AppendNeedle appends the encoded needle (header, data, padding) to dst.
+// It is a pure function.
+func AppendNeedle(dst []byte, h [32]byte, flags uint8, data []byte) []byte {
+	start := len(dst)
+	var hdr [HeaderSize]byte
+	copy(hdr[0:4], needleMagic[:])
+	hdr[4] = Version
+	hdr[5] = flags
+	copy(hdr[8:40], h[:])
+	binary.LittleEndian.PutUint32(hdr[40:44], uint32(len(data)))
+	crc := crc32.Update(0, castagnoli, hdr[:44])
+	crc = crc32.Update(crc, castagnoli, data)
+	binary.LittleEndian.PutUint32(hdr[44:48], crc)
+	dst = append(dst, hdr[:]...)
+	dst = append(dst, data...)
+	for int64(len(dst)-start) < NeedleSize(len(data)) {
+		dst = append(dst, 0)
+	}
+	return dst
+}
+
+// DecodeHeader decodes and checks the static fields of a needle header (b
+// must hold at least HeaderSize bytes). It does not check the CRC, which
+// covers the data too; see CheckCRC. Errors wrap ErrCorrupt.
+func DecodeHeader(b []byte) (Header, error) {
+	var h Header
+	if len(b) < HeaderSize {
+		return h, fmt.Errorf("%w: short header", ErrCorrupt)
+	}
+	if [4]byte(b[0:4]) != needleMagic {
+		return h, fmt.Errorf("%w: bad magic", ErrCorrupt)
+	}
+	if b[4] != Version {
+		return h, fmt.Errorf("%w: version %d", ErrCorrupt, b[4])
+	}
+	if b[5] > FlagTombstone {
+		return h, fmt.Errorf("%w: flags %#x", ErrCorrupt, b[5])
+	}
+	if b[6] != 0 || b[7] != 0 {
+		return h, fmt.Errorf("%w: reserved bytes set", ErrCorrupt)
+	}
+	h.Flags = b[5]
+	copy(h.Hash[:], b[8:40])
+	h.Len = binary.LittleEndian.Uint32(b[40:44])
+	if h.Len > MaxDataLen || (h.Flags == FlagTombstone && h.Len != 0) {
+		return h, fmt.Errorf("%w: length %d", ErrCorrupt, h.Len)
+	}
+	return h, nil
+}
+
+// CheckCRC reports whether the CRC in hdr (an encoded header) matches hdr
+// and data.
+func CheckCRC(hdr, data []byte) bool {
+	crc := crc32.Update(0, castagnoli, hdr[:44])
+	crc = crc32.Update(crc, castagnoli, data)
+	return crc == binary.LittleEndian.Uint32(hdr[44:48])
+}
+
+func encodeSuperblock(id uint32) []byte {
+	b := make([]byte, SuperblockSize)
+	copy(b[0:4], superMagic[:])
+	b[4] = Version
+	binary.LittleEndian.PutUint32(b[8:12], id)
+	binary.LittleEndian.PutUint32(b[12:16], crc32.Checksum(b[:12], castagnoli))
+	return b
+}
+
+// Volume is one open volume file. Appends are serialized internally; reads
+// (ReadAt, ReadHeader, ReadNeedle, ReadData, Scan) may run concurrently with
+// each other and with appends.
+type Volume struct {
+	fs   vfs.FS
+	f    vfs.File
+	path string
+	id   uint32
+
+	size atomic.Int64 // end of the last complete needle
+
+	mu     sync.Mutex // serializes appends and truncates
+	buf    []byte     // encode buffer, guarded by mu
+	broken bool       // guarded by mu
+	closed atomic.Bool
+}
+
+// Create creates a new volume file at path with the given id (> 0): it writes
+// the superblock, fsyncs the file and fsyncs the parent directory, so the
+// volume exists durably when Create returns. It fails if path exists.
+func Create(fs vfs.FS, path string, id uint32) (*Volume, error) {
+	if id == 0 {
+		return nil, fmt.Errorf("create volume %s: id 0 is reserved", path)
+	}
+	f, err := fs.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("create volume %d: %w", id, err)
+	}
+	fail := func(err error) (*Volume, error) {
+		f.Close()
+		fs.Remove(path)
+		return nil, fmt.Errorf("create volume %d: %w", id, err)
+	}
+	if _, err := f.WriteAt(encodeSuperblock(id), 0); err != nil {
+		return fail(err)
+	}
+	if err := f.Sync(); err != nil {
+		return fail(err)
+	}
+	if err := fs.SyncDir(filepath.Dir(path)); err != nil {
+		return fail(err)
+	}
+	v := &Volume{fs: fs, f: f, path: path, id: id}
+	v.size.Store(SuperblockSize)
+	return v, nil
+}
+
+// Open opens an existing volume file and checks its superblock against id
+// (errors wrap ErrSuperblock). Size() is the file size, which may end in a
+// torn needle: run Scan and Truncate before appending.
+func Open(fs vfs.FS, path string, id uint32) (*Volume, error) {
+	f, err := fs.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		return nil, fmt.Errorf("open volume %d: %w", id, err)
+	}
+	size, err := f.Size()
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("open volume %d: %w", id, err)
+	}
+	var sb [SuperblockSize]byte
+	if _, err := f.ReadAt(sb[:], 0); err != nil {
+		f.Close()
+		if errors.Is(err, io.EOF) {
+			return nil, fmt.Errorf("open volume %d: %w: file is %d bytes", id, ErrSuperblock, size)
+		}
+		return nil, fmt.Errorf("open volume %d: %w", id, err)
+	}
+	if string(sb[:]) != string(encodeSuperblock(id)) {
+		f.Close()
+		return nil, fmt.Errorf("open volume %d: %w", id, ErrSuperblock)
+	}
+	v := &Volume{fs: fs, f: f, path: path, id: id}
+	v.size.Store(size)
+	return v, nil
+}
+
+// ID returns the volume id.
+func (v *Volume) ID() uint32 { return v.id }
+
+// Path returns the file path.
+func (v *Volume) Path() string { return v.path }
+
+// File returns the underlying file, for zero-copy reads (sendfile) of data at
+// DataOffset(off). The caller must not write to it or close it.
+func (v *Volume) File() vfs.File { return v.f }
+
+// Size returns the offset at which the next needle will be appended. It is
+// safe to call concurrently.
+func (v *Volume) Size() int64 { return v.size.Load() }
+
+// Append writes a live needle for (h, data) at the end of the volume with one
+// pwrite and returns its offset. It does not fsync. On a write error the
+// partial needle is truncated away and the error returned wraps the cause
+// (e.g. syscall.ENOSPC); if that truncate fails the volume is broken and
+// every later append fails with ErrBroken.
+func (v *Volume) Append(h [32]byte, data []byte) (int64, error) {
+	return v.append(h, FlagLive, data)
+}
+
+// AppendTombstone appends a tombstone needle for h, like Append.
+func (v *Volume) AppendTombstone(h [32]byte) (int64, error) {
+	return v.append(h, FlagTombstone, nil)
+}
+
+func (v *Volume) append(h [32]byte, flags uint8, data []byte) (int64, error) {
+	if len(data) > MaxDataLen {
+		return 0, ErrTooLarge
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.closed.Load() {
+		return 0, ErrClosed
+	}
+	if v.broken {
+		return 0, ErrBroken
+	}
+	off := v.size.Load()
+	need := NeedleSize(len(data))
+	if off+need > MaxVolumeSize {
+		return 0, ErrFull
+	}
+	v.buf = AppendNeedle(v.buf[:0], h, flags, data)
+	if _, err := v.f.WriteAt(v.buf, off); err != nil {
+		if terr := v.f.Truncate(off); terr != nil {
+			v.broken = true
+			return 0, fmt.Errorf("append to volume %d: %w (undo: %v): %w", v.id, err, terr, ErrBroken)
+		}
+		return 0, fmt.Errorf("append to volume %d at %d: %w", v.id, off, err)
+	}
+	if cap(v.buf) > 8<<20 {
+		v.buf = nil // do not pin huge buffers
+	}
+	v.size.Store(off + need)
+	return off, nil
+}
+
+// Sync fsyncs the volume file. It blocks for the fsync; the error is
+// returned as is (the caller decides to go read-only).
+func (v *Volume) Sync() error {
+	if err := v.f.Sync(); err != nil {
+		return fmt.Errorf("fsync volume %d: %w", v.id, err)
+	}
+	return nil
+}
+
+// ReadAt reads raw bytes of the volume file at pos with one pread.
+func (v *Volume) ReadAt(p []byte, pos int64) (int, error) { return v.f.ReadAt(p, pos) }
+
+// ReadHeader reads and decodes the header of the needle at off, using buf
+// (len >= HeaderSize) as scratch to avoid allocation. Errors wrap ErrCorrupt
+// for a bad header.
+func (v *Volume) ReadHeader(off int64, buf []byte) (Header, error) {
+	if _, err := v.f.ReadAt(buf[:HeaderSize], off); err != nil {
+		return Header{}, fmt.Errorf("read needle header %d@%d: %w", v.id, off, err)
+	}
+	h, err := DecodeHeader(buf)
+	if err != nil {
+		return h, fmt.Errorf("needle %d@%d: %w", v.id, off, err)
+	}
+	return h, nil
+}
+
+// ReadNeedle reads the whole needle at off with one pread into buf (grown if
+// its capacity is below NeedleSize(n); n must be the needle's data length,
+// as recorded in an index), checks header and CRC, and returns the header and
+// the data, which aliases the returned buffer. Errors wrap ErrCorrupt.
+func (v *Volume) ReadNeedle(off int64, n int, buf []byte) (Header, []byte, error) {
+	total := HeaderSize + n
+	if cap(buf) < total {
+		buf = make([]byte, total)
+	}
+	buf = buf[:total]
+	if _, err := v.f.ReadAt(buf, off); err != nil {
+		if errors.Is(err, io.EOF) {
+			return Header{}, nil, fmt.Errorf("needle %d@%d: %w: truncated", v.id, off, ErrCorrupt)
+		}
+		return Header{}, nil, fmt.Errorf("read needle %d@%d: %w", v.id, off, err)
+	}
+	h, err := DecodeHeader(buf)
+	if err != nil {
+		return h, nil, fmt.Errorf("needle %d@%d: %w", v.id, off, err)
+	}
+	if int(h.Len) != n {
+		return h, nil, fmt.Errorf("needle %d@%d: %w: length %d, expected %d", v.id, off, ErrCorrupt, h.Len, n)
+	}
+	if !CheckCRC(buf[:HeaderSize], buf[HeaderSize:]) {
+		return h, nil, fmt.Errorf("needle %d@%d: %w: CRC mismatch", v.id, off, ErrCorrupt)
+	}
+	return h, buf[HeaderSize:], nil
+}
+
+// ReadData reads len(p) data bytes of the needle at off, starting dataOff
+// bytes into its data, with one pread and no CRC check. The caller bounds p
+// by the needle's length.
+func (v *Volume) ReadData(off int64, p []byte, dataOff int64) (int, error) {
+	return v.f.ReadAt(p, off+HeaderSize+dataOff)
+}
+
+// Truncate cuts the volume file to size (recovery of a torn tail, or undoing
+// appends). It must not race with appends of the caller's own making.
+func (v *Volume) Truncate(size int64) error {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if size < SuperblockSize {
+		return fmt.Errorf("truncate volume %d to %d: below superblock", v.id, size)
+	}
+	if err := v.f.Truncate(size); err != nil {
+		return fmt.Errorf("truncate volume %d: %w", v.id, err)
+	}
+	v.size.Store(size)
+	return nil
+}
+
+// ScanFunc receives each valid needle found by Scan. data aliases a buffer
+// that is reused after the call returns. A non-nil error stops the scan and
+// is returned by Scan.
+type ScanFunc func(off int64, h Header, data []byte) error
+
+// Scan walks the needles from offset from (a needle boundary >= SuperblockSize)
+// up to Size(), verifying each needle's CRC, calling fn for each valid one.
+// It stops at the first invalid or incomplete needle (see the recovery rule
+// in the package documentation) and returns the offset just past the last
+// valid needle. It reads sequentially through a 1 MiB buffer. The error is
+// non-nil only for read errors and errors from fn.
+func (v *Volume) Scan(from int64, fn ScanFunc) (int64, error) {
+	if from < SuperblockSize {
+		from = SuperblockSize
+	}
+	size := v.size.Load()
+	if from >= size {
+		return from, nil
+	}
+	r := bufio.NewReaderSize(io.NewSectionReader(v.f, from, size-from), 1<<20)
+	var hdr [HeaderSize]byte
+	var data []byte
+	off := from
+	for {
+		if _, err := io.ReadFull(r, hdr[:]); err != nil {
+			if err == io.EOF || err == io.ErrUnexpectedEOF {
+				return off, nil
+			}
+			return off, fmt.Errorf("scan volume %d at %d: %w", v.id, off, err)
+		}
+		h, err := DecodeHeader(hdr[:])
+		if err != nil {
+			return off, nil
+		}
+		need := NeedleSize(int(h.Len))
+		if off+need > size {
+			return off, nil
+		}
+		rest := int(need) - HeaderSize
+		if cap(data) < rest {
+			data = make([]byte, rest)
+		}
+		data = data[:rest]
+		if _, err := io.ReadFull(r, data); err != nil {
+			if err == io.EOF || err == io.ErrUnexpectedEOF {
+				return off, nil
+			}
+			return off, fmt.Errorf("scan volume %d at %d: %w", v.id, off, err)
+		}
+		if !CheckCRC(hdr[:], data[:h.Len]) {
+			return off, nil
+		}
+		if fn != nil {
+			if err := fn(off, h, data[:h.Len]); err != nil {
+				return off, err
+			}
+		}
+		off += need
+	}
+}
+
+// Close closes the file. Later appends fail with ErrClosed; reads fail.
+func (v *Volume) Close() error {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.closed.Swap(true) {
+		return nil
+	}
+	return v.f.Close()
+}
