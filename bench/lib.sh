@@ -11,7 +11,7 @@ DATA_DIR=${BENCH_DATA:-$BENCH_DIR/.data}
 CORPUS_DIR=$DATA_DIR/corpus
 SEED=${SEED:-1}
 SCALE=${SCALE:-1}
-CAIRN_ADMIN_KEY=${CAIRN_ADMIN_KEY:-bench-admin-key}
+CAIRN_ADMIN_KEY=${CAIRN_ADMIN_KEY:-cairn-bench-admin-key-0000000000} # >= 16 bytes
 export CAIRN_ADMIN_KEY
 
 BENCH_PIDS=()      # servers to stop on exit

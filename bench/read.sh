@@ -120,11 +120,10 @@ run_wrk() {
 		echo "0 0 0 0 0 0"
 		return 1
 	fi
-	# shellcheck disable=SC2086
-	(
-		eval "$(echo "${line#BENCH_RESULT }" | tr ' ' '\n' | sed 's/^/local_/')"
-		echo "$local_requests $local_rps $local_mbps $local_p50_ms $local_p99_ms $local_bytes"
-	)
+	awk '{
+		for (i = 2; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] }
+		print v["requests"], v["rps"], v["mbps"], v["p50_ms"], v["p99_ms"], v["bytes"]
+	}' <<<"$line"
 	if [ "$rc" -ne 0 ]; then
 		grep '^BENCH_FAIL' "$out" >&2 || true
 		return 1

@@ -232,7 +232,7 @@ func (s *Store) recover() error {
 			vr.live.Add(volume.NeedleSize(int(e.l.n)))
 		}
 	}
-	var blobs, scanned int
+	var scanned int
 	buf := make([]byte, volume.HeaderSize)
 	for _, id := range ids {
 		vr := vols[id]
@@ -278,7 +278,6 @@ func (s *Store) recover() error {
 			s.fsyncs.Add(1)
 		}
 	}
-	_ = blobs
 	if len(ids) == 0 {
 		if _, err := s.newVolume(); err != nil {
 			return err

@@ -2,7 +2,6 @@ package blob
 
 import (
 	"bytes"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -122,13 +121,13 @@ func TestPutGetReadLocateDelete(t *testing.T) {
 		wantEOF bool
 	}{
 		{0, 10, 10, false},
-		{500, 1000, 1000, false},         // small: one pread via the pooled buffer
-		{1000, 80_000, 80_000, false},    // large: header + data preads
-		{99_990, 100, 10, true},          // runs past the end
-		{100_000, 10, 0, true},           // at the end
-		{200_000, 10, 0, true},           // past the end
-		{50, 65_000, 65_000, false},      // straddles the small-read limit
-		{0, 100_000, 100_000, false},     // whole blob
+		{500, 1000, 1000, false},      // small: one pread via the pooled buffer
+		{1000, 80_000, 80_000, false}, // large: header + data preads
+		{99_990, 100, 10, true},       // runs past the end
+		{100_000, 10, 0, true},        // at the end
+		{200_000, 10, 0, true},        // past the end
+		{50, 65_000, 65_000, false},   // straddles the small-read limit
+		{0, 100_000, 100_000, false},  // whole blob
 	} {
 		p := make([]byte, tc.n)
 		n, err := s.ReadAt(h, p, tc.off)
@@ -835,4 +834,39 @@ func BenchmarkReadAt15K(b *testing.B) {
 	})
 }
 
-var _ = binary.LittleEndian
+// TestOSFileSystem runs the store on the real file system once.
+func TestOSFileSystem(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.Dir = t.TempDir()
+	cfg.MinFreeBytes = -1
+	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	s, err := Open(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, h := blobN(1, 20_000)
+	if err := s.Put(h, d); err != nil {
+		t.Fatal(err)
+	}
+	f, off, n, release, err := s.Locate(h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := f.(vfs.OSFile); !ok {
+		t.Fatal("Locate on the OS file system does not return an OSFile")
+	}
+	p := make([]byte, n)
+	if _, err := f.ReadAt(p, off); err != nil || !bytes.Equal(p, d) {
+		t.Fatalf("read via Locate: %v", err)
+	}
+	release()
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s, err = Open(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	mustGet(t, s, h, d)
+}

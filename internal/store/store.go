@@ -410,8 +410,12 @@ func (s *Local) Put(ctx context.Context, bucket, path string, r io.Reader, opts 
 		if getErr() != nil {
 			break
 		}
+		// Take a write slot before reading, so at most ParallelBlobWrites
+		// blob buffers exist for this upload, the one being filled included.
+		sem <- struct{}{}
 		bp := s.bufs.Get().(*[]byte)
 		buf := *bp
+		release := func() { s.bufs.Put(bp); <-sem }
 		n, eof, rerr := fill(r, buf)
 		if n > 0 {
 			data := buf[:n]
@@ -421,27 +425,26 @@ func (s *Local) Put(ctx context.Context, bucket, path string, r io.Reader, opts 
 			extents = append(extents, meta.Extent{Hash: h, Offset: total, Length: int64(n)})
 			total += int64(n)
 			if opts.Size >= 0 && total > opts.Size {
-				s.bufs.Put(bp)
+				release()
 				setErr(ErrTooLarge)
 				break
 			}
 			if _, dup := held[h]; !dup {
 				held[h] = struct{}{}
 				s.pins.pin(h)
-				sem <- struct{}{}
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					defer func() { <-sem; s.bufs.Put(bp) }()
+					defer release()
 					if err := s.blobs.Put(h, data); err != nil {
 						setErr(fmt.Errorf("write blob: %w", err))
 					}
 				}()
 			} else {
-				s.bufs.Put(bp)
+				release()
 			}
 		} else {
-			s.bufs.Put(bp)
+			release()
 		}
 		if rerr != nil {
 			// The transport's error: a client gone mid-body, a body shorter

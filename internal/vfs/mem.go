@@ -31,6 +31,7 @@ const (
 	OpMkdir                  // MkdirAll
 )
 
+// String returns the operation's name.
 func (o Op) String() string {
 	switch o {
 	case OpOpen:
@@ -66,7 +67,9 @@ type ShortWriteError struct {
 	Err error
 }
 
-func (e *ShortWriteError) Error() string { return fmt.Sprintf("short write of %d bytes: %v", e.N, e.Err) }
+func (e *ShortWriteError) Error() string {
+	return fmt.Sprintf("short write of %d bytes: %v", e.N, e.Err)
+}
 
 // Unwrap returns Err.
 func (e *ShortWriteError) Unwrap() error { return e.Err }
