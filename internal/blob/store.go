@@ -641,7 +641,9 @@ func (s *Store) failLocked(cause error) error {
 		for _, op := range s.pending {
 			if op.seq > synced && op.kind == opPut {
 				if s.idx.remove(&op.h, op.l) {
-					s.volOf(op.l.vol).live.Add(-volume.NeedleSize(int(op.l.n)))
+					if vr := s.volOf(op.l.vol); vr != nil {
+						vr.live.Add(-volume.NeedleSize(int(op.l.n)))
+					}
 				}
 			}
 		}
