@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# shellcheck source-path=SCRIPTDIR
 # bench/ingest.sh: ingest benchmark, `cairn sync` into a fresh Cairn node
 # against copying the same files into a local directory on the same disk.
 #

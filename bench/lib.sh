@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # bench/lib.sh: shared functions for bench/read.sh, bench/ingest.sh and
 # bench/nginx.sh. Source it; it defines functions and a few variables only.
 #

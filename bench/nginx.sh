@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# shellcheck source-path=SCRIPTDIR
 # bench/nginx.sh: serve a directory with nginx (bench/nginx.conf.tmpl) on
 # 127.0.0.1, in the foreground, until Ctrl-C or TIMEOUT seconds (default 3600).
 #

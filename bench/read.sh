@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# shellcheck source-path=SCRIPTDIR
 # bench/read.sh: random-read benchmark, Cairn against nginx on the same files.
 #
 # For each corpus profile (small: 20,000 files, median 15 KB; medium: 2,000
