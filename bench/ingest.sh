@@ -10,7 +10,7 @@
 #           (~80,000 files): baselines `tar -xf linux-source-6.1.tar -C DEST; sync`
 #           (the users' "untar a kernel tree") and `cp -r TREE DEST; sync`
 #
-# The Cairn side is `cairn sync SRC BUCKET --no-progress --jobs 16; sync` into a
+# The Cairn side is `cairn sync SRC BUCKET --no-progress --jobs 64; sync` into a
 # new public bucket of a new single node with an empty data directory, started
 # before the clock starts. Every timed step ends with `sync`, so neither side
 # is timed without flushing its writes (Cairn acknowledges only durable
@@ -28,7 +28,7 @@
 # listing API and SPOT_CHECK random files are compared byte for byte.
 #
 # Settings (environment):
-#   WORKLOADS="small kernel"   ROUNDS=2   SYNC_JOBS=16   SPOT_CHECK=20
+#   WORKLOADS="small kernel"   ROUNDS=2   SYNC_JOBS=64   SPOT_CHECK=20
 #   KERNEL_PKG=linux-source-6.1   SEED=1 SCALE=1 (small corpus)
 #   BASELINE_ONLY=1   skip Cairn (proves the baseline side)
 #   VERIFY=0          skip the file count check (the spot check still runs)
@@ -41,7 +41,7 @@ set -euo pipefail
 
 WORKLOADS=${WORKLOADS:-"small kernel"}
 ROUNDS=${ROUNDS:-2}
-SYNC_JOBS=${SYNC_JOBS:-16}
+SYNC_JOBS=${SYNC_JOBS:-64}
 SPOT_CHECK=${SPOT_CHECK:-20}
 KERNEL_PKG=${KERNEL_PKG:-linux-source-6.1}
 BASELINE_ONLY=${BASELINE_ONLY:-0}

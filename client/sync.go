@@ -20,7 +20,7 @@ import (
 
 // DefaultSyncJobs is the number of parallel uploads Sync uses when
 // SyncOptions.Jobs is 0.
-const DefaultSyncJobs = 16
+const DefaultSyncJobs = 64
 
 // defaultSyncPage is the listing page size Sync asks for (the server's cap),
 // so that a tree of 470k files is listed in 47 requests.

@@ -73,6 +73,9 @@ func serverSettings() []setting {
 		s("idle-timeout", "CAIRN_IDLE_TIMEOUT", "keep-alive connections idle for this long are closed", func(fs *pflag.FlagSet, c *node.Config) {
 			fs.DurationVar(&c.IdleTimeout, "idle-timeout", d.IdleTimeout, "")
 		}),
+		s("debug-listen", "CAIRN_DEBUG_LISTEN", "serve Go's pprof profiles on this address (keep it on loopback; empty = off)", func(fs *pflag.FlagSet, c *node.Config) {
+			fs.StringVar(&c.DebugListen, "debug-listen", "", "")
+		}),
 		s("max-header-bytes", "CAIRN_MAX_HEADER_BYTES", "largest request header block; larger ones get 431", func(fs *pflag.FlagSet, c *node.Config) {
 			fs.IntVar(&c.MaxHeaderBytes, "max-header-bytes", d.MaxHeaderBytes, "")
 		}),

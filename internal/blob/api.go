@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/cairn-fs/cairn/internal/vfs"
 )
@@ -58,16 +59,42 @@ type Config struct {
 	MinFreeBytes int64
 	// Logger receives lifecycle and error logs. Default: slog.Default().
 	Logger *slog.Logger
+	// CheckpointInterval is the number of bytes appended to volumes (blobs,
+	// tombstones and compaction copies, headers and padding included) after
+	// which the index checkpoint is written again in the background, so that
+	// recovery after a crash scans only what was appended since. Default
+	// 64 MiB; negative: only Close writes a checkpoint.
+	CheckpointInterval int64
+	// OnFsync, if not nil, is called after every fsync of a volume's data
+	// (group commit, sealing a full volume, Close, truncating a torn tail at
+	// Open) with the fsync's duration, error or not, on the goroutine that
+	// issued it; it must not block or call the Store. The fsyncs inside
+	// creating a volume and writing the checkpoint are not reported. Default nil.
+	OnFsync func(d time.Duration)
+	// Now is the clock used to time fsyncs for OnFsync. Default: time.Now.
+	Now func() time.Time
+
+	// checkpointHook, for tests, is called after each background checkpoint
+	// with the bytes of volume files it covers.
+	checkpointHook func(covered int64)
 }
 
 // Stats describes a Store.
 type Stats struct {
-	Blobs        int64 // live blobs in the index
-	Volumes      int   // volume files
-	Bytes        int64 // total size of volume files
-	LiveBytes    int64 // bytes of live needles
-	IndexBytes   int64 // bytes of RAM used by the in-memory index
-	Fsyncs       int64 // fsyncs issued
-	ReadOnly     bool
-	Compactions  int64
+	Blobs       int64 // live blobs in the index
+	Volumes     int   // volume files
+	Bytes       int64 // total size of volume files
+	LiveBytes   int64 // bytes of live needles
+	IndexBytes  int64 // bytes of RAM used by the in-memory index
+	Fsyncs      int64 // fsyncs issued
+	ReadOnly    bool
+	Compactions int64
+	// Checkpoints is the number of index checkpoints written since Open.
+	Checkpoints int64
+	// RecoveryScannedBytes is the number of volume bytes Open scanned: the
+	// parts of the volumes past their checkpointed offsets.
+	RecoveryScannedBytes int64
+	// CorruptRegions is the number of damaged regions in the middle of
+	// volumes that Open skipped (logged at Error); the blobs in them are lost.
+	CorruptRegions int64
 }

@@ -12,7 +12,8 @@ import (
 	"github.com/cairn-fs/cairn/internal/volume"
 )
 
-// Index checkpoint file layout (little-endian), written by Close:
+// Index checkpoint file layout (little-endian), written by Close and in the
+// background every Config.CheckpointInterval appended bytes:
 //
 //	header, 24 bytes:
 //	  0  4 magic "CRNI"
@@ -24,6 +25,7 @@ import (
 //	  0  4 volume id
 //	  4  4 reserved
 //	  8  8 valid offset: the volume is durable and fully indexed up to here
+//	       (the entries are the index as it was when the volumes had these sizes)
 //	 16  8 tombstone bytes in the volume
 //	E entry records, 24 bytes each:
 //	  0  8 key: hash bytes 0..8 as a little-endian uint64
@@ -71,33 +73,140 @@ type checkpoint struct {
 	maxID   uint32
 }
 
-// writeCheckpoint writes the index checkpoint. Must hold s.mu with every
-// append durable.
-func (s *Store) writeCheckpoint() error {
+// snapVolsLocked returns, for every volume, the offset up to which it is
+// fully indexed (its size, or where a recovery that gave up stopped) and its
+// tombstone bytes. Must hold s.mu: appends and tombstone counts then stand
+// still.
+func (s *Store) snapVolsLocked() map[uint32]ckVol {
 	vols := *s.vols.Load()
-	n := s.idx.len()
+	m := make(map[uint32]ckVol, len(vols))
+	for id, vr := range vols {
+		end := vr.v.Size()
+		if vr.scanEnd > 0 {
+			end = vr.scanEnd
+		}
+		m[id] = ckVol{validOff: end, tomb: vr.tomb.Load()}
+	}
+	return m
+}
+
+// writeCheckpoint writes the index checkpoint of the current state. Must
+// hold s.mu with every append durable (Close).
+func (s *Store) writeCheckpoint() error {
+	vols := s.snapVolsLocked()
+	return s.writeCheckpointFile(vols, s.idx.len(), func(emit func(ckEntry)) {
+		s.idx.forEach(func(key uint64, sb uint8, l loc) bool {
+			emit(ckEntry{key: key, sb: sb, l: l})
+			return true
+		})
+	})
+}
+
+// checkpoint writes a checkpoint while reads and writes go on; the
+// background checkpointer calls it. It describes the store as it was at
+// one instant T0, taken under s.mu: the volumes' sizes then (made durable
+// before anything is written, so only fsynced offsets are recorded) and the
+// index then. The index is walked without s.mu, so the walk is corrected to
+// T0: entries at or past a volume's T0 size, or in volumes created since,
+// are dropped (recovery finds them in the tails), and entries Delete removed
+// during the walk are put back (their tombstones lie in the tails too).
+// Compaction, which moves entries between volumes, is held off by compactMu.
+// It returns the bytes of volume files the checkpoint covers.
+func (s *Store) checkpoint() (int64, error) {
+	s.compactMu.Lock()
+	defer s.compactMu.Unlock()
+	s.mu.Lock()
+	if s.closed.Load() || s.readOnly.Load() {
+		s.mu.Unlock()
+		return 0, nil
+	}
+	vols := s.snapVolsLocked()
+	seq := s.appendSeq.Load()
+	s.sinceCk = 0
+	s.ckActive = true
+	s.ckRemoved = nil
+	s.mu.Unlock()
+	endWalk := func() []ckEntry {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		removed := s.ckRemoved
+		s.ckActive, s.ckRemoved = false, nil
+		return removed
+	}
+	// Every append up to seq is in the sizes taken above (sealed volumes
+	// were fsynced when they were sealed); make them durable.
+	if err := s.waitDurable(seq); err != nil {
+		endWalk()
+		return 0, fmt.Errorf("write checkpoint: %w", err)
+	}
+	at := func(l loc) bool {
+		cv, ok := vols[l.vol]
+		return ok && l.offset() < cv.validOff
+	}
+	entries := make([]ckEntry, 0, s.idx.len())
+	s.idx.forEach(func(key uint64, sb uint8, l loc) bool {
+		if at(l) {
+			entries = append(entries, ckEntry{key: key, sb: sb, l: l})
+		}
+		return true
+	})
+	if removed := endWalk(); len(removed) > 0 {
+		gone := make(map[ckEntry]bool, len(removed))
+		for _, e := range removed {
+			gone[e] = true
+		}
+		kept := entries[:0]
+		for _, e := range entries {
+			if !gone[e] {
+				kept = append(kept, e)
+			}
+		}
+		entries = kept
+		for _, e := range removed {
+			if at(e.l) {
+				entries = append(entries, e)
+			}
+		}
+	}
+	err := s.writeCheckpointFile(vols, int64(len(entries)), func(emit func(ckEntry)) {
+		for _, e := range entries {
+			emit(e)
+		}
+	})
+	if err != nil {
+		return 0, err
+	}
+	var covered int64
+	for _, cv := range vols {
+		covered += cv.validOff
+	}
+	return covered, nil
+}
+
+// writeCheckpointFile encodes and durably writes a checkpoint of vols and
+// the entries each emits (about n of them).
+func (s *Store) writeCheckpointFile(vols map[uint32]ckVol, n int64, each func(emit func(ckEntry))) error {
 	buf := make([]byte, ckHeaderSize, ckHeaderSize+len(vols)*ckVolSize+int(n)*ckEntrySize+4)
 	copy(buf[0:4], ckMagic[:])
 	binary.LittleEndian.PutUint32(buf[4:8], checkpointVersion)
 	binary.LittleEndian.PutUint32(buf[8:12], uint32(len(vols)))
-	for id, vr := range vols {
+	for id, cv := range vols {
 		var r [ckVolSize]byte
 		binary.LittleEndian.PutUint32(r[0:4], id)
-		binary.LittleEndian.PutUint64(r[8:16], uint64(vr.v.Size()))
-		binary.LittleEndian.PutUint64(r[16:24], uint64(vr.tomb.Load()))
+		binary.LittleEndian.PutUint64(r[8:16], uint64(cv.validOff))
+		binary.LittleEndian.PutUint64(r[16:24], uint64(cv.tomb))
 		buf = append(buf, r[:]...)
 	}
 	var count uint64
-	s.idx.forEach(func(key uint64, sb uint8, l loc) bool {
+	each(func(e ckEntry) {
 		var r [ckEntrySize]byte
-		binary.LittleEndian.PutUint64(r[0:8], key)
-		binary.LittleEndian.PutUint32(r[8:12], l.vol)
-		binary.LittleEndian.PutUint32(r[12:16], l.off)
-		binary.LittleEndian.PutUint32(r[16:20], l.n)
-		r[20] = sb
+		binary.LittleEndian.PutUint64(r[0:8], e.key)
+		binary.LittleEndian.PutUint32(r[8:12], e.l.vol)
+		binary.LittleEndian.PutUint32(r[12:16], e.l.off)
+		binary.LittleEndian.PutUint32(r[16:20], e.l.n)
+		r[20] = e.sb
 		buf = append(buf, r[:]...)
 		count++
-		return true
 	})
 	binary.LittleEndian.PutUint64(buf[16:24], count)
 	buf = binary.LittleEndian.AppendUint32(buf, crc32.Checksum(buf, castagnoli))
@@ -127,6 +236,7 @@ func (s *Store) writeCheckpoint() error {
 	if err := s.fs.SyncDir(s.cfg.Dir); err != nil {
 		return fmt.Errorf("write checkpoint: %w", err)
 	}
+	s.checkpoints.Add(1)
 	return nil
 }
 

@@ -38,8 +38,8 @@ func (s *Store) Compact() (int, error) {
 	s.mu.Unlock()
 	var cands []*volRef
 	for _, vr := range vols {
-		if vr == active {
-			continue
+		if vr == active || vr.damaged {
+			continue // a damaged volume does not scan to its end; keep it for inspection
 		}
 		if size := vr.v.Size(); float64(garbage(vr)) > s.cfg.CompactGarbageRatio*float64(size) {
 			cands = append(cands, vr)
@@ -126,6 +126,7 @@ func (s *Store) compactOne(vr *volRef) error {
 			lastSeq = s.recordAppend(&h, nl, opCopy)
 			moves = append(moves, move{h: h, old: old, new: nl})
 		}
+		s.noteAppend(need)
 		copied++
 		return nil
 	})

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/cairn-fs/cairn/internal/vfs"
 	"github.com/cairn-fs/cairn/internal/volume"
@@ -22,6 +23,8 @@ func DefaultConfig() Config {
 		CompactGarbageRatio: 0.5,
 		MinFreeBytes:        64 << 20,
 		Logger:              slog.Default(),
+		CheckpointInterval:  64 << 20,
+		Now:                 time.Now,
 	}
 }
 
@@ -43,12 +46,19 @@ func (c Config) withDefaults() Config {
 	if c.Logger == nil {
 		c.Logger = d.Logger
 	}
+	if c.CheckpointInterval == 0 {
+		c.CheckpointInterval = d.CheckpointInterval
+	}
+	if c.Now == nil {
+		c.Now = d.Now
+	}
 	return c
 }
 
 // Validate reports whether c is usable as given. Open fills zero fields with
 // their defaults before validating; a negative MinFreeBytes disables the
-// free-space check (ENOSPC from the disk is still reported as ErrNoSpace).
+// free-space check (ENOSPC from the disk is still reported as ErrNoSpace),
+// a negative CheckpointInterval the background checkpoints.
 func (c Config) Validate() error {
 	var errs []error
 	if c.Dir == "" {
@@ -65,6 +75,9 @@ func (c Config) Validate() error {
 	}
 	if c.Logger == nil {
 		errs = append(errs, errors.New("Logger is required"))
+	}
+	if c.OnFsync != nil && c.Now == nil {
+		errs = append(errs, errors.New("Now is required with OnFsync"))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("blob: invalid config: %w", err)

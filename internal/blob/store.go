@@ -40,6 +40,12 @@ type volRef struct {
 	live    atomic.Int64 // bytes of needles the index points at
 	tomb    atomic.Int64 // bytes of tombstone needles
 	s       *Store
+	// damaged is set at Open when the volume has corrupt regions: it takes
+	// no more appends and compaction leaves it alone. Read-only after Open.
+	damaged bool
+	// scanEnd, if not 0, is where a recovery scan that gave up stopped: the
+	// volume is indexed only up to there. Read-only after Open.
+	scanEnd int64
 }
 
 func (r *volRef) release() {
@@ -120,6 +126,19 @@ type Store struct {
 	closed      atomic.Bool
 	fsyncs      atomic.Int64
 	compactions atomic.Int64
+	checkpoints atomic.Int64
+
+	// Background checkpoints (checkpoint.go).
+	sinceCk   int64     // bytes appended since the last checkpoint began; guarded by mu
+	ckActive  bool      // a checkpoint is walking the index; guarded by mu
+	ckRemoved []ckEntry // entries Delete removed while ckActive; guarded by mu
+	ckTrigger chan struct{}
+	ckStop    chan struct{}
+	ckDone    chan struct{}
+	ckOnce    sync.Once
+
+	corruptRegions int64 // set by recover
+	scannedBytes   int64 // set by recover
 
 	bufs sync.Pool // *[]byte of smallRead bytes
 }
@@ -152,7 +171,63 @@ func Open(cfg Config) (*Store, error) {
 		s.closeVolumes()
 		return nil, fmt.Errorf("blob: open %s: %w", cfg.Dir, err)
 	}
+	s.ckTrigger = make(chan struct{}, 1)
+	s.ckStop = make(chan struct{})
+	s.ckDone = make(chan struct{})
+	go s.checkpointer()
+	if cfg.CheckpointInterval > 0 && s.scannedBytes >= cfg.CheckpointInterval {
+		s.ckTrigger <- struct{}{} // spare the next recovery this scan
+	}
 	return s, nil
+}
+
+// checkpointer writes a checkpoint each time noteAppend asks for one, until
+// Close.
+func (s *Store) checkpointer() {
+	defer close(s.ckDone)
+	for {
+		select {
+		case <-s.ckStop:
+			return
+		case <-s.ckTrigger:
+		}
+		covered, err := s.checkpoint()
+		if err != nil {
+			// The previous checkpoint stays valid; recovery scans more.
+			s.log.Warn("background checkpoint failed", "err", err)
+			continue
+		}
+		if s.cfg.checkpointHook != nil && covered > 0 {
+			s.cfg.checkpointHook(covered)
+		}
+	}
+}
+
+// noteAppend counts n appended bytes towards the next background
+// checkpoint and asks for one, without blocking, once CheckpointInterval is
+// reached. Must hold s.mu.
+func (s *Store) noteAppend(n int64) {
+	s.sinceCk += n
+	if s.cfg.CheckpointInterval > 0 && s.sinceCk >= s.cfg.CheckpointInterval {
+		select {
+		case s.ckTrigger <- struct{}{}:
+		default: // one is already pending
+		}
+	}
+}
+
+// syncVolume fsyncs v, counts it and reports its duration to OnFsync.
+func (s *Store) syncVolume(v *volume.Volume) error {
+	if s.cfg.OnFsync == nil {
+		err := v.Sync()
+		s.fsyncs.Add(1)
+		return err
+	}
+	start := s.cfg.Now()
+	err := v.Sync()
+	s.fsyncs.Add(1)
+	s.cfg.OnFsync(s.cfg.Now().Sub(start))
+	return err
 }
 
 // listVolumes returns the ids of the volume files in Dir, sorted, and
@@ -234,6 +309,12 @@ func (s *Store) recover() error {
 	}
 	var scanned int
 	buf := make([]byte, volume.HeaderSize)
+	// A needle found by the search past a damaged region must also be
+	// what it claims: a live needle's data must hash to its hash. This keeps
+	// the image of a needle inside a blob's data from being indexed as junk.
+	accept := func(off int64, h volume.Header, data []byte) bool {
+		return h.Tombstone() || Sum(data) == Hash(h.Hash)
+	}
 	for _, id := range ids {
 		vr := vols[id]
 		from := int64(volume.SuperblockSize)
@@ -243,7 +324,9 @@ func (s *Store) recover() error {
 				vr.tomb.Add(cv.tomb)
 			}
 		}
-		end, err := vr.v.Scan(from, func(off int64, h volume.Header, data []byte) error {
+		size := vr.v.Size()
+		s.scannedBytes += max(size-from, 0)
+		rec, err := vr.v.ScanRecover(from, func(off int64, h volume.Header, data []byte) error {
 			scanned++
 			hash := Hash(h.Hash)
 			if h.Tombstone() {
@@ -263,30 +346,49 @@ func (s *Store) recover() error {
 			}
 			vr.live.Add(volume.NeedleSize(int(h.Len)))
 			return nil
-		})
+		}, accept)
 		if err != nil {
 			return err
 		}
-		if size := vr.v.Size(); end < size {
-			s.log.Warn("truncating torn volume tail", "volume", id, "valid", end, "size", size, "dropped", size-end)
-			if err := vr.v.Truncate(end); err != nil {
+		for _, r := range rec.Corrupt {
+			s.log.Error("skipping corrupt region in volume; blobs stored in it are lost",
+				"volume", id, "from", r.Start, "to", r.End, "bytes", r.End-r.Start)
+			s.corruptRegions++
+			vr.damaged = true
+		}
+		switch {
+		case rec.GaveUp:
+			s.log.Error("volume is corrupt after this offset and no valid needle was found within the search budget; not truncating, not indexing the rest",
+				"volume", id, "from", rec.End, "size", size, "bytes", size-rec.End)
+			s.corruptRegions++
+			vr.damaged = true
+			vr.scanEnd = rec.End
+		case rec.End < size:
+			s.log.Warn("truncating torn volume tail", "volume", id, "valid", rec.End, "size", size, "dropped", size-rec.End)
+			if err := vr.v.Truncate(rec.End); err != nil {
 				return err
 			}
-			if err := vr.v.Sync(); err != nil {
+			if err := s.syncVolume(vr.v); err != nil {
 				return err
 			}
-			s.fsyncs.Add(1)
 		}
 	}
-	if len(ids) == 0 {
+	switch {
+	case len(ids) == 0:
 		if _, err := s.newVolume(); err != nil {
 			return err
 		}
-	} else {
+	case vols[ids[len(ids)-1]].damaged:
+		// Do not extend a damaged file: later appends go to a new volume.
+		if _, err := s.newVolume(); err != nil {
+			return err
+		}
+	default:
 		s.active.Store(vols[ids[len(ids)-1]])
 	}
 	s.log.Info("blob store opened", "dir", s.cfg.Dir, "volumes", len(*s.vols.Load()),
-		"blobs", s.idx.len(), "checkpoint", ck != nil, "scanned_needles", scanned)
+		"blobs", s.idx.len(), "checkpoint", ck != nil, "scanned_needles", scanned,
+		"scanned_bytes", s.scannedBytes, "corrupt_regions", s.corruptRegions)
 	return nil
 }
 
@@ -597,11 +699,9 @@ func (s *Store) ensureRoom(need int64) error {
 	if size == volume.SuperblockSize || size+need <= s.cfg.MaxVolumeSize {
 		return nil
 	}
-	if err := a.v.Sync(); err != nil {
-		s.fsyncs.Add(1)
+	if err := s.syncVolume(a.v); err != nil {
 		return s.failLocked(err)
 	}
-	s.fsyncs.Add(1)
 	s.markSynced(s.appendSeq.Load())
 	if _, err := s.newVolume(); err != nil {
 		if errors.Is(err, syscall.ENOSPC) {
@@ -704,8 +804,7 @@ func (s *Store) waitDurable(seq uint64) error {
 		target := s.appendSeq.Load()
 		vr := s.active.Load()
 		s.syncMu.Unlock()
-		err := vr.v.Sync()
-		s.fsyncs.Add(1)
+		err := s.syncVolume(vr.v)
 		if err != nil {
 			s.mu.Lock()
 			s.failLocked(err)
@@ -772,6 +871,7 @@ func (s *Store) Put(h Hash, data []byte) error {
 	s.idx.insert(&h, l)
 	a.live.Add(need)
 	seq := s.recordAppend(&h, l, opPut)
+	s.noteAppend(need)
 	s.mu.Unlock()
 	return s.waitDurable(seq)
 }
@@ -806,9 +906,14 @@ func (s *Store) Delete(h Hash) error {
 		return err
 	}
 	s.idx.remove(&h, l)
+	if s.ckActive {
+		key, sb := splitHash(&h)
+		s.ckRemoved = append(s.ckRemoved, ckEntry{key: key, sb: sb, l: l})
+	}
 	s.volOf(l.vol).live.Add(-volume.NeedleSize(int(l.n)))
 	a.tomb.Add(need)
 	seq := s.recordAppend(&h, loc{vol: a.v.ID(), off: uint32(off >> 3)}, opTomb)
+	s.noteAppend(need)
 	s.mu.Unlock()
 	return s.waitDurable(seq)
 }
@@ -847,6 +952,10 @@ func (s *Store) Stats() Stats {
 		Fsyncs:      s.fsyncs.Load(),
 		ReadOnly:    s.readOnly.Load(),
 		Compactions: s.compactions.Load(),
+		Checkpoints: s.checkpoints.Load(),
+
+		RecoveryScannedBytes: s.scannedBytes,
+		CorruptRegions:       s.corruptRegions,
 	}
 	for _, vr := range *s.vols.Load() {
 		st.Volumes++
@@ -861,6 +970,8 @@ func (s *Store) Stats() Stats {
 // calls racing with Close may fail. A volume still referenced by a Locate
 // caller is closed when that caller releases it.
 func (s *Store) Close() error {
+	s.ckOnce.Do(func() { close(s.ckStop) })
+	<-s.ckDone // a checkpoint in progress finishes first
 	s.compactMu.Lock()
 	defer s.compactMu.Unlock()
 	s.mu.Lock()
@@ -871,8 +982,7 @@ func (s *Store) Close() error {
 	var err error
 	if !s.readOnly.Load() {
 		a := s.active.Load()
-		if err = a.v.Sync(); err == nil {
-			s.fsyncs.Add(1)
+		if err = s.syncVolume(a.v); err == nil {
 			s.markSynced(s.appendSeq.Load())
 			err = s.writeCheckpoint()
 		} else {

@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"path/filepath"
 	"strings"
@@ -48,6 +49,7 @@ type Config struct {
 	WriteTimeout      time.Duration // max time without progress on downloads; default 30s
 	IdleTimeout       time.Duration // keep-alive idle timeout; default 120s
 	MaxHeaderBytes    int           // default 64 KiB; larger headers get 431
+	DebugListen       string        // if set, net/http/pprof on this (loopback) address
 	Logger            *slog.Logger
 }
 
@@ -69,7 +71,7 @@ type Node struct {
 	log      *consensus.Local
 	store    *store.Local
 	api      *httpapi.Server
-	srv      *http.Server
+	debug    *http.Server
 	ln       net.Listener
 	alog     io.WriteCloser
 	served   chan error
@@ -208,6 +210,20 @@ func Start(cfg Config) (_ *Node, err error) {
 	}
 	n.URL = "http://" + n.ln.Addr().String()
 	go func() { n.served <- n.api.Serve(n.ln) }()
+	if cfg.DebugListen != "" {
+		dln, err := net.Listen("tcp", cfg.DebugListen)
+		if err != nil {
+			return nil, fmt.Errorf("debug listen on %s: %w", cfg.DebugListen, err)
+		}
+		mux := http.NewServeMux()
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		n.debug = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+		go n.debug.Serve(dln)
+		cfg.Logger.Info("pprof serving", "addr", dln.Addr().String())
+	}
 	cfg.Logger.Info("cairn node serving", "url", n.URL, "data", cfg.DataDir)
 	return n, nil
 }
@@ -254,6 +270,9 @@ func (n *Node) Close() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	var errs []error
+	if n.debug != nil {
+		n.debug.Close()
+	}
 	if n.api != nil {
 		errs = append(errs, n.api.Shutdown(ctx))
 	}

@@ -44,9 +44,18 @@
 //
 // Scan walks needles from an offset and stops at the first needle that is
 // incomplete (file ends inside it), has a bad magic, version, flags or
-// length, or whose CRC does not match. It returns the end of the valid
-// prefix; recovery truncates the file there. A zero-filled or garbage tail
-// (a torn write after a crash) therefore disappears. Note that bit rot in
-// the middle of a volume also ends the valid prefix there: callers should
-// log the number of bytes dropped.
+// length, or whose CRC does not match, and returns the end of the valid
+// prefix.
+//
+// ScanRecover, which recovery uses, tells a torn tail from mid-volume
+// corruption: at an invalid needle at X it searches forward, at 8-byte
+// aligned offsets (needles are 8-byte padded), for the first offset holding
+// a needle with a valid header and CRC. If there is one, at Y, [X, Y) is
+// mid-volume corruption (bit rot, a bad sector): it is reported, skipped and
+// never truncated, and the scan goes on at Y. If there is none, X starts a
+// torn tail (a crash during an append: a partial, zero-filled or garbage
+// write) and recovery truncates the file at X. A damaged last needle cannot
+// be told from a torn one and is truncated. The search reads the rest of the
+// file once and CRC-checks only offsets that carry a needle magic, within a
+// budget (see ScanRecover); if the budget runs out nothing is truncated.
 package volume

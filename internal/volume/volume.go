@@ -407,6 +407,150 @@ func (v *Volume) Scan(from int64, fn ScanFunc) (int64, error) {
 	}
 }
 
+// Region is the byte range [Start, End) of a volume file.
+type Region struct{ Start, End int64 }
+
+// Recovery is the result of ScanRecover.
+type Recovery struct {
+	// End is the offset just past the last valid needle found. Unless
+	// GaveUp, the bytes from End to the end of the file hold no valid needle:
+	// they are a torn tail, and recovery truncates the file at End.
+	End int64
+	// Corrupt lists the invalid regions that were followed by a valid needle
+	// (mid-volume corruption), in file order. The scan skipped them; the
+	// needles in them are lost, the ones after them were passed to fn.
+	Corrupt []Region
+	// GaveUp reports that the search for a valid needle after End ran out of
+	// its budget (see ScanRecover). The bytes after End are then neither
+	// indexed nor known to be a torn tail, and must not be truncated.
+	GaveUp bool
+}
+
+// AcceptFunc is an extra check on a needle found by the resynchronizing
+// search of ScanRecover, after its header and CRC were found valid. data
+// aliases a scratch buffer. The blob store checks that a live needle's data
+// hashes to its hash, so that a needle image stored inside another blob's
+// data is less likely to be mistaken for the next real needle.
+type AcceptFunc func(off int64, h Header, data []byte) bool
+
+// resyncSlack is added to the CRC-check budget of ScanRecover, see there.
+const resyncSlack = 64 << 20
+
+// ScanRecover is Scan that survives mid-volume corruption. When it meets an
+// invalid needle at offset X it searches forward, at 8-byte aligned offsets,
+// for the first offset after X holding a needle whose header and CRC are
+// valid (and which accept, if not nil, accepts). If it finds
+// one at Y, [X, Y) is recorded in Corrupt and the scan continues at Y;
+// otherwise the scan ends at X, a torn tail. fn is called for every valid
+// needle in file order, as by Scan.
+//
+// A limit: if the damaged needle's data holds the image of a valid needle
+// (a blob that is itself a piece of a volume file), the image is taken for
+// a needle. accept narrows this: the blob store only takes a live needle
+// whose data hashes to its hash, which makes the image harmless (it names
+// its own content); a tombstone image could still delete a blob.
+//
+// Cost: the search reads the bytes after X once, sequentially, and CRC-checks
+// the candidate offsets that carry a needle magic. The candidate checks of
+// one call read at most 2*(Size()-from)+64 MiB in all; past that the call
+// stops with GaveUp set (only adversarial data, such as blobs full of needle
+// headers, gets there). Errors are read errors and errors from fn.
+func (v *Volume) ScanRecover(from int64, fn ScanFunc, accept AcceptFunc) (Recovery, error) {
+	if from < SuperblockSize {
+		from = SuperblockSize
+	}
+	size := v.size.Load()
+	budget := 2*max(size-from, 0) + resyncSlack
+	var rec Recovery
+	off := from
+	for {
+		end, err := v.Scan(off, fn)
+		rec.End = end
+		if err != nil || end >= size {
+			return rec, err
+		}
+		next, found, err := v.resync(end, size, accept, &budget)
+		if err != nil {
+			if errors.Is(err, errBudget) {
+				rec.GaveUp = true
+				return rec, nil
+			}
+			return rec, err
+		}
+		if !found {
+			return rec, nil
+		}
+		rec.Corrupt = append(rec.Corrupt, Region{end, next})
+		off = next
+	}
+}
+
+var errBudget = errors.New("volume: resync budget exhausted")
+
+// resync finds the first offset after the invalid needle at x that holds a
+// valid needle; see ScanRecover.
+func (v *Volume) resync(x, size int64, accept AcceptFunc, budget *int64) (int64, bool, error) {
+	// The header of the needle at x may decode, but it cannot be trusted:
+	// the CRC failed, and it covers the header too. Jumping to where its
+	// length points would skip real needles whenever the length is the
+	// damaged part, so the search starts right after x and takes the first
+	// valid needle.
+	var scratch []byte
+	const window = 1 << 20 // a multiple of 8
+	buf := make([]byte, window)
+	for base := x + 8; base+HeaderSize <= size; base += window {
+		n, err := v.f.ReadAt(buf[:min(int64(window), size-base)], base)
+		if err != nil && !errors.Is(err, io.EOF) {
+			return 0, false, fmt.Errorf("resync volume %d at %d: %w", v.id, base, err)
+		}
+		for i := 0; i+4 <= n; i += 8 {
+			if [4]byte(buf[i:i+4]) != needleMagic {
+				continue
+			}
+			ok, err := v.validAt(base+int64(i), size, accept, budget, &scratch)
+			if err != nil {
+				return 0, false, err
+			}
+			if ok {
+				return base + int64(i), true, nil
+			}
+		}
+	}
+	return 0, false, nil
+}
+
+// validAt reports whether a whole valid needle that accept accepts lies at
+// off, below size. It charges the bytes it CRC-checks to budget.
+func (v *Volume) validAt(off, size int64, accept AcceptFunc, budget *int64, scratch *[]byte) (bool, error) {
+	if off+HeaderSize > size {
+		return false, nil
+	}
+	var hdr [HeaderSize]byte
+	if _, err := v.f.ReadAt(hdr[:], off); err != nil {
+		return false, fmt.Errorf("resync volume %d at %d: %w", v.id, off, err)
+	}
+	h, err := DecodeHeader(hdr[:])
+	if err != nil || off+NeedleSize(int(h.Len)) > size {
+		return false, nil
+	}
+	total := HeaderSize + int64(h.Len)
+	if *budget < total {
+		return false, errBudget
+	}
+	*budget -= total
+	if int64(cap(*scratch)) < total {
+		*scratch = make([]byte, total)
+	}
+	b := (*scratch)[:total]
+	if _, err := v.f.ReadAt(b, off); err != nil {
+		return false, fmt.Errorf("resync volume %d at %d: %w", v.id, off, err)
+	}
+	if !CheckCRC(b[:HeaderSize], b[HeaderSize:]) {
+		return false, nil
+	}
+	return accept == nil || accept(off, h, b[HeaderSize:]), nil
+}
+
 // Close closes the file. Later appends fail with ErrClosed; reads fail.
 func (v *Volume) Close() error {
 	v.mu.Lock()

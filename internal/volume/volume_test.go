@@ -2,6 +2,7 @@ package volume
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -190,15 +191,21 @@ func TestScanDatadriven(t *testing.T) {
 			case "new":
 				v = newVol(t, fs)
 				return fmt.Sprintf("size=%d\n", v.Size())
-			case "append", "tombstone":
+			case "append", "tombstone", "append-image":
 				var h, data string
 				d.ScanArgs(t, "h", &h)
 				var off int64
 				var err error
-				if d.Cmd == "append" {
+				switch d.Cmd {
+				case "append":
 					d.MaybeScanArgs(t, "data", &data)
 					off, err = v.Append(hashOf(h), []byte(data))
-				} else {
+				case "append-image": // a blob whose data is the image of a valid needle
+					var inner string
+					d.ScanArgs(t, "inner", &inner)
+					d.MaybeScanArgs(t, "data", &data)
+					off, err = v.Append(hashOf(h), AppendNeedle(nil, hashOf(inner), FlagLive, []byte(data)))
+				default:
 					off, err = v.AppendTombstone(hashOf(h))
 				}
 				if err != nil {
@@ -228,6 +235,20 @@ func TestScanDatadriven(t *testing.T) {
 					}
 				case "header": // a valid-looking header claiming more data than follows
 					b = AppendNeedle(nil, hashOf("t"), FlagLive, bytes.Repeat([]byte{9}, 100))[:n]
+				case "badcrc": // whole needles with a valid magic and header whose CRC does not match
+					for i := 0; i+152 <= n; i += 152 {
+						nd := AppendNeedle(nil, hashOf("t"), FlagLive, bytes.Repeat([]byte{9}, 100))
+						nd[HeaderSize] ^= 1
+						copy(b[i:], nd)
+					}
+				case "magics": // garbage with a needle magic, version 1 and zero flags at every aligned offset
+					rng := rand.New(rand.NewPCG(uint64(n), 8))
+					for i := range b {
+						b[i] = byte(rng.Uint32())
+					}
+					for i := 0; i+8 <= n; i += 8 {
+						copy(b[i:], "CRNN\x01\x00\x00\x00")
+					}
 				default:
 					t.Fatalf("unknown kind %q", kind)
 				}
@@ -247,23 +268,38 @@ func TestScanDatadriven(t *testing.T) {
 			case "scan", "recover":
 				var from int64
 				d.MaybeScanArgs(t, "from", &from)
-				end, err := v.Scan(from, func(off int64, h Header, data []byte) error {
+				fn := func(off int64, h Header, data []byte) error {
 					kind := "live"
 					if h.Tombstone() {
 						kind = "tomb"
 					}
 					fmt.Fprintf(&sb, "%d %s h=%c len=%d data=%q\n", off, kind, h.Hash[0], h.Len, data)
 					return nil
-				})
+				}
+				if d.Cmd == "scan" {
+					end, err := v.Scan(from, fn)
+					if err != nil {
+						return err.Error() + "\n"
+					}
+					fmt.Fprintf(&sb, "end=%d size=%d\n", end, v.Size())
+					return sb.String()
+				}
+				// recover: what the blob store does at Open.
+				rec, err := v.ScanRecover(from, fn, nil)
 				if err != nil {
 					return err.Error() + "\n"
 				}
-				fmt.Fprintf(&sb, "end=%d size=%d\n", end, v.Size())
-				if d.Cmd == "recover" && end < v.Size() {
-					if err := v.Truncate(end); err != nil {
+				fmt.Fprintf(&sb, "end=%d size=%d\n", rec.End, v.Size())
+				for _, r := range rec.Corrupt {
+					fmt.Fprintf(&sb, "corrupt [%d, %d) skipped\n", r.Start, r.End)
+				}
+				if rec.GaveUp {
+					fmt.Fprintf(&sb, "gave up\n")
+				} else if rec.End < v.Size() {
+					if err := v.Truncate(rec.End); err != nil {
 						t.Fatal(err)
 					}
-					fmt.Fprintf(&sb, "truncated to %d\n", v.Size())
+					fmt.Fprintf(&sb, "torn tail truncated to %d\n", v.Size())
 				}
 				return sb.String()
 			}
@@ -341,5 +377,97 @@ func TestScanRandomTruncation(t *testing.T) {
 		if end2, _ := v2.Scan(0, func(int64, Header, []byte) error { n++; return nil }); end2 != v2.Size() || n != wantN+1 {
 			t.Fatalf("iter %d: after recovery append: end %d size %d n %d", iter, end2, v2.Size(), n)
 		}
+	}
+}
+
+// TestScanRecoverRandomFlip damages one byte of one needle (header or data)
+// in random volumes: ScanRecover must return every other needle and report
+// exactly the damaged needle as skipped, or as a torn tail if it was last.
+func TestScanRecoverRandomFlip(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 3))
+	for iter := 0; iter < 300; iter++ {
+		fs := vfs.NewMem()
+		v := newVol(t, fs)
+		var offs []int64
+		var datas [][]byte
+		for i, n := 0, 2+rng.IntN(10); i < n; i++ {
+			d := make([]byte, rng.IntN(300))
+			for j := range d {
+				d[j] = byte(rng.Uint32())
+			}
+			off, err := v.Append(hashOf(fmt.Sprint(i)), d)
+			if err != nil {
+				t.Fatal(err)
+			}
+			offs, datas = append(offs, off), append(datas, d)
+		}
+		bad := rng.IntN(len(offs))
+		at := offs[bad] + rng.Int64N(HeaderSize+int64(len(datas[bad])))
+		b := []byte{0}
+		v.File().ReadAt(b, at)
+		b[0] ^= byte(1 + rng.IntN(255))
+		v.File().WriteAt(b, at)
+		var got []int64
+		rec, err := v.ScanRecover(0, func(off int64, h Header, data []byte) error {
+			i := len(got)
+			if i >= bad {
+				i++
+			}
+			if i >= len(offs) || off != offs[i] || !bytes.Equal(data, datas[i]) {
+				t.Fatalf("iter %d: unexpected needle at %d (got %v, offs %v, bad %d, flip at %d)", iter, off, got, offs, bad, at)
+			}
+			got = append(got, off)
+			return nil
+		}, nil)
+		if err != nil || rec.GaveUp {
+			t.Fatalf("iter %d: %+v %v", iter, rec, err)
+		}
+		if len(got) != len(offs)-1 {
+			t.Fatalf("iter %d: %d needles, want %d (flip at %d in needle %d)", iter, len(got), len(offs)-1, at, bad)
+		}
+		if bad == len(offs)-1 {
+			if len(rec.Corrupt) != 0 || rec.End != offs[bad] {
+				t.Fatalf("iter %d: damaged last needle: %+v, want torn tail at %d", iter, rec, offs[bad])
+			}
+		} else if want := (Region{offs[bad], offs[bad+1]}); len(rec.Corrupt) != 1 || rec.Corrupt[0] != want || rec.End != v.Size() {
+			t.Fatalf("iter %d: %+v, want region %v and end %d", iter, rec, want, v.Size())
+		}
+	}
+}
+
+// TestScanRecoverGivesUp fills the space after a damaged needle with needle
+// headers that each claim the rest of the file and fail their CRC, so the
+// search would cost quadratic time: it must stop within its budget and
+// report GaveUp rather than a torn tail.
+func TestScanRecoverGivesUp(t *testing.T) {
+	fs := vfs.NewMem()
+	v := newVol(t, fs)
+	if _, err := v.Append(hashOf("a"), []byte("alpha")); err != nil {
+		t.Fatal(err)
+	}
+	start := v.Size()
+	const tail = 4 << 20
+	b := make([]byte, tail)
+	for i := 0; i < tail; i += HeaderSize {
+		n := tail - i - HeaderSize
+		if n < 0 {
+			break
+		}
+		hdr := AppendNeedle(nil, hashOf("t"), FlagLive, nil)
+		binary.LittleEndian.PutUint32(hdr[40:44], uint32(n)&^7)
+		hdr[44] ^= 1 // bad CRC
+		copy(b[i:], hdr[:HeaderSize])
+	}
+	if _, err := v.File().WriteAt(b, start); err != nil {
+		t.Fatal(err)
+	}
+	v.Close()
+	v, err := Open(fs, "/v/1.vol", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, err := v.ScanRecover(0, nil, nil)
+	if err != nil || !rec.GaveUp || rec.End != start {
+		t.Fatalf("ScanRecover = %+v, %v; want GaveUp at %d", rec, err, start)
 	}
 }
