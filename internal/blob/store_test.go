@@ -711,7 +711,11 @@ func TestRandomized(t *testing.T) {
 	for _, seed := range seeds {
 		t.Run(fmt.Sprint("seed=", seed), func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(seed, 0xC0FFEE))
-			e := newEnv(t, func(c *Config) { c.MaxVolumeSize = 24 << 10; c.CompactGarbageRatio = 0.3 })
+			e := newEnv(t, func(c *Config) {
+				c.MaxVolumeSize = 24 << 10
+				c.CompactGarbageRatio = 0.3
+				c.CheckpointInterval = 16 << 10 // background checkpoints race with everything
+			})
 			s := e.open()
 			model := map[Hash][]byte{}
 			const pool = 60
