@@ -5,7 +5,7 @@
 // # Layout in Config.Dir
 //
 //	00000001.vol, 00000002.vol, ...   volume files; the highest id is active
-//	index.ckpt                        index checkpoint written by Close (layout in checkpoint.go)
+//	index.ckpt                        index checkpoint written by Close and in the background (layout in checkpoint.go)
 //	*.tmp                             leftovers of an interrupted checkpoint, removed at Open
 //
 // # Write path and group commit
@@ -17,7 +17,8 @@
 // completed before it started; the others wait on a condition variable. N
 // concurrent Puts therefore cost about two fsyncs, not N. When the active
 // volume would pass MaxVolumeSize it is fsynced (sealed) and a new volume is
-// created durably (file fsync + directory fsync).
+// created durably (file fsync + directory fsync). Config.OnFsync observes
+// the duration of every fsync of volume data.
 //
 // # Failures
 //
@@ -43,18 +44,40 @@
 // up to 64 KiB reads header and data in that one pread into a pooled buffer;
 // nothing is allocated per read.
 //
+// # Checkpoints
+//
+// Every Config.CheckpointInterval appended bytes (default 64 MiB) a
+// background goroutine writes index.ckpt; Put only bumps a counter and
+// signals it. The checkpoint describes one instant T0 taken under the store
+// mutex: the volumes' sizes then, fsynced (through group commit) before
+// anything is written, so it only records durable offsets, and the index
+// then. The index is walked without the mutex, reads go on under shard read
+// locks; entries appended after T0 are left out (recovery finds them in the
+// tails) and entries Delete removed during the walk are put back (their
+// tombstones are in the tails). Compaction waits for a checkpoint and vice
+// versa. A failed checkpoint is logged at Warn; the previous one stays valid.
+//
 // # Recovery
 //
 // Open loads index.ckpt if its CRC and its per-volume valid offsets match the
 // volumes on disk (otherwise it is ignored with a Warn and every volume is
 // scanned in full), then scans every volume in id order from its
-// checkpointed offset to the end. A later needle for a hash supersedes an
-// earlier one, a tombstone removes the hash, and the first invalid needle
-// (torn or CRC mismatch) ends the volume: the tail is truncated there and
-// logged at Warn. Appends only go to the highest volume (compaction copies
-// into it too), so (volume id, offset) order is the order of operations.
-// Per-volume live bytes are recomputed from the index; tombstone bytes are
-// kept in the checkpoint.
+// checkpointed offset to the end; the startup log and
+// Stats.RecoveryScannedBytes give the bytes scanned. A later needle for a
+// hash supersedes an earlier one and a tombstone removes the hash. At an
+// invalid needle (volume.ScanRecover) the scan looks for a valid needle
+// further on. If there is one, the invalid bytes are mid-volume corruption:
+// they are skipped and never truncated, logged at Error with the byte range
+// and counted in Stats.CorruptRegions, the scan goes on, and the volume
+// takes no more appends (if it was the active one a new volume is started)
+// and is not compacted. A live needle found that way must also hash to its
+// hash. If there is none, the invalid bytes are a torn tail (a crash during
+// an append): the volume is truncated there, logged at Warn. Appends only
+// go to the highest volume (compaction copies into it too), so (volume id,
+// offset) order is the order of operations. Per-volume live bytes are
+// recomputed from the index; tombstone bytes are kept in the checkpoint.
+// Once a checkpoint covers a damaged volume it is not scanned (nor reported)
+// again.
 //
 // # Compaction
 //
@@ -62,5 +85,6 @@
 // live needles are appended to the active volume and made durable, the
 // index entries that still point at the old location are switched, and the
 // old volume is removed once no reader holds a reference. A crash in
-// between leaves two copies, and the scan keeps the later one.
+// between leaves two copies, and the scan keeps the later one. Volumes with
+// corrupt regions found at Open are left alone.
 package blob

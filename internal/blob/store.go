@@ -152,8 +152,10 @@ func (s *Store) getBuf() *[]byte { return s.bufs.Get().(*[]byte) }
 // Open opens (creating if needed) the store in cfg.Dir and recovers it: it
 // loads the index checkpoint if valid, scans every volume from its
 // checkpointed offset (the whole volume without a checkpoint), truncates
-// torn tails (logged at Warn) and applies tombstones. Zero fields of cfg get
-// their defaults. It blocks for the whole recovery.
+// torn tails (logged at Warn), skips mid-volume corruption without
+// truncating (logged at Error) and applies tombstones. It then starts the
+// background checkpointer, which Close stops. Zero fields of cfg get their
+// defaults. It blocks for the whole recovery.
 func Open(cfg Config) (*Store, error) {
 	cfg = cfg.withDefaults()
 	if err := cfg.Validate(); err != nil {
@@ -965,8 +967,9 @@ func (s *Store) Stats() Stats {
 	return st
 }
 
-// Close fsyncs the active volume, writes the index checkpoint (unless the
-// store is read-only) and closes every volume. Later calls return ErrClosed;
+// Close stops the background checkpointer (waiting for a checkpoint in
+// progress), fsyncs the active volume, writes the index checkpoint (unless
+// the store is read-only) and closes every volume. Later calls return ErrClosed;
 // calls racing with Close may fail. A volume still referenced by a Locate
 // caller is closed when that caller releases it.
 func (s *Store) Close() error {
