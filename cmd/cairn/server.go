@@ -15,6 +15,13 @@ import (
 	"github.com/spf13/pflag"
 )
 
+// serverOptions is what the server's settings fill: the node's Config
+// plus the settings of the process itself.
+type serverOptions struct {
+	node.Config
+	LogLevel string
+}
+
 // setting binds one server setting to a flag, an environment variable and
 // a TOML key (the flag name). Precedence: flag, then environment, then the
 // --config file, then the default.
@@ -22,61 +29,64 @@ type setting struct {
 	name  string
 	env   string
 	usage string
-	bind  func(fs *pflag.FlagSet, c *node.Config)
+	bind  func(fs *pflag.FlagSet, c *serverOptions)
 }
 
 func serverSettings() []setting {
 	d := node.DefaultConfig()
-	s := func(name, env, usage string, bind func(fs *pflag.FlagSet, c *node.Config)) setting {
+	s := func(name, env, usage string, bind func(fs *pflag.FlagSet, c *serverOptions)) setting {
 		return setting{name, env, usage, bind}
 	}
 	return []setting{
-		s("data", "CAIRN_DATA", "data directory (volumes, namespace, admin.key)", func(fs *pflag.FlagSet, c *node.Config) {
+		s("data", "CAIRN_DATA", "data directory (volumes, namespace, admin.key)", func(fs *pflag.FlagSet, c *serverOptions) {
 			fs.StringVar(&c.DataDir, "data", "", "")
 		}),
-		s("listen", "CAIRN_LISTEN", "HTTP listen address HOST:PORT", func(fs *pflag.FlagSet, c *node.Config) {
+		s("listen", "CAIRN_LISTEN", "HTTP listen address HOST:PORT", func(fs *pflag.FlagSet, c *serverOptions) {
 			fs.StringVar(&c.Listen, "listen", d.Listen, "")
 		}),
-		s("access-log", "CAIRN_ACCESS_LOG", "access log file in the combined format (\"-\" = stdout, empty = off)", func(fs *pflag.FlagSet, c *node.Config) {
+		s("access-log", "CAIRN_ACCESS_LOG", "access log file in the combined format (\"-\" = stdout, empty = off)", func(fs *pflag.FlagSet, c *serverOptions) {
 			fs.StringVar(&c.AccessLog, "access-log", "", "")
 		}),
-		s("gc-grace", "CAIRN_GC_GRACE", "how long an unreferenced blob is kept before deletion", func(fs *pflag.FlagSet, c *node.Config) {
+		s("gc-grace", "CAIRN_GC_GRACE", "how long an unreferenced blob is kept before deletion", func(fs *pflag.FlagSet, c *serverOptions) {
 			fs.DurationVar(&c.GCGrace, "gc-grace", d.GCGrace, "")
 		}),
-		s("gc-interval", "CAIRN_GC_INTERVAL", "period of garbage collection and compaction", func(fs *pflag.FlagSet, c *node.Config) {
+		s("gc-interval", "CAIRN_GC_INTERVAL", "period of garbage collection and compaction", func(fs *pflag.FlagSet, c *serverOptions) {
 			fs.DurationVar(&c.GCInterval, "gc-interval", d.GCInterval, "")
 		}),
-		s("max-volume-size", "CAIRN_MAX_VOLUME_SIZE", "bytes per volume file before a new one starts", func(fs *pflag.FlagSet, c *node.Config) {
+		s("max-volume-size", "CAIRN_MAX_VOLUME_SIZE", "bytes per volume file before a new one starts", func(fs *pflag.FlagSet, c *serverOptions) {
 			fs.Int64Var(&c.MaxVolumeSize, "max-volume-size", d.MaxVolumeSize, "")
 		}),
-		s("compact-ratio", "CAIRN_COMPACT_RATIO", "garbage fraction of a volume that triggers its compaction", func(fs *pflag.FlagSet, c *node.Config) {
+		s("compact-ratio", "CAIRN_COMPACT_RATIO", "garbage fraction of a volume that triggers its compaction", func(fs *pflag.FlagSet, c *serverOptions) {
 			fs.Float64Var(&c.CompactRatio, "compact-ratio", d.CompactRatio, "")
 		}),
-		s("min-free-bytes", "CAIRN_MIN_FREE_BYTES", "writes answer 507 when the disk has less free space than this", func(fs *pflag.FlagSet, c *node.Config) {
+		s("min-free-bytes", "CAIRN_MIN_FREE_BYTES", "writes answer 507 when the disk has less free space than this", func(fs *pflag.FlagSet, c *serverOptions) {
 			fs.Int64Var(&c.MinFreeBytes, "min-free-bytes", d.MinFreeBytes, "")
 		}),
-		s("kv-cache-bytes", "CAIRN_KV_CACHE_BYTES", "namespace (Pebble) block cache size in bytes", func(fs *pflag.FlagSet, c *node.Config) {
+		s("kv-cache-bytes", "CAIRN_KV_CACHE_BYTES", "namespace (Pebble) block cache size in bytes", func(fs *pflag.FlagSet, c *serverOptions) {
 			fs.Int64Var(&c.KVCacheBytes, "kv-cache-bytes", d.KVCacheBytes, "")
 		}),
-		s("path-cache-entries", "CAIRN_PATH_CACHE_ENTRIES", "resolved paths kept in memory", func(fs *pflag.FlagSet, c *node.Config) {
+		s("path-cache-entries", "CAIRN_PATH_CACHE_ENTRIES", "resolved paths kept in memory", func(fs *pflag.FlagSet, c *serverOptions) {
 			fs.IntVar(&c.PathCacheEntries, "path-cache-entries", d.PathCacheEntries, "")
 		}),
-		s("read-header-timeout", "CAIRN_READ_HEADER_TIMEOUT", "time allowed to read request headers", func(fs *pflag.FlagSet, c *node.Config) {
+		s("read-header-timeout", "CAIRN_READ_HEADER_TIMEOUT", "time allowed to read request headers", func(fs *pflag.FlagSet, c *serverOptions) {
 			fs.DurationVar(&c.ReadHeaderTimeout, "read-header-timeout", d.ReadHeaderTimeout, "")
 		}),
-		s("read-timeout", "CAIRN_READ_TIMEOUT", "an upload making no progress for this long is cut off", func(fs *pflag.FlagSet, c *node.Config) {
+		s("read-timeout", "CAIRN_READ_TIMEOUT", "an upload making no progress for this long is cut off", func(fs *pflag.FlagSet, c *serverOptions) {
 			fs.DurationVar(&c.ReadTimeout, "read-timeout", d.ReadTimeout, "")
 		}),
-		s("write-timeout", "CAIRN_WRITE_TIMEOUT", "a download making no progress for this long is cut off", func(fs *pflag.FlagSet, c *node.Config) {
+		s("write-timeout", "CAIRN_WRITE_TIMEOUT", "a download making no progress for this long is cut off", func(fs *pflag.FlagSet, c *serverOptions) {
 			fs.DurationVar(&c.WriteTimeout, "write-timeout", d.WriteTimeout, "")
 		}),
-		s("idle-timeout", "CAIRN_IDLE_TIMEOUT", "keep-alive connections idle for this long are closed", func(fs *pflag.FlagSet, c *node.Config) {
+		s("idle-timeout", "CAIRN_IDLE_TIMEOUT", "keep-alive connections idle for this long are closed", func(fs *pflag.FlagSet, c *serverOptions) {
 			fs.DurationVar(&c.IdleTimeout, "idle-timeout", d.IdleTimeout, "")
 		}),
-		s("debug-listen", "CAIRN_DEBUG_LISTEN", "serve Go's pprof profiles on this address (keep it on loopback; empty = off)", func(fs *pflag.FlagSet, c *node.Config) {
+		s("debug-listen", "CAIRN_DEBUG_LISTEN", "serve Go's pprof profiles on this address (keep it on loopback; empty = off)", func(fs *pflag.FlagSet, c *serverOptions) {
 			fs.StringVar(&c.DebugListen, "debug-listen", "", "")
 		}),
-		s("max-header-bytes", "CAIRN_MAX_HEADER_BYTES", "largest request header block; larger ones get 431", func(fs *pflag.FlagSet, c *node.Config) {
+		s("log-level", "CAIRN_LOG_LEVEL", "debug, info, warn or error", func(fs *pflag.FlagSet, c *serverOptions) {
+			fs.StringVar(&c.LogLevel, "log-level", "info", "")
+		}),
+		s("max-header-bytes", "CAIRN_MAX_HEADER_BYTES", "largest request header block; larger ones get 431", func(fs *pflag.FlagSet, c *serverOptions) {
 			fs.IntVar(&c.MaxHeaderBytes, "max-header-bytes", d.MaxHeaderBytes, "")
 		}),
 	}
@@ -85,7 +95,7 @@ func serverSettings() []setting {
 // bindSettings registers the settings' flags on cmd and returns a function
 // that applies environment variables and the config file to flags that
 // were not given.
-func bindSettings(cmd *cobra.Command, c *node.Config) func() error {
+func bindSettings(cmd *cobra.Command, c *serverOptions) func() error {
 	settings := serverSettings()
 	fs := cmd.Flags()
 	for _, st := range settings {
@@ -133,8 +143,7 @@ func bindSettings(cmd *cobra.Command, c *node.Config) func() error {
 }
 
 func newServerCmd() *cobra.Command {
-	var c node.Config
-	var logLevel string
+	var c serverOptions
 	cmd := &cobra.Command{
 		Use:   "server",
 		Short: "Run a Cairn node",
@@ -147,18 +156,17 @@ generated at first start into DATA/admin.key (mode 0600) and printed.`,
 		Args: cobra.NoArgs,
 	}
 	apply := bindSettings(cmd, &c)
-	cmd.Flags().StringVar(&logLevel, "log-level", envOr("CAIRN_LOG_LEVEL", "info"), "debug, info, warn or error (env CAIRN_LOG_LEVEL)")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		if err := apply(); err != nil {
 			return err
 		}
-		logger, err := newLogger(logLevel)
+		logger, err := newLogger(c.LogLevel)
 		if err != nil {
 			return err
 		}
 		c.Logger = logger
 		c.AdminKey = os.Getenv("CAIRN_ADMIN_KEY")
-		return runNode(c, true)
+		return runNode(c.Config, true)
 	}
 	return cmd
 }

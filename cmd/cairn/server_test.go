@@ -23,7 +23,7 @@ access-log = "/from/file.log"
 	t.Setenv("CAIRN_GC_GRACE", "3m")
 	t.Setenv("CAIRN_ACCESS_LOG", "")
 
-	var c node.Config
+	var c serverOptions
 	cmd := &cobra.Command{Use: "x", RunE: func(*cobra.Command, []string) error { return nil }}
 	apply := bindSettings(cmd, &c)
 	cmd.SetArgs([]string{"--config", cfgPath, "--data", "/flag/data"})
@@ -50,7 +50,7 @@ access-log = "/from/file.log"
 func TestSettingsUnknownKey(t *testing.T) {
 	cfgPath := filepath.Join(t.TempDir(), "bad.toml")
 	os.WriteFile(cfgPath, []byte("lisen = \"x\"\n"), 0o644)
-	var c node.Config
+	var c serverOptions
 	cmd := &cobra.Command{Use: "x", RunE: func(*cobra.Command, []string) error { return nil }}
 	apply := bindSettings(cmd, &c)
 	cmd.SetArgs([]string{"--config", cfgPath})
