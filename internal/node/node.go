@@ -144,9 +144,14 @@ func Start(cfg Config) (_ *Node, err error) {
 		n.AdminKey = k
 	}
 
+	reg := prometheus.NewRegistry()
+	metrics, err := httpapi.NewMetrics(reg)
+	if err != nil {
+		return nil, err
+	}
 	n.blobs, err = blob.Open(blob.Config{Dir: filepath.Join(cfg.DataDir, "blobs"), FS: vfs.OS(),
 		MaxVolumeSize: cfg.MaxVolumeSize, CompactGarbageRatio: cfg.CompactRatio,
-		MinFreeBytes: cfg.MinFreeBytes, Logger: cfg.Logger})
+		MinFreeBytes: cfg.MinFreeBytes, Logger: cfg.Logger, OnFsync: metrics.ObserveFsync})
 	if err != nil {
 		return nil, fmt.Errorf("open blob store: %w", err)
 	}
@@ -182,8 +187,8 @@ func Start(cfg Config) (_ *Node, err error) {
 		}
 		n.alog = f
 	}
-	reg := prometheus.NewRegistry()
 	acfg := httpapi.DefaultConfig()
+	acfg.Metrics = metrics
 	acfg.Store = st
 	acfg.AdminKey = n.AdminKey
 	acfg.Logger = cfg.Logger

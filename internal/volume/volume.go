@@ -356,7 +356,8 @@ type ScanFunc func(off int64, h Header, data []byte) error
 // It stops at the first invalid or incomplete needle (see the recovery rule
 // in the package documentation) and returns the offset just past the last
 // valid needle. It reads sequentially through a 1 MiB buffer. The error is
-// non-nil only for read errors and errors from fn.
+// non-nil only for read errors and errors from fn. Recovery uses
+// ScanRecover, which goes on past mid-volume corruption.
 func (v *Volume) Scan(from int64, fn ScanFunc) (int64, error) {
 	if from < SuperblockSize {
 		from = SuperblockSize

@@ -377,6 +377,19 @@ func TestEndToEnd(t *testing.T) {
 	expect(t, resp, body, 404)
 	delete(files, bigPath)
 
+	// Metrics: requests by method and status, fsync latency, node gauges.
+	resp, body = do(t, "GET", s.url+"/_cairn/metrics", nil)
+	expect(t, resp, body, 200)
+	for _, want := range []string{`cairn_http_requests_total{code="201",method="PUT"}`, "cairn_fsync_duration_seconds_count",
+		"cairn_http_request_duration_seconds_bucket", "cairn_node_blobs", "cairn_node_volumes", "cairn_node_disk_free_bytes"} {
+		if !strings.Contains(string(body), want) {
+			t.Fatalf("metrics lack %s", want)
+		}
+	}
+	if strings.Contains(string(body), "cairn_fsync_duration_seconds_count 0\n") {
+		t.Fatal("no fsync observed after writes")
+	}
+
 	// The access log is written in the combined format.
 	s.stop()
 	alog, err := os.ReadFile(filepath.Join(dir, "access.log"))

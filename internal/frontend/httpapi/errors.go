@@ -80,17 +80,7 @@ func (s *Server) writeError(rs *reqState, err error) {
 }
 
 func (s *Server) writeErrorStatus(rs *reqState, status int, code string, err error) {
-	msg := err.Error()
-	if status >= 500 {
-		lvl := slog.LevelError
-		if status == http.StatusServiceUnavailable || status == http.StatusInsufficientStorage {
-			lvl = slog.LevelWarn
-		}
-		s.log.LogAttrs(rs.req.Context(), lvl, "request failed",
-			slog.String("method", rs.req.Method), slog.String("path", rs.req.URL.Path),
-			slog.Int("status", status), slog.Any("err", err))
-		msg = http.StatusText(status)
-	}
+	body := s.errorBody(rs.req.Context(), rs.req.Method, rs.req.URL.Path, status, code, err)
 	h := rs.w.Header()
 	delete(h, hdrContentLength)
 	delete(h, hdrETag)
@@ -98,17 +88,37 @@ func (s *Server) writeErrorStatus(rs *reqState, status int, code string, err err
 	delete(h, hdrReprDigest)
 	delete(h, hdrAcceptRanges)
 	if status == http.StatusUnauthorized {
-		h[hdrWWWAuthenticate] = []string{`Bearer realm="cairn"`}
+		h[hdrWWWAuthenticate] = []string{wwwAuthenticate}
 	}
 	if status == http.StatusMethodNotAllowed && rs.allow != "" {
 		h["Allow"] = []string{rs.allow}
 	}
 	h[hdrContentType] = []string{"application/json"}
 	h["X-Content-Type-Options"] = []string{"nosniff"}
-	body, _ := json.Marshal(errorBody{Error: msg, Code: code})
-	body = append(body, '\n')
 	rs.w.WriteHeader(status)
 	if rs.req.Method != http.MethodHead {
 		_, _ = rs.w.Write(body)
 	}
+}
+
+// wwwAuthenticate is the WWW-Authenticate value of every 401.
+const wwwAuthenticate = `Bearer realm="cairn"`
+
+// errorBody returns the JSON body of an error answer, newline included.
+// 4xx messages carry the error text; for a 5xx the message is generic and
+// the error is logged instead, as it may name internal state.
+func (s *Server) errorBody(ctx context.Context, method, path string, status int, code string, err error) []byte {
+	msg := err.Error()
+	if status >= 500 {
+		lvl := slog.LevelError
+		if status == http.StatusServiceUnavailable || status == http.StatusInsufficientStorage {
+			lvl = slog.LevelWarn
+		}
+		s.log.LogAttrs(ctx, lvl, "request failed",
+			slog.String("method", method), slog.String("path", path),
+			slog.Int("status", status), slog.Any("err", err))
+		msg = http.StatusText(status)
+	}
+	body, _ := json.Marshal(errorBody{Error: msg, Code: code})
+	return append(body, '\n')
 }

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
@@ -19,52 +20,126 @@ import (
 	"github.com/cairn-fs/cairn/internal/store"
 )
 
-// serveRead answers GET and HEAD of files and directories.
-func (s *Server) serveRead(rs *reqState, t target) {
-	r := rs.req
-	ctx := r.Context()
-	if err := s.authenticate(rs); err != nil {
-		s.writeError(rs, err)
-		return
+// readHeaders are the request headers a GET or HEAD of a file depends on,
+// each the first value of its field ("" when absent). Both the net/http
+// handler and the fast path (fast.go) fill one, so that the decisions made
+// from them (openRead, planObject) have one implementation.
+type readHeaders struct {
+	authorization     string
+	rangeSpec         string
+	ifRange           string
+	ifMatch           string
+	ifNoneMatch       string
+	ifModifiedSince   string
+	ifUnmodifiedSince string
+}
+
+// readHeadersOf picks the readHeaders out of a net/http header map.
+func readHeadersOf(h http.Header) readHeaders {
+	return readHeaders{
+		authorization:     headerValue(h, "Authorization"),
+		rangeSpec:         headerValue(h, "Range"),
+		ifRange:           headerValue(h, "If-Range"),
+		ifMatch:           headerValue(h, "If-Match"),
+		ifNoneMatch:       headerValue(h, "If-None-Match"),
+		ifModifiedSince:   headerValue(h, "If-Modified-Since"),
+		ifUnmodifiedSince: headerValue(h, "If-Unmodified-Since"),
+	}
+}
+
+// readStep is what openRead decided a GET or HEAD of a target leads to.
+type readStep uint8
+
+const (
+	readFailed   readStep = iota // answer readResult.err
+	readRedirect                 // 301 to the path with a slash appended
+	readDir                      // a directory (trailing slash): index.html or a listing
+	readSidecar                  // not found, but may be a checksum sidecar; else answer err
+	readObject                   // readResult.obj is open: plan and send it, then Close it
+)
+
+// readResult is the outcome of openRead.
+type readResult struct {
+	step      readStep
+	principal access.Principal
+	bucket    store.BucketInfo
+	obj       store.Object // set for readObject only
+	err       error        // set for readFailed and readSidecar
+}
+
+// openRead authenticates, looks up the bucket, authorizes and opens the
+// file of a GET or HEAD of t, in that order (which decides which error a
+// request with several faults gets). It never writes a response.
+func (s *Server) openRead(ctx context.Context, authorization string, t target) readResult {
+	var res readResult
+	p, err := s.auth.Authenticate(authorization)
+	res.principal = p
+	if err != nil {
+		res.err = err
+		return res
 	}
 	if t.bucket == "" {
-		s.writeError(rs, fmt.Errorf("%w: no bucket in path", store.ErrNoBucket))
-		return
+		res.err = fmt.Errorf("%w: no bucket in path", store.ErrNoBucket)
+		return res
 	}
 	b, err := s.store.Bucket(ctx, t.bucket)
 	if err != nil {
-		s.writeError(rs, err)
-		return
+		res.err = err
+		return res
 	}
+	res.bucket = b
 	act := access.ActionRead
 	if t.slash {
 		act = access.ActionList
 	}
-	if err := s.auth.Authorize(rs.principal, act, access.Resource{Bucket: t.bucket, Path: t.path, PublicRead: b.Public}); err != nil {
-		s.writeError(rs, err)
-		return
+	if err := s.auth.Authorize(p, act, access.Resource{Bucket: t.bucket, Path: t.path, PublicRead: b.Public}); err != nil {
+		res.err = err
+		return res
 	}
-	if t.path == "" && !t.slash {
-		s.redirectSlash(rs)
-		return
-	}
-	if t.slash {
-		s.serveDir(rs, b, t)
-		return
+	switch {
+	case t.path == "" && !t.slash:
+		res.step = readRedirect
+		return res
+	case t.slash:
+		res.step = readDir
+		return res
 	}
 	obj, err := s.store.Open(ctx, t.bucket, t.path)
 	if err != nil {
 		switch {
 		case errors.Is(err, store.ErrIsDir):
-			s.redirectSlash(rs)
-		case errors.Is(err, store.ErrNotFound) && b.ChecksumSidecars && s.serveSidecar(rs, b, t):
+			res.step = readRedirect
+		case errors.Is(err, store.ErrNotFound) && b.ChecksumSidecars && sidecarBase(t.path) != "":
+			res.step, res.err = readSidecar, err
 		default:
-			s.writeError(rs, err)
+			res.err = err
 		}
-		return
+		return res
 	}
-	s.serveObject(rs, b, obj)
-	_ = obj.Close()
+	res.step, res.obj = readObject, obj
+	return res
+}
+
+// serveRead answers GET and HEAD of files and directories.
+func (s *Server) serveRead(rs *reqState, t target) {
+	r := rs.req
+	res := s.openRead(r.Context(), headerValue(r.Header, "Authorization"), t)
+	rs.principal = res.principal
+	switch res.step {
+	case readFailed:
+		s.writeError(rs, res.err)
+	case readRedirect:
+		s.redirectSlash(rs)
+	case readDir:
+		s.serveDir(rs, res.bucket, t)
+	case readSidecar:
+		if !s.serveSidecar(rs, res.bucket, t) {
+			s.writeError(rs, res.err)
+		}
+	case readObject:
+		s.serveObject(rs, res.bucket, res.obj)
+		_ = res.obj.Close()
+	}
 }
 
 // redirectSlash answers 301 to the request path with a slash appended.
@@ -80,117 +155,182 @@ func (s *Server) redirectSlash(rs *reqState) {
 	rs.w.WriteHeader(http.StatusMovedPermanently)
 }
 
-// serveObject answers GET or HEAD of an open file: conditionals, range and
-// headers, then the body through WriteRangeTo. This is the hot path: header
-// values are built in one scratch buffer and converted to one string, and
-// header slices share one backing array.
-func (s *Server) serveObject(rs *reqState, b store.BucketInfo, obj store.Object) {
-	info := obj.Info()
-	r := rs.req
-	h := rs.w.Header()
-	buf := rs.scratch[:0]
+// Fields of objectPlan.vals, in order.
+const (
+	planETag         = iota // "\"etag\"" or empty
+	planLastModified        // HTTP date or empty
+	planReprDigest          // "sha-256=:...:" or empty
+	planLength              // Content-Length (not for 304, 412, 416)
+	planRange               // Content-Range of a 206, else empty
+	planFields
+)
 
-	// Validators and digest: [etag | last-modified | repr-digest | length | range].
-	var cuts [6]int
+// objectPlan is the answer to a GET or HEAD of an open file, as decided by
+// planObject: the status and the header values, which each front end
+// encodes its own way.
+type objectPlan struct {
+	status       int   // 200, 206, 304 (not modified), 412 or 416
+	off, n       int64 // the byte range to send (200 and 206)
+	size         int64 // the file's size
+	contentType  string
+	cacheControl string // the bucket's, or ""
+	// vals holds the generated header values back to back; field i is
+	// vals[cuts[i]:cuts[i+1]].
+	vals []byte
+	cuts [planFields + 1]int
+}
+
+// field returns generated header value i (planETag...), empty if absent.
+func (p *objectPlan) field(i int) []byte { return p.vals[p.cuts[i]:p.cuts[i+1]] }
+
+// rangeError is the error of a 416 answer.
+func (p *objectPlan) rangeError(spec string) error {
+	return fmt.Errorf("range %q not satisfiable for %d bytes", spec, p.size)
+}
+
+// planObject evaluates the conditional and Range headers of a GET or HEAD
+// of a file of bucket b and builds the header values into buf (reused as
+// the plan's vals; it does not allocate when buf has room, about 200 bytes).
+// The semantics: If-Match / If-Unmodified-Since → 412, If-None-Match /
+// If-Modified-Since → 304 (RFC 9110 §13.2.2), one satisfiable range → 206,
+// an unsatisfiable one → 416, anything else (no, malformed or several
+// ranges, or a stale If-Range) → 200 with the whole file.
+func planObject(b store.BucketInfo, info store.ObjectInfo, h *readHeaders, buf []byte) objectPlan {
+	p := objectPlan{size: info.Size, cacheControl: b.CacheControl}
 	if info.ETag != "" {
 		buf = append(buf, '"')
 		buf = append(buf, info.ETag...)
 		buf = append(buf, '"')
 	}
-	cuts[1] = len(buf)
+	p.cuts[planLastModified] = len(buf)
 	if !info.ModTime.IsZero() {
 		buf = info.ModTime.UTC().AppendFormat(buf, http.TimeFormat)
 	}
-	cuts[2] = len(buf)
+	p.cuts[planReprDigest] = len(buf)
 	buf = appendReprDigest(buf, info.SHA256)
-	cuts[3] = len(buf)
+	p.cuts[planLength] = len(buf)
 
-	switch evalConditions(r.Header, info.ETag, info.ModTime) {
+	finish := func(status int) objectPlan {
+		for i := planRange; i <= planFields; i++ {
+			if p.cuts[i] < p.cuts[i-1] {
+				p.cuts[i] = p.cuts[i-1]
+			}
+		}
+		p.status, p.vals = status, buf
+		return p
+	}
+	switch evalConditions(h, info.ETag, info.ModTime) {
 	case condPreconditionFailed:
-		s.writeErrorStatus(rs, http.StatusPreconditionFailed, "PreconditionFailed", store.ErrPrecondition)
-		return
+		return finish(http.StatusPreconditionFailed)
 	case condNotModified:
-		vals := string(buf)
-		if cuts[1] > 0 {
-			h[hdrETag] = []string{vals[:cuts[1]]}
-		}
-		if cuts[2] > cuts[1] {
-			h[hdrLastModified] = []string{vals[cuts[1]:cuts[2]]}
-		}
-		if b.CacheControl != "" {
-			h[hdrCacheControl] = []string{b.CacheControl}
-		}
-		rs.w.WriteHeader(http.StatusNotModified)
-		return
+		return finish(http.StatusNotModified)
 	}
 
-	size := info.Size
-	off, n, status := int64(0), size, http.StatusOK
-	if rh := headerValue(r.Header, "Range"); rh != "" && ifRangeAllows(headerValue(r.Header, "If-Range"), info.ETag, info.ModTime) {
-		br, kind := parseRange(rh, size)
+	p.off, p.n = 0, info.Size
+	status := http.StatusOK
+	if h.rangeSpec != "" && ifRangeAllows(h.ifRange, info.ETag, info.ModTime) {
+		br, kind := parseRange(h.rangeSpec, info.Size)
 		switch kind {
 		case rangeOne:
-			off, n, status = br.off, br.n, http.StatusPartialContent
+			p.off, p.n, status = br.off, br.n, http.StatusPartialContent
 		case rangeUnsatisfiable:
-			h[hdrContentRange] = []string{"bytes */" + strconv.FormatInt(size, 10)}
-			s.writeErrorStatus(rs, http.StatusRequestedRangeNotSatisfiable, "InvalidRange",
-				fmt.Errorf("range %q not satisfiable for %d bytes", rh, size))
-			return
+			return finish(http.StatusRequestedRangeNotSatisfiable)
 		}
 	}
-	buf = strconv.AppendInt(buf, n, 10)
-	cuts[4] = len(buf)
+	buf = strconv.AppendInt(buf, p.n, 10)
+	p.cuts[planRange] = len(buf)
 	if status == http.StatusPartialContent {
 		buf = append(buf, "bytes "...)
-		buf = strconv.AppendInt(buf, off, 10)
+		buf = strconv.AppendInt(buf, p.off, 10)
 		buf = append(buf, '-')
-		buf = strconv.AppendInt(buf, off+n-1, 10)
+		buf = strconv.AppendInt(buf, p.off+p.n-1, 10)
 		buf = append(buf, '/')
-		buf = strconv.AppendInt(buf, size, 10)
+		buf = strconv.AppendInt(buf, info.Size, 10)
 	}
-	cuts[5] = len(buf)
-	vals := string(buf)
+	p.cuts[planFields] = len(buf)
+	p.contentType = info.ContentType
+	if p.contentType == "" {
+		p.contentType = contentTypeByName(info.Path)
+	}
+	return finish(status)
+}
 
-	ct := info.ContentType
-	if ct == "" {
-		ct = contentTypeByName(info.Path)
+// serveObject answers GET or HEAD of an open file: conditionals, range and
+// headers from planObject, then the body through WriteRangeTo. This is the
+// hot path of the net/http handler: header values are built in one scratch
+// buffer and converted to one string, and header slices share one backing
+// array.
+func (s *Server) serveObject(rs *reqState, b store.BucketInfo, obj store.Object) {
+	r := rs.req
+	rh := readHeadersOf(r.Header)
+	p := planObject(b, obj.Info(), &rh, rs.scratch[:0])
+	h := rs.w.Header()
+	switch p.status {
+	case http.StatusPreconditionFailed:
+		s.writeErrorStatus(rs, http.StatusPreconditionFailed, "PreconditionFailed", store.ErrPrecondition)
+		return
+	case http.StatusRequestedRangeNotSatisfiable:
+		h[hdrContentRange] = []string{"bytes */" + strconv.FormatInt(p.size, 10)}
+		s.writeErrorStatus(rs, http.StatusRequestedRangeNotSatisfiable, "InvalidRange", p.rangeError(rh.rangeSpec))
+		return
 	}
+	vals := string(p.vals)
+	field := func(i int) string { return vals[p.cuts[i]:p.cuts[i+1]] }
 	hv := make([]string, 0, 8)
 	set := func(k, v string) {
 		hv = append(hv, v)
 		h[k] = hv[len(hv)-1 : len(hv) : len(hv)]
 	}
-	set(hdrContentLength, vals[cuts[3]:cuts[4]])
-	set(hdrContentType, ct)
-	set(hdrAcceptRanges, "bytes")
-	if cuts[1] > 0 {
-		set(hdrETag, vals[:cuts[1]])
-	}
-	if cuts[2] > cuts[1] {
-		set(hdrLastModified, vals[cuts[1]:cuts[2]])
-	}
-	if cuts[3] > cuts[2] {
-		set(hdrReprDigest, vals[cuts[2]:cuts[3]])
-	}
-	if cuts[5] > cuts[4] {
-		set(hdrContentRange, vals[cuts[4]:cuts[5]])
-	}
-	if b.CacheControl != "" {
-		set(hdrCacheControl, b.CacheControl)
-	}
-	rs.w.WriteHeader(status)
-	if r.Method == http.MethodHead || n == 0 {
+	if p.status == http.StatusNotModified {
+		if v := field(planETag); v != "" {
+			set(hdrETag, v)
+		}
+		if v := field(planLastModified); v != "" {
+			set(hdrLastModified, v)
+		}
+		if p.cacheControl != "" {
+			set(hdrCacheControl, p.cacheControl)
+		}
+		rs.w.WriteHeader(http.StatusNotModified)
 		return
 	}
-	if _, err := obj.WriteRangeTo(&rs.dl, off, n); err != nil {
-		// Headers are out: the connection is closed by net/http because
-		// the body is short. A store fault is worth a log line.
-		lvl := slog.LevelDebug
-		if errors.Is(err, store.ErrCorrupt) || errors.Is(err, store.ErrUnavailable) {
-			lvl = slog.LevelError
-		}
-		s.log.LogAttrs(r.Context(), lvl, "response body failed", slog.String("path", r.URL.Path), slog.Any("err", err))
+	set(hdrContentLength, field(planLength))
+	set(hdrContentType, p.contentType)
+	set(hdrAcceptRanges, "bytes")
+	if v := field(planETag); v != "" {
+		set(hdrETag, v)
 	}
+	if v := field(planLastModified); v != "" {
+		set(hdrLastModified, v)
+	}
+	if v := field(planReprDigest); v != "" {
+		set(hdrReprDigest, v)
+	}
+	if v := field(planRange); v != "" {
+		set(hdrContentRange, v)
+	}
+	if p.cacheControl != "" {
+		set(hdrCacheControl, p.cacheControl)
+	}
+	rs.w.WriteHeader(p.status)
+	if r.Method == http.MethodHead || p.n == 0 {
+		return
+	}
+	if _, err := obj.WriteRangeTo(&rs.dl, p.off, p.n); err != nil {
+		// Headers are out: the connection is closed by net/http because
+		// the body is short.
+		s.logBodyError(r.Context(), r.URL.Path, err)
+	}
+}
+
+// logBodyError logs a response body that failed after its headers were
+// sent; a store fault is worth an error line, a client gone a debug one.
+func (s *Server) logBodyError(ctx context.Context, path string, err error) {
+	lvl := slog.LevelDebug
+	if errors.Is(err, store.ErrCorrupt) || errors.Is(err, store.ErrUnavailable) {
+		lvl = slog.LevelError
+	}
+	s.log.LogAttrs(ctx, lvl, "response body failed", slog.String("path", path), slog.Any("err", err))
 }
 
 // appendReprDigest appends "sha-256=:BASE64:" for a hex SHA-256, or nothing
@@ -221,19 +361,11 @@ func contentTypeByName(name string) string {
 // serveSidecar answers NAME.md5 / NAME.sha256 from NAME's stored digests,
 // reporting false (nothing written) if NAME is not a file with that digest.
 func (s *Server) serveSidecar(rs *reqState, b store.BucketInfo, t target) bool {
-	var base string
-	var md5 bool
-	switch {
-	case strings.HasSuffix(t.path, ".md5"):
-		base, md5 = strings.TrimSuffix(t.path, ".md5"), true
-	case strings.HasSuffix(t.path, ".sha256"):
-		base = strings.TrimSuffix(t.path, ".sha256")
-	default:
+	base := sidecarBase(t.path)
+	if base == "" {
 		return false
 	}
-	if base == "" || strings.HasSuffix(base, "/") {
-		return false
-	}
+	md5 := strings.HasSuffix(t.path, ".md5")
 	info, err := s.store.Stat(rs.req.Context(), t.bucket, base)
 	if err != nil || info.IsDir {
 		return false
@@ -260,6 +392,24 @@ func (s *Server) serveSidecar(rs *reqState, b store.BucketInfo, t target) bool {
 		_, _ = rs.dl.Write([]byte(body))
 	}
 	return true
+}
+
+// sidecarBase returns NAME for a path NAME.md5 or NAME.sha256 that could be
+// a checksum sidecar, else "".
+func sidecarBase(p string) string {
+	var base string
+	switch {
+	case strings.HasSuffix(p, ".md5"):
+		base = strings.TrimSuffix(p, ".md5")
+	case strings.HasSuffix(p, ".sha256"):
+		base = strings.TrimSuffix(p, ".sha256")
+	default:
+		return ""
+	}
+	if base == "" || strings.HasSuffix(base, "/") {
+		return ""
+	}
+	return base
 }
 
 func isHex(s string) bool {

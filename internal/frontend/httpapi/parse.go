@@ -279,22 +279,22 @@ const (
 // If-Match, else If-Unmodified-Since (412); then If-None-Match, else
 // If-Modified-Since (304). Invalid dates are ignored. Date comparisons are at
 // one-second resolution, as Last-Modified is sent.
-func evalConditions(h http.Header, etag string, mod time.Time) condResult {
+func evalConditions(h *readHeaders, etag string, mod time.Time) condResult {
 	mod = mod.Truncate(time.Second)
-	if im := headerValue(h, "If-Match"); im != "" {
+	if im := h.ifMatch; im != "" {
 		if !etagMatch(im, etag, false) {
 			return condPreconditionFailed
 		}
-	} else if ius := headerValue(h, "If-Unmodified-Since"); ius != "" && !mod.IsZero() {
+	} else if ius := h.ifUnmodifiedSince; ius != "" && !mod.IsZero() {
 		if t, err := http.ParseTime(ius); err == nil && mod.After(t) {
 			return condPreconditionFailed
 		}
 	}
-	if inm := headerValue(h, "If-None-Match"); inm != "" {
+	if inm := h.ifNoneMatch; inm != "" {
 		if etagMatch(inm, etag, true) {
 			return condNotModified
 		}
-	} else if ims := headerValue(h, "If-Modified-Since"); ims != "" && !mod.IsZero() {
+	} else if ims := h.ifModifiedSince; ims != "" && !mod.IsZero() {
 		if t, err := http.ParseTime(ims); err == nil && !mod.After(t) {
 			return condNotModified
 		}

@@ -168,7 +168,8 @@ func TestEvalConditions(t *testing.T) {
 		for k, v := range tc.hdr {
 			h.Set(k, v)
 		}
-		if got := evalConditions(h, "e", mod); got != tc.want {
+		rh := readHeadersOf(h)
+		if got := evalConditions(&rh, "e", mod); got != tc.want {
 			t.Errorf("%s: got %v, want %v", tc.name, got, tc.want)
 		}
 	}
