@@ -292,6 +292,36 @@ func (s *Store) recover() error {
 		s.log.Warn("ignoring index checkpoint; rescanning all volumes", "err", err)
 		ck = nil
 	}
+	if ck != nil {
+		// A volume older than the checkpoint's newest that the checkpoint
+		// does not list was compacted away before it was written: its live
+		// needles were copied durably first. Its file survives only if a
+		// reader held it when the node stopped, or its removal failed.
+		// Scanning it after the checkpoint's entries would replay old
+		// needles and tombstones over newer state (a tombstone there would
+		// delete a blob stored again since), so finish its removal.
+		kept := ids[:0]
+		for _, id := range ids {
+			if _, listed := ck.vols[id]; listed || id >= ck.maxID {
+				kept = append(kept, id)
+				continue
+			}
+			s.log.Warn("removing volume left over from a compaction", "volume", id)
+			vr := vols[id]
+			delete(vols, id)
+			if err := vr.v.Close(); err != nil {
+				return err
+			}
+			if err := s.fs.Remove(s.volPath(id)); err != nil {
+				return err
+			}
+			if err := s.fs.SyncDir(s.cfg.Dir); err != nil {
+				return err
+			}
+		}
+		ids = kept
+		s.vols.Store(&vols)
+	}
 	s.nextID = 1
 	if len(ids) > 0 {
 		s.nextID = ids[len(ids)-1] + 1

@@ -105,9 +105,20 @@ func (l *Local) Propose(ctx context.Context, cmd meta.Command) (meta.Result, err
 	}
 	// Once queued, the command will be applied whatever ctx does: wait for
 	// its outcome so the caller never reports failure for a change that
-	// lands (ctx only bounds the queueing).
-	o := <-p.done
-	return o.res, o.err
+	// lands (ctx only bounds the queueing). The select above may queue it
+	// after the loop has drained the queue and exited (both cases ready):
+	// then nobody will answer, and it was not applied.
+	select {
+	case o := <-p.done:
+		return o.res, o.err
+	case <-l.done:
+		select {
+		case o := <-p.done: // answered before the loop exited
+			return o.res, o.err
+		default:
+			return meta.Result{}, l.stopErr()
+		}
+	}
 }
 
 func (l *Local) stopErr() error {
@@ -124,6 +135,12 @@ func (l *Local) run() {
 	batch := make([]proposal, 0, l.cfg.MaxBatch)
 	for {
 		var first proposal
+		select {
+		case <-l.stopped: // Close wins over a non-empty queue
+			l.drain(nil)
+			return
+		default:
+		}
 		select {
 		case first = <-l.propc:
 		case <-l.stopped:

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/cairn-fs/cairn/internal/kv"
 	"github.com/cairn-fs/cairn/internal/meta"
@@ -123,5 +124,39 @@ func TestLocalStopsOnCommitFailure(t *testing.T) {
 	}
 	if l.AppliedIndex() != 1 {
 		t.Fatalf("applied index moved to %d", l.AppliedIndex())
+	}
+}
+
+// TestProposeAfterCloseNeverHangs: once the log has stopped, a proposal
+// must fail with ErrStopped, not sit forever in the queue nobody reads
+// (Propose's select could pick the buffered queue over the closed stop
+// channel).
+func TestProposeAfterCloseNeverHangs(t *testing.T) {
+	l, err := NewLocal(LocalConfig{KV: kv.NewMem()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, err := l.Propose(ctx, meta.Command{Op: meta.OpCreateBucket, Bucket: &meta.Bucket{Name: "bkt"}, TimeNs: 1}); err != nil {
+		t.Fatal(err)
+	}
+	l.Close()
+	done := make(chan error, 1)
+	go func() {
+		for i := 0; i < 200; i++ {
+			if _, err := l.Propose(ctx, mkdir(i)); !errors.Is(err, ErrStopped) {
+				done <- fmt.Errorf("proposal %d after Close: %v, want ErrStopped", i, err)
+				return
+			}
+		}
+		done <- nil
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Propose after Close hangs")
 	}
 }

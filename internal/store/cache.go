@@ -56,10 +56,14 @@ func (c *pathCache) bucket(name string) (*meta.Bucket, bool) {
 	return b, ok
 }
 
-func (c *pathCache) putBucket(name string, b *meta.Bucket) {
+// putBucket caches b unless the cache was cleared since gen was read.
+func (c *pathCache) putBucket(name string, b *meta.Bucket, gen uint64) {
 	c.mu.Lock()
+	defer c.mu.Unlock()
+	if gen != c.gen {
+		return
+	}
 	c.buckets[name] = b
-	c.mu.Unlock()
 }
 
 func (c *pathCache) drop(key string) {

@@ -82,7 +82,10 @@ type Local struct {
 	// beforePropose, if set (tests), runs in Put between the blob writes
 	// and the namespace command.
 	beforePropose func()
-	closed        sync.Once
+	// afterBucketRead, if set (tests), runs in Bucket between the KV read
+	// and the cache insert.
+	afterBucketRead func()
+	closed          sync.Once
 }
 
 var _ Store = (*Local)(nil)
@@ -240,11 +243,18 @@ func (s *Local) Bucket(ctx context.Context, name string) (BucketInfo, error) {
 	if b, ok := s.cache.bucket(name); ok {
 		return bucketInfo(b), nil
 	}
+	// As in lookup: an apply between the read and the insert makes the
+	// insert a no-op, so a stale bucket (deleted, or its options changed)
+	// is never cached.
+	gen := s.cache.generation()
 	b, err := s.meta.Bucket(name)
 	if err != nil {
 		return BucketInfo{}, mapErr(err)
 	}
-	s.cache.putBucket(name, b)
+	if s.afterBucketRead != nil {
+		s.afterBucketRead()
+	}
+	s.cache.putBucket(name, b, gen)
 	return bucketInfo(b), nil
 }
 
@@ -576,9 +586,12 @@ func (s *Local) List(ctx context.Context, bucket string, opts ListOptions) (List
 	var after []string
 	if opts.StartAfter != "" && opts.StartAfter >= dirPrefix {
 		rest := strings.TrimPrefix(opts.StartAfter, dirPrefix)
-		if strings.HasPrefix(opts.StartAfter, dirPrefix) {
-			after = splitKeep(rest)
+		if !strings.HasPrefix(opts.StartAfter, dirPrefix) {
+			// Not a proper prefix and not smaller: StartAfter sorts after
+			// every key under dirPrefix, so nothing is left to list.
+			return ListResult{}, nil
 		}
+		after = splitKeep(rest)
 	}
 	if err := l.walk(dirIno.Ino, dirPrefix, namePrefix, after); err != nil && !errors.Is(err, errPageFull) {
 		return ListResult{}, mapErr(err)

@@ -378,3 +378,59 @@ func TestReapRacingUpload(t *testing.T) {
 		t.Fatalf("got %q", got)
 	}
 }
+
+// TestBucketCacheNotStaleAfterRacingUpdate: a Bucket lookup that read the
+// store before an UpdateBucket applied must not cache the old options after
+// the apply cleared the cache (a bucket made private would stay public).
+func TestBucketCacheNotStaleAfterRacingUpdate(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	if err := e.s.CreateBucket(ctx, BucketInfo{Name: "pub", Public: true}); err != nil {
+		t.Fatal(err)
+	}
+	once := false
+	e.s.afterBucketRead = func() {
+		if once {
+			return
+		}
+		once = true
+		if err := e.s.UpdateBucket(ctx, BucketInfo{Name: "pub", Public: false}); err != nil {
+			t.Error(err)
+		}
+	}
+	if _, err := e.s.Bucket(ctx, "pub"); err != nil { // races the update
+		t.Fatal(err)
+	}
+	e.s.afterBucketRead = nil
+	b, err := e.s.Bucket(ctx, "pub")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.Public {
+		t.Fatal("bucket still public after UpdateBucket: stale cache entry")
+	}
+}
+
+// TestListStartAfterPastPrefix: S3 start-after is exclusive over full
+// keys; a StartAfter that sorts after every key with the prefix (but does
+// not itself have the prefix's directory) yields an empty page, not the
+// listing from the start.
+func TestListStartAfterPastPrefix(t *testing.T) {
+	e := newEnv(t)
+	for _, p := range []string{"a/x", "a/y", "b"} {
+		mustPut(t, e.s, p, []byte(p))
+	}
+	for _, sa := range []string{"b", "a0", "a~"} {
+		res, err := e.s.List(context.Background(), "bkt", ListOptions{Prefix: "a/", StartAfter: sa})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(res.Entries)+len(res.CommonPrefixes) != 0 {
+			t.Fatalf("prefix a/ start-after %q: got %+v, want nothing", sa, res)
+		}
+	}
+	// Still lists what sorts after StartAfter.
+	if got := listAll(t, e.s, ListOptions{Prefix: "a/", StartAfter: "a"}); fmt.Sprint(got) != "[a/x a/y]" {
+		t.Fatalf("start-after a: %v", got)
+	}
+}
