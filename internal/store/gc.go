@@ -72,6 +72,9 @@ func (s *Local) gc(ctx context.Context, orphans map[blob.Hash]time.Time) (GCStat
 			return st, err
 		}
 		st.Reaped += len(res.Freed)
+		// The entry's Applied queued the deletions; wait for them so that a
+		// pass ends with the space reclaimable by compaction.
+		s.del.wait()
 		if len(res.Freed) == 0 || len(g) < 1000 {
 			break
 		}

@@ -76,6 +76,7 @@ type Local struct {
 	meta  *meta.Reader
 	cache *pathCache
 	pins  *pins
+	del   *deleter
 	bufs  sync.Pool
 	stop  chan struct{}
 	wg    sync.WaitGroup
@@ -116,6 +117,7 @@ func New(cfg Config) (*Local, error) {
 		meta: meta.NewReader(cfg.KV), cache: newPathCache(cfg.PathCacheEntries),
 		pins: newPins(), stop: make(chan struct{})}
 	s.bufs.New = func() any { b := make([]byte, blob.MaxSize); return &b }
+	s.del = newDeleter(s.deleteBlob)
 	if cfg.GCInterval > 0 {
 		s.wg.Add(1)
 		go s.gcLoop()
@@ -139,18 +141,26 @@ func (s *Local) Applied(index uint64, cmds []meta.Command, res []meta.Result) {
 		case meta.OpCreateBucket, meta.OpUpdateBucket, meta.OpDeleteBucket:
 			s.cache.clear()
 		}
-		for _, h := range r.Freed {
-			s.deleteBlob(h)
+		if len(r.Freed) > 0 {
+			// Deleting costs an fsync per blob (shared by group commit):
+			// do it off the apply goroutine so namespace writes never wait.
+			s.del.add(r.Freed)
 		}
 	}
 }
 
-// deleteBlob deletes the local copy of h unless an upload in flight holds it.
+// deleteBlob deletes the local copy of h unless an upload in flight holds
+// it or the namespace references it again. Under the deletion guard no
+// upload can start relying on the copy, and one that already committed a
+// reference shows in the refcount.
 func (s *Local) deleteBlob(h blob.Hash) {
 	if !s.pins.startDelete(h) {
 		return
 	}
 	defer s.pins.endDelete(h)
+	if n, err := s.meta.RefCount(h); err != nil || n > 0 {
+		return
+	}
 	if err := s.blobs.Delete(h); err != nil && !errors.Is(err, blob.ErrNotFound) {
 		s.cfg.Logger.Warn("delete unreferenced blob", "hash", h.String(), "err", err)
 	}
@@ -160,6 +170,7 @@ func (s *Local) deleteBlob(h blob.Hash) {
 func (s *Local) Close() error {
 	s.closed.Do(func() { close(s.stop) })
 	s.wg.Wait()
+	s.del.close()
 	return nil
 }
 
@@ -184,6 +195,7 @@ func mapErr(err error) error {
 		{blob.ErrReadOnly, ErrReadOnly},
 		{blob.ErrNotFound, ErrCorrupt}, // a referenced blob is missing
 		{consensus.ErrStopped, ErrUnavailable},
+		{meta.ErrBlobReaped, ErrUnavailable}, // retries exhausted: the client may retry
 	}
 	for _, e := range table {
 		if errors.Is(err, e.from) {
