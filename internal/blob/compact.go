@@ -1,16 +1,37 @@
 package blob
 
 import (
+	"errors"
 	"fmt"
 	"sort"
 
 	"github.com/cairn-fs/cairn/internal/volume"
 )
 
+// compactMargin is free space a compaction keeps clear of: a volume is
+// compacted only if the bytes it has to copy fit in the free space reported
+// by Statfs less this margin (which also covers a new volume's superblock).
+const compactMargin = 1 << 20
+
+// errSkipped reports that a volume was left for a later pass because its
+// live needles do not fit in the free space.
+var errSkipped = errors.New("not enough free space to copy its live needles")
+
 // garbage returns the bytes of vr that hold neither live needles nor
 // tombstones.
 func garbage(vr *volRef) int64 {
 	return vr.v.Size() - volume.SuperblockSize - vr.live.Load() - vr.tomb.Load()
+}
+
+// copyBytes is an upper bound on the bytes compacting vr appends: its live
+// needles, plus its tombstones if an older volume exists (otherwise they
+// are dropped). Live bytes of a sealed volume only go down.
+func copyBytes(vr *volRef, hasOlder bool) int64 {
+	n := vr.live.Load()
+	if hasOlder {
+		n += vr.tomb.Load()
+	}
+	return n
 }
 
 // Compact runs one compaction pass: every sealed (not active) volume whose
@@ -20,10 +41,25 @@ func garbage(vr *volRef) int64 {
 // to the copy, and the old volume is retired: readers that hold it keep
 // reading, and its file is closed and removed when the last one lets go.
 // Tombstones are carried over while an older volume exists (it might hold
-// the blob they delete) unless the hash has been stored again since. Reads and writes continue during compaction; only
-// one Compact or Range runs at a time. It returns the number of volumes
-// compacted. Errors: ErrReadOnly, ErrNoSpace, ErrClosed, ErrCorrupt (a
-// sealed volume does not scan to its end; it is left alone).
+// the blob they delete) unless the hash has been stored again since. Reads
+// and writes continue during compaction; only one Compact or Range runs at
+// a time.
+//
+// Compaction is what frees space, so like Delete it may use the
+// MinFreeBytes reserve: its copies are not refused for going below it.
+// Candidates go in the order that frees the most space per byte copied
+// (lowest fraction of the volume to copy first; an entirely dead volume
+// copies nothing). A volume whose bytes to copy do not fit in the free space
+// (Statfs) less a 1 MiB margin is skipped this pass, logged at Warn. If a
+// copy fails (ENOSPC from the disk, a read error, a volume that does not
+// scan to its end) the volume's compaction is abandoned: the old volume and
+// the index entries pointing into it are left as they were, and the copies
+// already appended are truncated away unless other appends have followed
+// them (they are then garbage, reclaimed by a later pass).
+//
+// It returns the number of volumes compacted. Errors: ErrReadOnly,
+// ErrNoSpace (the pass stops), ErrClosed, ErrCorrupt (a sealed volume does
+// not scan to its end; it is left alone).
 func (s *Store) Compact() (int, error) {
 	s.compactMu.Lock()
 	defer s.compactMu.Unlock()
@@ -36,19 +72,50 @@ func (s *Store) Compact() (int, error) {
 	active := s.active.Load()
 	vols := *s.vols.Load()
 	s.mu.Unlock()
-	var cands []*volRef
+	minID := ^uint32(0)
+	for id := range vols {
+		minID = min(minID, id)
+	}
+	type cand struct {
+		vr         *volRef
+		copy, size int64
+	}
+	var cands []cand
 	for _, vr := range vols {
 		if vr == active || vr.damaged {
 			continue // a damaged volume does not scan to its end; keep it for inspection
 		}
 		if size := vr.v.Size(); float64(garbage(vr)) > s.cfg.CompactGarbageRatio*float64(size) {
-			cands = append(cands, vr)
+			cands = append(cands, cand{vr: vr, copy: copyBytes(vr, vr.v.ID() > minID), size: size})
 		}
 	}
-	sort.Slice(cands, func(i, j int) bool { return cands[i].v.ID() < cands[j].v.ID() })
+	// Most space freed per byte copied first: the volume's whole size is
+	// freed for copy bytes appended, so order by copy/size, then by copy.
+	sort.Slice(cands, func(i, j int) bool {
+		a, b := cands[i], cands[j]
+		if fa, fb := float64(a.copy)/float64(a.size), float64(b.copy)/float64(b.size); fa != fb {
+			return fa < fb
+		}
+		if a.copy != b.copy {
+			return a.copy < b.copy
+		}
+		return a.vr.v.ID() < b.vr.v.ID()
+	})
 	done := 0
-	for _, vr := range cands {
-		if err := s.compactOne(vr); err != nil {
+	defer func() {
+		if done > 0 {
+			// Space was freed: let the next Put consult Statfs.
+			s.mu.Lock()
+			s.spaceChecks = 0
+			s.mu.Unlock()
+		}
+	}()
+	for _, c := range cands {
+		err := s.compactOne(c.vr)
+		if errors.Is(err, errSkipped) {
+			continue
+		}
+		if err != nil {
 			return done, err
 		}
 		done++
@@ -62,6 +129,17 @@ type move struct {
 	old, new loc
 }
 
+// copies records the appends one compactOne made, so that an abandoned
+// compaction can take them back.
+type copies struct {
+	n         uint64 // appends made
+	firstSeq  uint64
+	lastSeq   uint64
+	firstVol  uint32
+	firstOff  int64
+	tombBytes int64 // tombstone bytes added to the volume's count
+}
+
 func (s *Store) compactOne(vr *volRef) error {
 	id := vr.v.ID()
 	hasOlder := false
@@ -70,8 +148,19 @@ func (s *Store) compactOne(vr *volRef) error {
 			hasOlder = true
 		}
 	}
+	if need := copyBytes(vr, hasOlder); need > 0 {
+		free, _, err := s.fs.Statfs(s.cfg.Dir)
+		if err != nil {
+			return fmt.Errorf("compact volume %d: statfs %s: %w", id, s.cfg.Dir, err)
+		}
+		if avail := int64(min(free, 1<<62)) - compactMargin; need > avail {
+			s.log.Warn("not enough free space to compact volume; skipped this pass",
+				"volume", id, "copy_bytes", need, "free", free, "margin", compactMargin)
+			return fmt.Errorf("compact volume %d: %w", id, errSkipped)
+		}
+	}
 	var moves []move
-	var lastSeq uint64
+	var cp copies
 	var copied, dropped int64
 	end, err := vr.v.Scan(volume.SuperblockSize, func(off int64, hd volume.Header, data []byte) error {
 		h := Hash(hd.Hash)
@@ -100,10 +189,10 @@ func (s *Store) compactOne(vr *volRef) error {
 			dropped++
 			return nil // deleted or superseded
 		}
+		// No MinFreeBytes check: compaction is what frees space, so it may
+		// use the reserve (the free space was checked above). The bytes are
+		// still charged to the estimate Put checks against.
 		need := volume.NeedleSize(len(data))
-		if err := s.checkSpace(need); err != nil {
-			return err
-		}
 		if err := s.ensureRoom(need); err != nil {
 			return err
 		}
@@ -118,26 +207,38 @@ func (s *Store) compactOne(vr *volRef) error {
 		if err != nil {
 			return s.appendFailed(err)
 		}
+		s.freeEst -= need
 		nl := loc{vol: a.v.ID(), off: uint32(noff >> 3), n: hd.Len}
+		var seq uint64
 		if hd.Tombstone() {
 			a.tomb.Add(need)
-			lastSeq = s.recordAppend(&h, nl, opTomb)
+			seq = s.recordAppend(&h, nl, opTomb)
 		} else {
-			lastSeq = s.recordAppend(&h, nl, opCopy)
+			seq = s.recordAppend(&h, nl, opCopy)
 			moves = append(moves, move{h: h, old: old, new: nl})
 		}
+		if cp.n == 0 {
+			cp.firstSeq, cp.firstVol, cp.firstOff = seq, nl.vol, noff
+		}
+		if hd.Tombstone() && nl.vol == cp.firstVol {
+			cp.tombBytes += need
+		}
+		cp.n++
+		cp.lastSeq = seq
 		s.noteAppend(need)
 		copied++
 		return nil
 	})
+	if err == nil && end != vr.v.Size() {
+		err = fmt.Errorf("%w: valid needles end at %d of %d bytes", ErrCorrupt, end, vr.v.Size())
+	}
 	if err != nil {
+		s.abandonCopies(id, &cp, err)
 		return fmt.Errorf("compact volume %d: %w", id, err)
 	}
-	if end != vr.v.Size() {
-		return fmt.Errorf("compact volume %d: %w: valid needles end at %d of %d bytes", id, ErrCorrupt, end, vr.v.Size())
-	}
-	if lastSeq != 0 {
-		if err := s.waitDurable(lastSeq); err != nil {
+	if cp.lastSeq != 0 {
+		if err := s.waitDurable(cp.lastSeq); err != nil {
+			// The store is read-only now; nothing more is written.
 			return fmt.Errorf("compact volume %d: %w", id, err)
 		}
 	}
@@ -158,4 +259,34 @@ func (s *Store) compactOne(vr *volRef) error {
 	}
 	s.log.Info("compacted volume", "volume", id, "size", vr.v.Size(), "copied", copied, "dropped", dropped)
 	return nil
+}
+
+// abandonCopies gives up the compaction of volume id after cause: the index
+// still points into the old volume, which stays. The copies already
+// appended are truncated away if they are the last appends to the active
+// volume (nothing else was appended after the first of them); otherwise
+// they stay as garbage. A read-only store is left alone.
+func (s *Store) abandonCopies(id uint32, cp *copies, cause error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	undone := false
+	if cp.n > 0 && s.checkWritable() == nil {
+		a := s.active.Load()
+		if a.v.ID() == cp.firstVol && s.appendSeq.Load() == cp.lastSeq && cp.lastSeq-cp.firstSeq+1 == cp.n {
+			if err := a.v.Truncate(cp.firstOff); err != nil {
+				s.log.Warn("undo copies of abandoned compaction", "volume", a.v.ID(), "err", err)
+			} else {
+				undone = true
+				a.tomb.Add(-cp.tombBytes)
+				s.spaceChecks = 0
+				i := len(s.pending)
+				for i > 0 && s.pending[i-1].seq >= cp.firstSeq {
+					i--
+				}
+				s.pending = s.pending[:i]
+			}
+		}
+	}
+	s.log.Warn("compaction of volume abandoned; it stays as it is",
+		"volume", id, "copies", cp.n, "copies_truncated", undone, "err", cause)
 }

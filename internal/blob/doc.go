@@ -28,7 +28,8 @@
 // unacknowledged is reported as stored. ENOSPC from a write, or free space
 // below MinFreeBytes, returns ErrNoSpace; the volume truncates the partial
 // needle away, so the store stays consistent and writable once space is
-// freed.
+// freed. Delete and compaction, which free space, may use the MinFreeBytes
+// reserve; only a real ENOSPC stops them.
 //
 // # Index
 //
@@ -87,4 +88,17 @@
 // old volume is removed once no reader holds a reference. A crash in
 // between leaves two copies, and the scan keeps the later one. Volumes with
 // corrupt regions found at Open are left alone.
+//
+// Compaction is the only thing that gives space back (Delete appends a
+// tombstone), so it must work on a full disk: its copies are not held to
+// MinFreeBytes. Instead, before copying anything, it checks that the
+// volume's live bytes (and tombstones it would carry) fit in the free space
+// reported by Statfs less a 1 MiB margin, and otherwise skips the volume
+// for this pass. Candidates are taken in the order that frees the most
+// space per byte copied: lowest live fraction first, so entirely dead
+// volumes (nothing to copy) go first. A compaction that fails partway (a
+// real ENOSPC, a read error) is abandoned: the old volume and its index
+// entries stay, and its copies are truncated off the active volume unless
+// other appends followed them, so repeated failing passes do not pile up
+// garbage.
 package blob
