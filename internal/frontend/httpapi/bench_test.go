@@ -1,7 +1,10 @@
 package httpapi
 
 import (
+	"bufio"
+	"bytes"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -91,4 +94,105 @@ func TestGetSmallAllocs(t *testing.T) {
 		t.Fatalf("GET of a small file allocates %v times per request, budget 3", allocs)
 	}
 	t.Logf("%v allocations per GET", allocs)
+}
+
+// fastGetClient sends one GET at a time on a kept-alive loopback
+// connection to a Server run with Serve, and reads each answer whole
+// without allocating: the answers all have the length of the first.
+type fastGetClient struct {
+	c    net.Conn
+	req  []byte
+	buf  []byte
+	size int
+}
+
+func newFastGetClient(tb testing.TB, addr, target string) *fastGetClient {
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { c.Close() })
+	g := &fastGetClient{c: c, req: []byte("GET " + target + " HTTP/1.1\r\nHost: bench\r\nUser-Agent: bench\r\n\r\n")}
+	if _, err := c.Write(g.req); err != nil {
+		tb.Fatal(err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil) // no pipelining: nothing read ahead
+	if err != nil {
+		tb.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || len(body) != 15000 {
+		tb.Fatalf("status %d, %d bytes", resp.StatusCode, len(body))
+	}
+	// Measure the whole answer's length with one more exchange.
+	if _, err := c.Write(g.req); err != nil {
+		tb.Fatal(err)
+	}
+	g.buf = make([]byte, 64<<10)
+	n := 0
+	for {
+		m, err := c.Read(g.buf[n:])
+		if err != nil {
+			tb.Fatal(err)
+		}
+		n += m
+		if i := bytes.Index(g.buf[:n], []byte("\r\n\r\n")); i >= 0 && n >= i+4+15000 {
+			g.size = i + 4 + 15000
+			break
+		}
+	}
+	return g
+}
+
+func (g *fastGetClient) get(tb testing.TB) {
+	if _, err := g.c.Write(g.req); err != nil {
+		tb.Fatal(err)
+	}
+	if _, err := io.ReadFull(g.c, g.buf[:g.size]); err != nil {
+		tb.Fatal(err)
+	}
+	if string(g.buf[9:12]) != "200" {
+		tb.Fatalf("answer %q", g.buf[:40])
+	}
+}
+
+// BenchmarkFastGetSmall measures a keep-alive GET of a 15 KB file from a
+// public bucket (the in-memory fake store) through Serve's fast path on
+// loopback, client included; the client does not allocate, so allocs/op
+// are the server's (and the fake store's Open, one per request).
+func BenchmarkFastGetSmall(b *testing.B) {
+	e := newEnv(b, nil)
+	e.put("/pub/static/css/site.css", strings.Repeat("body{margin:0}\n", 1000))
+	addr := serveReal(b, e)
+	g := newFastGetClient(b, addr, "/pub/static/css/site.css")
+	b.ReportAllocs()
+	b.SetBytes(15000)
+	for b.Loop() {
+		g.get(b)
+	}
+}
+
+// TestFastGetSmallAllocs holds the fast path to its allocation budget per
+// GET: the request path as a string (the store may keep it) and the fake
+// store's Object; the access log, when on, adds none.
+func TestFastGetSmallAllocs(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector changes allocation counts")
+	}
+	for _, accessLog := range []bool{false, true} {
+		e := newEnv(t, func(c *Config) {
+			if accessLog {
+				c.AccessLog = io.Discard
+			}
+		})
+		e.put("/pub/static/css/site.css", strings.Repeat("body{margin:0}\n", 1000))
+		addr := serveReal(t, e)
+		g := newFastGetClient(t, addr, "/pub/static/css/site.css")
+		allocs := testing.AllocsPerRun(500, func() { g.get(t) })
+		if allocs > 2.5 {
+			t.Fatalf("access log %v: a fast-path GET of a small file allocates %v times, budget 2", accessLog, allocs)
+		}
+		t.Logf("access log %v: %v allocations per GET", accessLog, allocs)
+	}
 }

@@ -76,6 +76,11 @@ type Config struct {
 	// get 431 from net/http (which allows 4 KiB of slack). Default 64 KiB.
 	MaxHeaderBytes int
 
+	// DisableFastPath makes Serve hand every connection to net/http
+	// instead of answering GETs and HEADs of files on the fast path
+	// (doc.go). Default false. For comparison and as an escape hatch.
+	DisableFastPath bool
+
 	// ExtraHandlers serves further node endpoints, such as cluster RPC. Keys
 	// are paths under NodePrefix ("/_cairn/rpc/"); a key ending in "/"
 	// matches every path below it, others match exactly, the longest key

@@ -5,7 +5,8 @@
 //
 // # Request flow
 //
-// Every request goes through the same five steps, in ServeHTTP:
+// Every request goes through the same five steps, in ServeHTTP (or, for
+// GETs and HEADs of files, the fast path below, which shares them):
 //
 //  1. Parse. The percent-decoded path (r.URL.Path) is validated and split
 //     into bucket, path and trailing slash by parseTarget without
@@ -32,6 +33,54 @@
 // if configured, appended to the access log in the combined format, which a
 // background goroutine writes out (accesslog.go): a stuck log writer costs
 // dropped, counted lines, never a blocked request.
+//
+// # Fast path
+//
+// net/http costs a small-file GET two write(2) calls (its 4 KiB writer
+// flushes the header, then the body goes out alone), a context, a header
+// map and a sorted header write. So Serve runs its own accept loop and
+// serves each connection with a minimal HTTP/1.1 loop (fast.go, fastreq.go,
+// fastresp.go):
+//
+//   - Each connection has a pooled 8 KiB read buffer. The request line and
+//     header block are parsed in place (parseFastRequest), without
+//     consuming or copying them. Only GET and HEAD in HTTP/1.1 or 1.0, of
+//     an origin-form printable-ASCII target, with CRLF lines, no body, no
+//     Expect or Upgrade and a plain Connection field are taken; anything
+//     else, or a header block over min(8 KiB, MaxHeaderBytes), is handed
+//     off.
+//   - Hand-off: the connection, wrapped so that its reads first return the
+//     bytes still buffered (the current request onwards), goes through a
+//     channel-backed net.Listener to the http.Server for the rest of its
+//     life, after the answers already made are written. A connection
+//     moves at most once; uploads, admin calls, listings, redirects,
+//     sidecars and malformed requests (400, 431, 505) are net/http's.
+//   - A request taken is decided by the same code as in ServeHTTP:
+//     parseTarget, openRead (authenticate, bucket, authorize, open) and
+//     planObject (conditionals and Range), and errors by the same status
+//     table and errorBody. Directories, redirects and sidecar candidates
+//     are handed off even then: nothing has been written yet.
+//   - The answer is encoded into a pooled write buffer as net/http would
+//     write it (same fields, same order: the handler's sorted, then Date
+//     from a once-a-second cache, Content-Length of error bodies,
+//     Connection), checked byte for byte against net/http by
+//     TestFastPathDifferential. A body of up to 64 KiB is read into the
+//     buffer with one Object.ReadAt (one pread) and leaves with its header
+//     in one write(2); a larger one follows the header through
+//     Object.WriteRangeTo on the connection (sendfile for large extents).
+//     Answers to pipelined requests already buffered are batched into one
+//     write.
+//   - Timeouts: ReadHeaderTimeout from the first byte of a request to the
+//     end of its header block (slowloris; the first request's clock starts
+//     at accept), IdleTimeout between requests, WriteTimeout per write,
+//     extended while the body progresses, as below. Shutdown closes the
+//     listeners and idle connections, lets answers in progress end, then
+//     shuts the http.Server down.
+//   - Metrics and access log lines are the same as net/http's. A GET
+//     allocates about once on the fast path (the path string, which the
+//     store may keep), plus what the store's Open allocates.
+//
+// Config.DisableFastPath sends every connection to net/http.
 //
 // # Slow clients
 //

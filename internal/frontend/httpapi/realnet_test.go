@@ -16,7 +16,7 @@ import (
 )
 
 // serveReal serves e's handler on a loopback listener through Serve.
-func serveReal(t *testing.T, e *env) string {
+func serveReal(t testing.TB, e *env) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	must(t, err)
@@ -33,7 +33,7 @@ func serveReal(t *testing.T, e *env) string {
 	return ln.Addr().String()
 }
 
-func dial(t *testing.T, addr string) net.Conn {
+func dial(t testing.TB, addr string) net.Conn {
 	t.Helper()
 	c, err := net.Dial("tcp", addr)
 	must(t, err)

@@ -38,6 +38,7 @@ type Server struct {
 	extraPrefix    []prefixHandler // longest first
 
 	hs        *http.Server
+	fast      fastState // the fast path (fast.go)
 	pool      sync.Pool // *reqState
 	closeOnce sync.Once
 }
@@ -86,6 +87,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	sort.Slice(s.extraPrefix, func(i, j int) bool { return len(s.extraPrefix[i].prefix) > len(s.extraPrefix[j].prefix) })
 	s.pool.New = func() any { return new(reqState) }
+	s.fast.init(handoffAddr{})
 	s.hs = &http.Server{
 		Handler:           s,
 		ReadHeaderTimeout: cfg.ReadHeaderTimeout,
@@ -113,14 +115,21 @@ func (s *Server) Registry() *prometheus.Registry { return s.reg }
 // Metrics returns the server's metrics (for ObserveFsync).
 func (s *Server) Metrics() *Metrics { return s.metrics }
 
-// Serve accepts connections on ln and serves them until Shutdown; it blocks
-// and returns http.ErrServerClosed after Shutdown, or the accept error.
-func (s *Server) Serve(ln net.Listener) error { return s.hs.Serve(ln) }
-
-// Shutdown stops accepting connections, waits for active requests to end
-// or ctx to expire (returning ctx's error), then flushes the access log.
+// Shutdown stops accepting connections, closes idle ones, waits for the
+// requests being answered to end or ctx to expire (returning ctx's error;
+// fast-path connections still busy then are closed), then flushes the
+// access log. Safe to call more than once.
 func (s *Server) Shutdown(ctx context.Context) error {
-	err := s.hs.Shutdown(ctx)
+	var err error
+	if !s.cfg.DisableFastPath {
+		// First the fast path: until its connections are gone, they may
+		// still hand connections to the net/http server.
+		err = s.shutdownFast(ctx)
+	}
+	if e := s.hs.Shutdown(ctx); err == nil {
+		err = e
+	}
+	_ = s.fast.handoff.Close()
 	s.Close()
 	return err
 }
@@ -368,10 +377,17 @@ func (w *respWriter) Unwrap() http.ResponseWriter { return w.w }
 // WriteTimeout is cut off.
 const deadlineChunk = 128 << 10
 
+// bodySink is where deadlineWriter writes: the net/http response writer
+// (respWriter) or, on the fast path, the connection itself (connSink).
+type bodySink interface {
+	io.Writer
+	io.ReaderFrom
+}
+
 // deadlineWriter extends the connection's write deadline while a response
 // body makes progress.
 type deadlineWriter struct {
-	w       *respWriter
+	w       bodySink
 	ctl     deadliner
 	timeout time.Duration
 	last    time.Time // when the deadline was last set

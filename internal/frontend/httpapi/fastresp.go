@@ -1,0 +1,327 @@
+package httpapi
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/cairn-fs/cairn/internal/store"
+)
+
+// fastOutcome is what serveFast did with a request.
+type fastOutcome uint8
+
+const (
+	fastDone    fastOutcome = iota // answered (perhaps still pending in the write buffer)
+	fastHandoff                    // nothing written: net/http must answer it
+	fastClose                      // answered, but the connection must close (a body was cut)
+)
+
+var nodePrefixBytes = []byte(NodePrefix)
+
+// serveFast answers a parsed GET or HEAD of a file into fc's write buffer,
+// with the same decisions as ServeHTTP (openRead, planObject, the status
+// table) and the same bytes on the wire as net/http, or reports
+// fastHandoff, having written nothing, for what the fast path leaves to
+// net/http: node endpoints, malformed escapes, directories, redirects and
+// checksum sidecars.
+func (s *Server) serveFast(fc *fastConn, req *fastReq) fastOutcome {
+	start := time.Now()
+	rawPath := req.target
+	if q := bytes.IndexByte(rawPath, '?'); q >= 0 {
+		rawPath = rawPath[:q]
+	}
+	dec, ok := unescapePath(fc.pathBuf[:0], rawPath)
+	fc.pathBuf = dec[:0]
+	if !ok || bytes.HasPrefix(dec, nodePrefixBytes) || string(dec) == "/_cairn" {
+		return fastHandoff
+	}
+	// A real string: the store may keep it (its caches), and errors quote it.
+	p := string(dec)
+	ctx := context.Background()
+	a := fastAnswer{path: p, start: start}
+
+	t, err := parseTarget(p)
+	if err != nil {
+		s.fastError(fc, req, &a, err)
+		return s.fastFinish(fc, req, &a)
+	}
+	if t.slash {
+		return fastHandoff
+	}
+	var auth string
+	if v := req.hdr[fhAuthorization]; v != nil {
+		auth = string(v)
+	}
+	res := s.openRead(ctx, auth, t)
+	a.user = res.principal.Name
+	switch res.step {
+	case readFailed:
+		s.fastError(fc, req, &a, res.err)
+		return s.fastFinish(fc, req, &a)
+	case readObject:
+	default:
+		return fastHandoff
+	}
+	obj := res.obj
+	defer obj.Close()
+
+	rh := readHeaders{
+		rangeSpec:         view(req.hdr[fhRange]),
+		ifRange:           view(req.hdr[fhIfRange]),
+		ifMatch:           view(req.hdr[fhIfMatch]),
+		ifNoneMatch:       view(req.hdr[fhIfNoneMatch]),
+		ifModifiedSince:   view(req.hdr[fhIfModifiedSince]),
+		ifUnmodifiedSince: view(req.hdr[fhIfUnmodifiedSince]),
+	}
+	plan := planObject(res.bucket, obj.Info(), &rh, fc.planBuf[:0])
+	switch plan.status {
+	case http.StatusPreconditionFailed:
+		a.status, a.code, a.err = plan.status, "PreconditionFailed", store.ErrPrecondition
+		s.fastErrorStatus(fc, req, &a)
+		return s.fastFinish(fc, req, &a)
+	case http.StatusRequestedRangeNotSatisfiable:
+		a.status, a.code, a.err = plan.status, "InvalidRange", plan.rangeError(rh.rangeSpec)
+		a.rangeSize = plan.size
+		s.fastErrorStatus(fc, req, &a)
+		return s.fastFinish(fc, req, &a)
+	}
+
+	a.status = plan.status
+	b := fc.writeBuf()
+	b = appendObjectHead(b, req, &plan, s.fast.date.get(start))
+	if req.head || plan.status == http.StatusNotModified || plan.n == 0 {
+		*fc.wbuf = b
+		return s.fastFinish(fc, req, &a)
+	}
+	n := int(plan.n)
+	if plan.n <= fastMaxBody {
+		if cap(b)-len(b) < n {
+			*fc.wbuf = b
+			if !fc.flush() {
+				a.cut = true
+				return s.fastFinish(fc, req, &a)
+			}
+			b = *fc.wbuf
+		}
+		// One pread into the buffer, and the header and body leave in
+		// one write (with the answers batched before them).
+		m, err := obj.ReadAt(b[len(b):len(b)+n], plan.off)
+		*fc.wbuf = b[:len(b)+m]
+		a.bytes = int64(m)
+		if m < n {
+			if err == nil {
+				err = fmt.Errorf("%w: short read", store.ErrCorrupt)
+			}
+			s.logBodyError(ctx, p, err)
+			a.cut = true
+		}
+		return s.fastFinish(fc, req, &a)
+	}
+	*fc.wbuf = b
+	if !fc.flush() {
+		a.cut = true
+		return s.fastFinish(fc, req, &a)
+	}
+	written, err := obj.WriteRangeTo(&fc.dl, plan.off, plan.n)
+	a.bytes = written
+	if err != nil {
+		s.logBodyError(ctx, p, err)
+		a.cut = true
+	}
+	return s.fastFinish(fc, req, &a)
+}
+
+// fastAnswer is what the fast path records about an answer for the error
+// encoder, the metrics and the access log.
+// It holds no pointer to the request: the error it may hold escapes (to
+// the logger), and escape analysis would take the request along.
+type fastAnswer struct {
+	path      string // decoded
+	start     time.Time
+	user      string
+	status    int
+	code      string // error code, for error answers
+	err       error  // for error answers
+	rangeSize int64  // for a 416: the file's size
+	bytes     int64  // body bytes written
+	cut       bool   // the body was cut short or the connection broke
+}
+
+// fastFinish records a's request in the metrics and the access log.
+func (s *Server) fastFinish(fc *fastConn, req *fastReq, a *fastAnswer) fastOutcome {
+	method, proto := http.MethodGet, "HTTP/1.1"
+	if req.head {
+		method = http.MethodHead
+	}
+	if req.http10 {
+		proto = "HTTP/1.0"
+	}
+	s.metrics.observeRequest(method, a.status, 0, a.bytes, time.Since(a.start))
+	s.fast.served.Add(1)
+	if s.alog != nil {
+		if fc.remote == "" {
+			fc.remote = fc.c.RemoteAddr().String()
+		}
+		ln := logLine{
+			remoteAddr: fc.remote, user: a.user, t: a.start,
+			method: method, uri: view(req.target), proto: proto, status: a.status, bytes: a.bytes,
+			referer: view(req.hdr[fhReferer]), userAgent: view(req.hdr[fhUserAgent]),
+		}
+		s.alog.add(&ln)
+	}
+	if a.cut {
+		return fastClose
+	}
+	return fastDone
+}
+
+// fastError answers err with its status from the status table.
+func (s *Server) fastError(fc *fastConn, req *fastReq, a *fastAnswer, err error) {
+	a.status, a.code = classify(err)
+	a.err = err
+	s.fastErrorStatus(fc, req, a)
+}
+
+// fastErrorStatus encodes an error answer as writeErrorStatus and net/http
+// do: the handler's headers in sorted order, then Date, then the
+// Content-Length net/http computes for a body it buffered whole (not for
+// HEAD, which has no body).
+func (s *Server) fastErrorStatus(fc *fastConn, req *fastReq, a *fastAnswer) {
+	method := http.MethodGet
+	if req.head {
+		method = http.MethodHead
+	}
+	body := s.errorBody(context.Background(), method, a.path, a.status, a.code, a.err)
+	b := fc.writeBuf()
+	b = appendStatusLine(b, req.http10, a.status)
+	if a.status == http.StatusRequestedRangeNotSatisfiable {
+		b = append(b, "Content-Range: bytes */"...)
+		b = strconv.AppendInt(b, a.rangeSize, 10)
+		b = append(b, "\r\n"...)
+	}
+	b = append(b, "Content-Type: application/json\r\n"...)
+	if a.status == http.StatusUnauthorized {
+		b = append(b, "Www-Authenticate: "+wwwAuthenticate+"\r\n"...)
+	}
+	b = append(b, "X-Content-Type-Options: nosniff\r\nDate: "...)
+	b = append(b, s.fast.date.get(a.start)...)
+	b = append(b, "\r\n"...)
+	if !req.head {
+		b = append(b, "Content-Length: "...)
+		b = strconv.AppendInt(b, int64(len(body)), 10)
+		b = append(b, "\r\n"...)
+	}
+	b = appendConnection(b, req)
+	b = append(b, "\r\n"...)
+	if !req.head {
+		b = append(b, body...)
+		a.bytes = int64(len(body))
+	}
+	*fc.wbuf = b
+}
+
+// appendObjectHead encodes the status line and header block of a 200,
+// 206 or 304 planned by planObject, byte for byte as net/http writes what
+// serveObject sets: the handler's fields sorted by name, then Date, then
+// Connection.
+func appendObjectHead(b []byte, req *fastReq, p *objectPlan, date []byte) []byte {
+	b = appendStatusLine(b, req.http10, p.status)
+	if p.status != http.StatusNotModified {
+		b = append(b, "Accept-Ranges: bytes\r\n"...)
+	}
+	if p.cacheControl != "" {
+		b = appendFieldString(b, "Cache-Control: ", p.cacheControl)
+	}
+	if p.status != http.StatusNotModified {
+		b = appendFieldBytes(b, "Content-Length: ", p.field(planLength))
+		if v := p.field(planRange); len(v) > 0 {
+			b = appendFieldBytes(b, "Content-Range: ", v)
+		}
+		b = appendFieldString(b, "Content-Type: ", p.contentType)
+	}
+	if v := p.field(planETag); len(v) > 0 {
+		b = appendFieldBytes(b, "Etag: ", v)
+	}
+	if v := p.field(planLastModified); len(v) > 0 {
+		b = appendFieldBytes(b, "Last-Modified: ", v)
+	}
+	if p.status != http.StatusNotModified {
+		if v := p.field(planReprDigest); len(v) > 0 {
+			b = appendFieldBytes(b, "Repr-Digest: ", v)
+		}
+	}
+	b = append(b, "Date: "...)
+	b = append(b, date...)
+	b = append(b, "\r\n"...)
+	b = appendConnection(b, req)
+	return append(b, "\r\n"...)
+}
+
+// appendConnection adds the Connection field net/http adds: "keep-alive"
+// for an HTTP/1.0 keep-alive request (every fast-path answer has a length
+// or no body), "close" for an HTTP/1.1 request that asked for it.
+func appendConnection(b []byte, req *fastReq) []byte {
+	switch {
+	case req.keepAlive10:
+		return append(b, "Connection: keep-alive\r\n"...)
+	case req.close && !req.http10:
+		return append(b, "Connection: close\r\n"...)
+	}
+	return b
+}
+
+// appendStatusLine writes the status line as net/http does, in the
+// request's HTTP version.
+func appendStatusLine(b []byte, http10 bool, code int) []byte {
+	if http10 {
+		b = append(b, "HTTP/1.0 "...)
+	} else {
+		b = append(b, "HTTP/1.1 "...)
+	}
+	text := http.StatusText(code)
+	if text == "" {
+		return fmt.Appendf(b, "%03d status code %d\r\n", code, code)
+	}
+	b = strconv.AppendInt(b, int64(code), 10)
+	b = append(b, ' ')
+	b = append(b, text...)
+	return append(b, "\r\n"...)
+}
+
+// appendFieldBytes appends "Name: " + v + CRLF for a value built here.
+func appendFieldBytes(b []byte, nameColon string, v []byte) []byte {
+	b = append(b, nameColon...)
+	b = append(b, v...)
+	return append(b, "\r\n"...)
+}
+
+// appendFieldString appends "Name: " + v + CRLF for a stored value (a
+// content type, a bucket's Cache-Control), sanitized as net/http's
+// Header.Write does: CR and LF become spaces, surrounding white space goes.
+func appendFieldString(b []byte, nameColon string, v string) []byte {
+	b = append(b, nameColon...)
+	for len(v) > 0 && isASCIISpace(v[0]) {
+		v = v[1:]
+	}
+	for len(v) > 0 && isASCIISpace(v[len(v)-1]) {
+		v = v[:len(v)-1]
+	}
+	for {
+		i := strings.IndexAny(v, "\r\n")
+		if i < 0 {
+			break
+		}
+		b = append(b, v[:i]...)
+		b = append(b, ' ')
+		v = v[i+1:]
+	}
+	b = append(b, v...)
+	return append(b, "\r\n"...)
+}
+
+func isASCIISpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
