@@ -288,3 +288,18 @@ func TestAppendReprDigest(t *testing.T) {
 		t.Fatalf("bad hex gave %q", got)
 	}
 }
+
+func TestStoredContentType(t *testing.T) {
+	for in, want := range map[string]string{
+		"":                                  "",
+		"text/css":                          "text/css",
+		"application/x-www-form-urlencoded": "",
+		"Application/X-WWW-Form-Urlencoded; charset=utf-8": "",
+		"multipart/form-data; boundary=x":                  "",
+		"image/png":                                        "image/png",
+	} {
+		if got := storedContentType(in); got != want {
+			t.Errorf("storedContentType(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

@@ -89,7 +89,7 @@ func (s *Server) servePut(rs *reqState, t target) {
 		s.serveMkdir(rs, t)
 		return
 	}
-	opts := store.PutOptions{ContentType: headerValue(r.Header, hdrContentType), Size: r.ContentLength}
+	opts := store.PutOptions{ContentType: storedContentType(headerValue(r.Header, hdrContentType)), Size: r.ContentLength}
 	if v := headerValue(r.Header, "X-Cairn-Mtime"); v != "" {
 		mt, err := parseMtime(v)
 		if err != nil {
@@ -369,4 +369,20 @@ func (s *Server) serveBuckets(rs *reqState, name string) {
 		rs.allow = "GET, HEAD, PATCH, DELETE"
 		s.writeError(rs, ErrMethodNotAllowed)
 	}
+}
+
+// storedContentType is the Content-Type of a PUT to keep with the file. A
+// form encoding is what curl -d/--data-binary and many HTTP libraries send
+// by default for a raw body, never the type of a stored file: it is
+// dropped, so the file is served with the type of its extension.
+func storedContentType(ct string) string {
+	base := ct
+	if i := strings.IndexByte(base, ';'); i >= 0 {
+		base = base[:i]
+	}
+	switch strings.ToLower(strings.TrimSpace(base)) {
+	case "application/x-www-form-urlencoded", "multipart/form-data":
+		return ""
+	}
+	return ct
 }
