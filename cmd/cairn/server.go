@@ -83,6 +83,9 @@ func serverSettings() []setting {
 		s("debug-listen", "CAIRN_DEBUG_LISTEN", "serve Go's pprof profiles on this address (keep it on loopback; empty = off)", func(fs *pflag.FlagSet, c *serverOptions) {
 			fs.StringVar(&c.DebugListen, "debug-listen", "", "")
 		}),
+		s("disable-fast-path", "CAIRN_DISABLE_FAST_PATH", "serve GET/HEAD through net/http too, not the lean fast path (for debugging)", func(fs *pflag.FlagSet, c *serverOptions) {
+			fs.BoolVar(&c.DisableFastPath, "disable-fast-path", false, "")
+		}),
 		s("log-level", "CAIRN_LOG_LEVEL", "debug, info, warn or error", func(fs *pflag.FlagSet, c *serverOptions) {
 			fs.StringVar(&c.LogLevel, "log-level", "info", "")
 		}),

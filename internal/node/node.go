@@ -50,6 +50,7 @@ type Config struct {
 	IdleTimeout       time.Duration // keep-alive idle timeout; default 120s
 	MaxHeaderBytes    int           // default 64 KiB; larger headers get 431
 	DebugListen       string        // if set, net/http/pprof on this (loopback) address
+	DisableFastPath   bool          // serve every request through net/http (no GET fast path)
 	Logger            *slog.Logger
 }
 
@@ -203,6 +204,7 @@ func Start(cfg Config) (_ *Node, err error) {
 	if cfg.MaxHeaderBytes > 0 {
 		acfg.MaxHeaderBytes = cfg.MaxHeaderBytes
 	}
+	acfg.DisableFastPath = cfg.DisableFastPath
 	acfg.StatsFunc = n.stats
 	acfg.HealthFunc = n.health
 	n.api, err = httpapi.New(acfg)

@@ -182,9 +182,15 @@ func randomSize(rng *rand.Rand, maxSize int) int {
 
 var names = []string{"index.html", "photo.jpg", "ünïcödé.txt", "日本語.txt", "with space.bin", "emoji-🪨.dat", "a+b=c.css", "semi;colon.js", "percent%41.txt"}
 
-func TestEndToEnd(t *testing.T) {
+func TestEndToEnd(t *testing.T) { runEndToEnd(t) }
+
+// TestEndToEndNetHTTP runs the same checks with every request served by
+// net/http (the GET fast path off), so both paths are proven on the binary.
+func TestEndToEndNetHTTP(t *testing.T) { runEndToEnd(t, "--disable-fast-path") }
+
+func runEndToEnd(t *testing.T, extra ...string) {
 	dir := t.TempDir()
-	s := startServer(t, dir, freeAddr(t))
+	s := startServer(t, dir, freeAddr(t), extra...)
 
 	// Buckets through the CLI.
 	if out, err := s.cli("bucket", "create", "pub", "--public", "--checksum-sidecars"); err != nil {
@@ -397,7 +403,7 @@ func TestEndToEnd(t *testing.T) {
 	}
 
 	// Restart on the same data: everything still there.
-	s2 := startServer(t, dir, s.addr)
+	s2 := startServer(t, dir, s.addr, extra...)
 	for p, data := range files {
 		resp, body := do(t, "GET", s2.url+"/pub/"+escapePath(p), nil)
 		expect(t, resp, body, 200)
