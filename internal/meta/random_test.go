@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"strings"
 	"testing"
 
@@ -103,7 +104,7 @@ func dumpRaw(t testing.TB, r kv.Reader) []byte {
 // of random sizes. Every store must end byte-identical, with identical
 // results.
 func TestDeterminism(t *testing.T) {
-	for seed := uint64(1); seed <= 3; seed++ {
+	for seed := uint64(1); seed <= soakSeeds(3); seed++ {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
 			g := newGen(seed)
 			grouping := rand.New(rand.NewPCG(seed, 77))
@@ -188,7 +189,7 @@ func fmtErrs(res []Result) string {
 // the stored refcounts, garbage queue, link counts and counters agree with
 // what the inodes and dentries imply.
 func TestRefcountInvariants(t *testing.T) {
-	for seed := uint64(10); seed < 14; seed++ {
+	for seed := uint64(10); seed < 10+soakSeeds(4); seed++ {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
 			g := newGen(seed)
 			s := kv.NewMem()
@@ -386,4 +387,13 @@ func checkInvariants(t *testing.T, r kv.Reader) {
 	if f != files || d != dirs || nb != nbytes {
 		t.Errorf("counts %d/%d/%d, actual %d/%d/%d", f, d, nb, files, dirs, nbytes)
 	}
+}
+
+// soakSeeds is n, or 25 times n under `make soak` (CAIRN_SOAK set). A
+// failing seed is in the subtest's name; rerun it with -run.
+func soakSeeds(n uint64) uint64 {
+	if os.Getenv("CAIRN_SOAK") != "" {
+		return 25 * n
+	}
+	return n
 }
