@@ -37,7 +37,7 @@ const (
 // Connection states, for Shutdown.
 const (
 	connActive int32 = iota // reading or answering a request
-	connIdle                // waiting for the first byte of a request
+	connIdle                // waiting for a request or the rest of its head
 )
 
 // fastState is the Server's fast path: its listeners and connections, the
@@ -286,10 +286,18 @@ func (fc *fastConn) serve() {
 				fc.w = copy(fc.rbuf[:], fc.rbuf[fc.r:fc.w])
 				fc.r = 0
 			}
+			// No answer is in progress while the rest of a head is
+			// awaited: Shutdown may close the connection (as net/http
+			// does) rather than wait for ReadHeaderTimeout.
+			fc.state.Store(connIdle)
+			if f.shutdown.Load() {
+				return
+			}
 			n, _ := fc.c.Read(fc.rbuf[fc.w:])
 			if n <= 0 {
 				return
 			}
+			fc.state.Store(connActive)
 			fc.w += n
 			continue
 		case parseHandoff:

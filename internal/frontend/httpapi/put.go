@@ -257,7 +257,9 @@ func (s *Server) readBucketPatch(rs *reqState) (bucketPatch, error) {
 		}
 		return p, fmt.Errorf("%w: bucket JSON: %v", ErrBadRequest, err)
 	}
-	if p.CacheControl != nil && strings.ContainsAny(*p.CacheControl, "\r\n\x00") {
+	// The value goes verbatim into response headers: no control byte but
+	// HTAB, as in any field value net/http reads.
+	if p.CacheControl != nil && strings.ContainsFunc(*p.CacheControl, func(r rune) bool { return (r < ' ' && r != '\t') || r == 0x7f }) {
 		return p, fmt.Errorf("%w: cache_control has control characters", ErrBadRequest)
 	}
 	return p, nil

@@ -1,0 +1,120 @@
+package httpapi
+
+import (
+	"bufio"
+	"bytes"
+	"net/http"
+	"net/textproto"
+	"strings"
+	"testing"
+)
+
+// FuzzParseFastRequest checks parseFastRequest against net/http's reader:
+// it must never panic, and whatever it takes (parseOK) net/http must read
+// as the same bodiless request, ending at the same byte, with the same
+// first value of every field the fast path reads. parseIncomplete must
+// stay a prefix net/http cannot yet have finished.
+func FuzzParseFastRequest(f *testing.F) {
+	for _, s := range []string{
+		"GET /b/f HTTP/1.1\r\nHost: x\r\n\r\n",
+		"HEAD /b/f?q HTTP/1.0\r\n\r\n",
+		"GET / HTTP/1.0\r\nconnection: Keep-Alive\r\n\r\n",
+		"GET / HTTP/1.1\r\nHOST: x\r\nRange:  bytes=1-2 \t\r\nrange: bytes=3-4\r\nContent-Length: 0\r\n\r\n",
+		"GET /a HTTP/1.1\r\nHost: x\r\n\r\nGET /b HTTP/1.1\r\n",
+		"GET / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+		"GET / HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nContent-Length: 5\r\n\r\nhello",
+		"GET / HTTP/1.1\r\nHost: x\r\nX: a\r\n b\r\n\r\n",
+		"GET / HTTP/1.1\r\nHost: x\nX: y\r\n\r\n",
+		"GET /%2e%2e/x HTTP/1.1\r\nHost: [::1]:80\r\nAuthorization: Bearer k\r\n\r\n",
+		"GET / HTTP/1.1\r\nHost: x\r\nIf-None-Match: \"e\"\r\nUser-Agent: \xff\r\n\r\n",
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, buf []byte) {
+		const limit = 1 << 10
+		req, verdict := parseFastRequest(buf, limit)
+		switch verdict {
+		case parseHandoff:
+			return
+		case parseIncomplete:
+			if len(buf) >= limit {
+				t.Fatalf("incomplete with %d bytes, limit %d", len(buf), limit)
+			}
+			return
+		}
+		if req.end <= 0 || req.end > len(buf) || req.end > limit {
+			t.Fatalf("end %d of %d", req.end, len(buf))
+		}
+		rawPath, _, _ := bytes.Cut(req.target, []byte("?"))
+		dec, escOK := unescapePath(nil, rawPath)
+		br := bufio.NewReader(bytes.NewReader(buf))
+		hr, err := http.ReadRequest(br)
+		if err != nil && !escOK {
+			return // serveFast hands a malformed escape to net/http (400)
+		}
+		if err != nil {
+			t.Fatalf("fast path took a request net/http refuses: %v\n%q", err, buf)
+		}
+		// What net/http's server checks beyond ReadRequest.
+		// (ReadRequest moves Host out of the map; validHost's bytes are a
+		// subset of what net/http allows in one.)
+		for k, vv := range hr.Header {
+			if !isToken(k) {
+				t.Fatalf("bad header name %q: %q", k, buf)
+			}
+			for _, v := range vv {
+				if strings.ContainsFunc(v, func(r rune) bool { return (r < ' ' && r != '\t') || r == 0x7f }) {
+					t.Fatalf("bad header value %q: %q", v, buf)
+				}
+			}
+		}
+		if hr.ContentLength != 0 || len(hr.TransferEncoding) > 0 || hr.Header.Get("Expect") != "" || hr.Header.Get("Upgrade") != "" {
+			t.Fatalf("fast path took a request with a body, Expect or Upgrade: %q", buf)
+		}
+		if consumed := len(buf) - br.Buffered(); consumed != req.end {
+			t.Fatalf("fast path ends the request at %d, net/http at %d: %q", req.end, consumed, buf)
+		}
+		wantMethod := "GET"
+		if req.head {
+			wantMethod = "HEAD"
+		}
+		if hr.Method != wantMethod || hr.RequestURI != string(req.target) || hr.ProtoMinor == 1 == req.http10 || hr.ProtoMajor != 1 {
+			t.Fatalf("request line differs: %s %s %s vs %+v: %q", hr.Method, hr.RequestURI, hr.Proto, req, buf)
+		}
+		if !strings.HasPrefix(hr.URL.Path, "/") || hr.URL.Host != "" {
+			t.Fatalf("target not origin-form for net/http: %+v", hr.URL)
+		}
+		if !escOK || string(dec) != hr.URL.Path {
+			t.Fatalf("decoded path %q (%v), net/http %q", dec, escOK, hr.URL.Path)
+		}
+		for i, name := range [fhCount]string{
+			fhAuthorization: "Authorization", fhRange: "Range", fhIfRange: "If-Range", fhIfMatch: "If-Match",
+			fhIfNoneMatch: "If-None-Match", fhIfModifiedSince: "If-Modified-Since",
+			fhIfUnmodifiedSince: "If-Unmodified-Since", fhReferer: "Referer", fhUserAgent: "User-Agent",
+			fhHost: "Host", fhConnection: "Connection",
+		} {
+			vv, present := hr.Header[textproto.CanonicalMIMEHeaderKey(name)]
+			if name == "Host" {
+				if hr.Host != string(req.hdr[i]) {
+					t.Fatalf("Host: fast %q, net/http %q: %q", req.hdr[i], hr.Host, buf)
+				}
+				continue
+			}
+			if present != (req.hdr[i] != nil) || (present && vv[0] != string(req.hdr[i])) {
+				t.Fatalf("%s: fast %q (%v), net/http %q: %q", name, req.hdr[i], req.hdr[i] != nil, vv, buf)
+			}
+		}
+		if hr.Close != req.close {
+			t.Fatalf("close: fast %v, net/http %v: %q", req.close, hr.Close, buf)
+		}
+	})
+}
+
+func isToken(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if !isTokenByte(s[i]) {
+			return false
+		}
+	}
+	return s != ""
+}
