@@ -86,6 +86,9 @@ func serverSettings() []setting {
 		s("disable-fast-path", "CAIRN_DISABLE_FAST_PATH", "serve GET/HEAD through net/http too, not the lean fast path (for debugging)", func(fs *pflag.FlagSet, c *serverOptions) {
 			fs.BoolVar(&c.DisableFastPath, "disable-fast-path", false, "")
 		}),
+		s("disable-mmap", "CAIRN_DISABLE_MMAP", "read blobs with pread(2) instead of read-only memory maps of the volume files", func(fs *pflag.FlagSet, c *serverOptions) {
+			fs.BoolVar(&c.DisableMmap, "disable-mmap", false, "")
+		}),
 		s("log-level", "CAIRN_LOG_LEVEL", "debug, info, warn or error", func(fs *pflag.FlagSet, c *serverOptions) {
 			fs.StringVar(&c.LogLevel, "log-level", "info", "")
 		}),

@@ -73,6 +73,12 @@ type Config struct {
 	OnFsync func(d time.Duration)
 	// Now is the clock used to time fsyncs for OnFsync. Default: time.Now.
 	Now func() time.Time
+	// DisableMmap turns off the memory maps of volume files: every read is
+	// then a pread, as on a file system that cannot map (vfs.Mem). Default
+	// false: volumes are mapped read-only when FS implements vfs.Mapper and
+	// small reads are copies from the map (see "Read path" in the package
+	// documentation).
+	DisableMmap bool
 
 	// checkpointHook, for tests, is called after each background checkpoint
 	// with the bytes of volume files it covers.
@@ -97,4 +103,7 @@ type Stats struct {
 	// CorruptRegions is the number of damaged regions in the middle of
 	// volumes that Open skipped (logged at Error); the blobs in them are lost.
 	CorruptRegions int64
+	// MappedVolumes is the number of volume files read through a memory map
+	// (0 with DisableMmap or a file system that cannot map).
+	MappedVolumes int
 }

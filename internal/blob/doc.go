@@ -41,9 +41,51 @@
 // # Read path
 //
 // Reads take a shard read lock, then an atomic reference on the volume
-// (which keeps compaction from closing it), then issue one pread. ReadAt of
-// up to 64 KiB reads header and data in that one pread into a pooled buffer;
-// nothing is allocated per read.
+// (which keeps compaction from closing it and its map from being released),
+// then read the needle.
+//
+// Memory maps: when Config.FS implements vfs.Mapper (the OS file system on
+// 64-bit platforms) and Config.DisableMmap is false (the default), every
+// volume is mapped read-only and shared (mmap PROT_READ, MAP_SHARED) once:
+// at Open after recovery (so torn tails are truncated before mapping), and
+// when a volume is created, before it is published. A sealed volume is
+// mapped for its size, the active one for the most it can grow to
+// (MaxVolumeSize, or one blob past an empty volume, at most 32 GiB); mapping
+// past the end of the file is legal, and appends are pwrites into the page
+// cache the map shares, so new needles are readable without remapping. The
+// map is released when the volume is closed: for a compacted volume, when
+// its last reader reference is released. ReadAt (and the header check of
+// Size, Has and Locate) then reads through the map: it checks the needle
+// header there (magic, version, flags, the full hash, the length) and copies
+// the asked-for range straight into the caller's buffer, with no system call
+// and no intermediate buffer. Get (which checks the CRC), Range, recovery
+// and compaction keep using pread; Locate still hands out the file for
+// sendfile. A read outside the map or past the volume's known size falls
+// back to pread, as does everything when the file system cannot map or
+// mmap fails (logged at Warn).
+//
+// Only indexed bytes are read through a map, and those are never rewritten
+// or truncated: recovery truncates torn tails before mapping, and a failed
+// append (ENOSPC) or an abandoned compaction truncates only bytes that no
+// index entry points at. A file truncated behind the store's back, or a
+// page the disk cannot read, would make the copy fault (SIGBUS); the copy
+// runs with runtime/debug.SetPanicOnFault, and the fault is recovered and
+// returned as ErrCorrupt instead of crashing the process. (A truncation
+// that keeps the needle's page leaves zeros there, which the header check
+// reports as ErrCorrupt too, or, inside the data, goes unnoticed, as bit rot
+// would: ReadAt does not check the CRC.)
+//
+// Costs of the maps: virtual address space (one map per volume, the active
+// one sized for MaxVolumeSize; 64-bit address spaces hold over 100 TiB) and
+// one entry of vm.max_map_count (65530 by default) per volume; page-table
+// memory for the pages read; the pages read count in the process's RSS as
+// shared file pages (page cache, not heap). A page that is not in the page
+// cache is read on the fault with the kernel's read-around (up to 128 KiB),
+// where a pread reads what was asked for plus readahead.
+//
+// Without a map, ReadAt of up to 64 KiB reads header and data in one pread
+// into a pooled buffer; larger reads are a header pread and a data pread
+// into the caller's buffer. Either way nothing is allocated per read.
 //
 // # Checkpoints
 //

@@ -418,6 +418,11 @@ func (s *Store) recover() error {
 	default:
 		s.active.Store(vols[ids[len(ids)-1]])
 	}
+	// Map only now: torn tails were truncated above, and a mapped file must
+	// not shrink under readers. A volume newVolume created is mapped already.
+	for _, id := range ids {
+		s.mapVolume(vols[id], vols[id] == s.active.Load())
+	}
 	s.log.Info("blob store opened", "dir", s.cfg.Dir, "volumes", len(*s.vols.Load()),
 		"blobs", s.idx.len(), "checkpoint", ck != nil, "scanned_needles", scanned,
 		"scanned_bytes", s.scannedBytes, "corrupt_regions", s.corruptRegions)
@@ -466,10 +471,39 @@ func (s *Store) newVolume() (*volRef, error) {
 	}
 	s.nextID++
 	vr := &volRef{v: v, s: s}
+	s.mapVolume(vr, true)
 	s.setVols(func(m map[uint32]*volRef) { m[id] = vr })
 	s.active.Store(vr)
 	s.log.Info("new volume", "volume", id)
 	return vr, nil
+}
+
+// mapLen is the length to map a volume for: its size if it is sealed (it
+// never grows again), or the most the active volume can grow to. ensureRoom
+// rolls to a new volume before MaxVolumeSize is passed, except that an empty
+// volume takes one blob of any size; an active volume from before a smaller
+// MaxVolumeSize may already be larger. Reads past the map fall back to
+// pread, so a short map costs speed, never correctness.
+func (s *Store) mapLen(vr *volRef, active bool) int64 {
+	size := vr.v.Size()
+	if !active {
+		return size
+	}
+	return min(max(s.cfg.MaxVolumeSize, size, volume.SuperblockSize+volume.NeedleSize(MaxSize)), volume.MaxVolumeSize)
+}
+
+// mapVolume maps vr read-only (volume.Map) unless DisableMmap is set;
+// active says whether vr takes appends. If the file system cannot map,
+// reads of vr use pread, silently; any other failure is logged at Warn and
+// reads use pread too. Call it before vr is published in the volume table
+// (or in Open, before readers exist).
+func (s *Store) mapVolume(vr *volRef, active bool) {
+	if s.cfg.DisableMmap || vr.v.Mapped() {
+		return
+	}
+	if err := vr.v.Map(s.mapLen(vr, active)); err != nil && !errors.Is(err, errors.ErrUnsupported) {
+		s.log.Warn("cannot map volume; reading it with pread", "volume", vr.v.ID(), "err", err)
+	}
 }
 
 // acquire returns a reference to volume id, or nil if it is gone or retired.
@@ -499,12 +533,17 @@ func (s *Store) lookupRef(h *Hash, scratch []byte) (loc, *volRef, error) {
 				raced = true
 				continue
 			}
-			hd, err := vr.v.ReadHeader(l.offset(), scratch)
+			match, err := vr.v.ReadMapped(l.offset(), (*[32]byte)(h), nil, 0)
+			if err == volume.ErrNotMapped {
+				var hd volume.Header
+				hd, err = vr.v.ReadHeader(l.offset(), scratch)
+				match = err == nil && hd.Hash == *h
+			}
 			if err != nil {
 				vr.release()
 				return loc{}, nil, fmt.Errorf("blob %s: %w: %w", h.String(), ErrCorrupt, err)
 			}
-			if hd.Hash == *h {
+			if match {
 				return l, vr, nil
 			}
 			vr.release() // a different blob sharing the 72-bit prefix
@@ -540,10 +579,15 @@ func (s *Store) Size(h Hash) (int64, error) {
 
 // ReadAt reads len(p) bytes of blob h starting at off, like io.ReaderAt: it
 // returns n < len(p) with io.EOF when the blob ends first. It does not check
-// the CRC. If header+off+len(p) <= 64 KiB it is one pread into a pooled
-// buffer (the header is checked against h in the same read) and a copy;
-// otherwise a header pread and a data pread straight into p. It does not
-// allocate. Errors: ErrNotFound, ErrClosed, ErrCorrupt, I/O errors.
+// the CRC; it checks the needle header's magic and full hash (the index
+// matches on a hash prefix). If the volume is memory-mapped (see
+// Config.DisableMmap) the header is checked and the data copied straight
+// from the map into p: no system call. Otherwise, if header+off+len(p) <=
+// 64 KiB, it is one pread into a pooled buffer (the header is checked in the
+// same read) and a copy; larger reads are a header pread and a data pread
+// straight into p. It does not allocate. Errors: ErrNotFound, ErrClosed,
+// ErrCorrupt (also when a mapped file was truncated under the store), I/O
+// errors.
 func (s *Store) ReadAt(h Hash, p []byte, off int64) (int, error) {
 	if s.closed.Load() {
 		return 0, ErrClosed
@@ -551,9 +595,6 @@ func (s *Store) ReadAt(h Hash, p []byte, off int64) (int, error) {
 	if off < 0 {
 		return 0, fmt.Errorf("blob %s: negative offset %d", h, off)
 	}
-	bp := s.getBuf()
-	defer s.bufs.Put(bp)
-	buf := *bp
 	for try := 0; try < maxRetries; try++ {
 		c, nc := s.idx.lookup(&h)
 		raced := false
@@ -563,7 +604,7 @@ func (s *Store) ReadAt(h Hash, p []byte, off int64) (int, error) {
 				raced = true
 				continue
 			}
-			n, match, err := s.readFrom(vr, l, &h, p, off, buf)
+			n, match, err := s.readFrom(vr, l, &h, p, off)
 			vr.release()
 			if match {
 				return n, err
@@ -576,9 +617,10 @@ func (s *Store) ReadAt(h Hash, p []byte, off int64) (int, error) {
 	return 0, ErrNotFound
 }
 
-// readFrom serves ReadAt from one candidate location; match is false if the
-// needle there belongs to another hash.
-func (s *Store) readFrom(vr *volRef, l loc, h *Hash, p []byte, off int64, buf []byte) (n int, match bool, err error) {
+// readFrom serves ReadAt from one candidate location, through the volume's
+// memory map if it has one, else with pread; match is false if the needle
+// there belongs to another hash. The caller holds a reference on vr.
+func (s *Store) readFrom(vr *volRef, l loc, h *Hash, p []byte, off int64) (n int, match bool, err error) {
 	size := int64(l.n)
 	want := int64(len(p))
 	if off >= size {
@@ -587,6 +629,30 @@ func (s *Store) readFrom(vr *volRef, l loc, h *Hash, p []byte, off int64, buf []
 		want = size - off
 	}
 	base := l.offset()
+	dataOff := min(off, size) // past the end: check the header, read nothing
+	match, err = vr.v.ReadMapped(base, (*[32]byte)(h), p[:want], dataOff)
+	switch {
+	case err == volume.ErrNotMapped:
+		return s.preadFrom(vr, l, h, p, off, want)
+	case err != nil:
+		return 0, true, fmt.Errorf("blob %s: %w: %w", h.String(), ErrCorrupt, err)
+	case !match:
+		return 0, false, nil
+	}
+	if off >= size || want < int64(len(p)) {
+		return int(want), true, io.EOF
+	}
+	return int(want), true, nil
+}
+
+// preadFrom is readFrom without a memory map; want is len(p) clipped to the
+// blob's end.
+func (s *Store) preadFrom(vr *volRef, l loc, h *Hash, p []byte, off, want int64) (n int, match bool, err error) {
+	size := int64(l.n)
+	base := l.offset()
+	bp := s.getBuf()
+	defer s.bufs.Put(bp)
+	buf := *bp
 	if volume.HeaderSize+off+want <= int64(len(buf)) {
 		total := volume.HeaderSize + off + want
 		if off >= size {
@@ -991,6 +1057,9 @@ func (s *Store) Stats() Stats {
 	}
 	for _, vr := range *s.vols.Load() {
 		st.Volumes++
+		if vr.v.Mapped() {
+			st.MappedVolumes++
+		}
 		st.Bytes += vr.v.Size()
 		st.LiveBytes += vr.live.Load()
 	}

@@ -811,31 +811,50 @@ func TestConfigValidate(t *testing.T) {
 	}
 }
 
+// BenchmarkReadAt15K reads 15 KiB blobs whole from 64 blobs in the page
+// cache: on vfs.Mem, and on the real file system with pread (DisableMmap)
+// and through the memory map.
 func BenchmarkReadAt15K(b *testing.B) {
-	m := vfs.NewMem()
-	s, err := Open(Config{Dir: dir, FS: m, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer s.Close()
-	hs := make([]Hash, 64)
-	for i := range hs {
-		d, h := blobN(i, 15<<10)
-		hs[i] = h
-		s.Put(h, d)
-	}
-	b.ReportAllocs()
-	b.SetBytes(15 << 10)
-	b.RunParallel(func(pb *testing.PB) {
-		p := make([]byte, 15<<10)
-		i := 0
-		for pb.Next() {
-			if _, err := s.ReadAt(hs[i%len(hs)], p, 0); err != nil {
+	for _, bc := range []struct {
+		name string
+		cfg  func(b *testing.B) Config
+	}{
+		{"mem", func(b *testing.B) Config { return Config{Dir: dir, FS: vfs.NewMem()} }},
+		{"os-pread", func(b *testing.B) Config { return Config{Dir: b.TempDir(), DisableMmap: true, MinFreeBytes: -1} }},
+		{"os-mmap", func(b *testing.B) Config { return Config{Dir: b.TempDir(), MinFreeBytes: -1} }},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			cfg := bc.cfg(b)
+			cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+			s, err := Open(cfg)
+			if err != nil {
 				b.Fatal(err)
 			}
-			i++
-		}
-	})
+			defer s.Close()
+			hs := make([]Hash, 64)
+			for i := range hs {
+				d, h := blobN(i, 15<<10)
+				hs[i] = h
+				if err := s.Put(h, d); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportAllocs()
+			b.SetBytes(15 << 10)
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				p := make([]byte, 15<<10)
+				i := 0
+				for pb.Next() {
+					if _, err := s.ReadAt(hs[i%len(hs)], p, 0); err != nil {
+						b.Fatal(err)
+					}
+					i++
+				}
+			})
+			b.ReportMetric(float64(s.Stats().MappedVolumes), "mapped-volumes")
+		})
+	}
 }
 
 // TestOSFileSystem runs the store on the real file system once.

@@ -51,6 +51,7 @@ type Config struct {
 	MaxHeaderBytes    int           // default 64 KiB; larger headers get 431
 	DebugListen       string        // if set, net/http/pprof on this (loopback) address
 	DisableFastPath   bool          // serve every request through net/http (no GET fast path)
+	DisableMmap       bool          // read blobs with pread instead of memory maps
 	Logger            *slog.Logger
 }
 
@@ -152,7 +153,8 @@ func Start(cfg Config) (_ *Node, err error) {
 	}
 	n.blobs, err = blob.Open(blob.Config{Dir: filepath.Join(cfg.DataDir, "blobs"), FS: vfs.OS(),
 		MaxVolumeSize: cfg.MaxVolumeSize, CompactGarbageRatio: cfg.CompactRatio,
-		MinFreeBytes: cfg.MinFreeBytes, Logger: cfg.Logger, OnFsync: metrics.ObserveFsync})
+		MinFreeBytes: cfg.MinFreeBytes, Logger: cfg.Logger, OnFsync: metrics.ObserveFsync,
+		DisableMmap: cfg.DisableMmap})
 	if err != nil {
 		return nil, fmt.Errorf("open blob store: %w", err)
 	}

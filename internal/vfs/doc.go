@@ -10,7 +10,9 @@
 //   - OS() returns the real file system. ReadAt and WriteAt are pread(2) and
 //     pwrite(2) on one open descriptor; SyncDir opens the directory and
 //     fsyncs it; Statfs uses statfs(2). Its files implement OSFile so that
-//     the HTTP layer can hand the *os.File to sendfile.
+//     the HTTP layer can hand the *os.File to sendfile. It implements Mapper
+//     with mmap(2) (PROT_READ, MAP_SHARED) on 64-bit platforms, so the blob
+//     store can serve small reads from the page cache without a pread.
 //
 //   - NewMem() returns a Mem. Mem models what a real disk promises and no
 //     more: for every file it keeps the durable content (as of the last
@@ -22,7 +24,8 @@
 //     bytes, sometimes overwritten with garbage or zeros, as a torn write
 //     would. SetFault injects errors (EIO on fsync, ENOSPC on write, a short
 //     write followed by an error via ShortWrite) and SetFree controls what
-//     Statfs reports.
+//     Statfs reports. Mem implements Mapper only to say it cannot map
+//     (errors.ErrUnsupported), so code on Mem takes its ReadAt fallback.
 //
 // Invariants of Mem:
 //

@@ -103,7 +103,10 @@ type Mem struct {
 	total   uint64
 }
 
-var _ FS = (*Mem)(nil)
+var (
+	_ FS     = (*Mem)(nil)
+	_ Mapper = (*Mem)(nil)
+)
 
 // NewMem returns an empty Mem whose Statfs reports 1 TiB free of 2 TiB.
 func NewMem() *Mem {
@@ -114,6 +117,14 @@ func NewMem() *Mem {
 		free:    1 << 40,
 		total:   2 << 40,
 	}
+}
+
+// Map does not map: Mem's file content moves when it grows, so a stable
+// view cannot be handed out. It always returns an error wrapping
+// errors.ErrUnsupported, which makes the blob store read with ReadAt; tests
+// of the mapped read path use the OS file system in a temporary directory.
+func (m *Mem) Map(f File, length int64) ([]byte, func() error, error) {
+	return nil, nil, fmt.Errorf("vfs: map %s: in-memory file system: %w", f.Name(), errors.ErrUnsupported)
 }
 
 // SetFault installs f (nil removes it). f is called before every operation.

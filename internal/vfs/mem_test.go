@@ -214,3 +214,39 @@ func TestOSRoundTrip(t *testing.T) {
 		t.Fatalf("ReadDir %v %v", names, err)
 	}
 }
+
+// TestMap: the OS file system maps read-only past the end of the file and
+// sees later writes through the map; Mem says it cannot map.
+func TestMap(t *testing.T) {
+	var fs FS = OS()
+	name := t.TempDir() + "/f"
+	f := mustOpen(t, fs, name, os.O_CREATE|os.O_RDWR)
+	defer f.Close()
+	if _, err := f.WriteAt([]byte("head"), 0); err != nil {
+		t.Fatal(err)
+	}
+	b, unmap, err := fs.(Mapper).Map(f, 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(b) != 1<<20 || string(b[:4]) != "head" {
+		t.Fatalf("map: len %d, starts %q", len(b), b[:4])
+	}
+	if _, err := f.WriteAt([]byte("tail"), 9000); err != nil { // a page that was past the end when mapped
+		t.Fatal(err)
+	}
+	if string(b[9000:9004]) != "tail" {
+		t.Fatalf("write after mapping not visible: %q", b[9000:9004])
+	}
+	if err := unmap(); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := fs.(Mapper).Map(f, 0); err == nil {
+		t.Fatal("Map of length 0 succeeded")
+	}
+	m := NewMem()
+	mf := mustOpen(t, m, "/x", os.O_CREATE|os.O_RDWR)
+	if _, _, err := m.Map(mf, 100); !errors.Is(err, errors.ErrUnsupported) {
+		t.Fatalf("Mem.Map = %v, want ErrUnsupported", err)
+	}
+}

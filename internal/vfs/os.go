@@ -1,10 +1,13 @@
 package vfs
 
 import (
+	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 
 	"golang.org/x/sys/unix"
 )
@@ -17,7 +20,10 @@ func OS() FS { return OSFS{} }
 // safe for concurrent use.
 type OSFS struct{}
 
-var _ FS = OSFS{}
+var (
+	_ FS     = OSFS{}
+	_ Mapper = OSFS{}
+)
 
 // OpenFile opens name like os.OpenFile. The returned File implements OSFile.
 func (OSFS) OpenFile(name string, flag int, perm os.FileMode) (File, error) {
@@ -78,6 +84,48 @@ func (OSFS) Statfs(dir string) (free, total uint64, err error) {
 	}
 	bs := uint64(st.Bsize)
 	return st.Bavail * bs, st.Blocks * bs, nil
+}
+
+// Map maps the first length bytes of f (a File of this FS) with mmap(2),
+// PROT_READ and MAP_SHARED, so the mapping sees the page cache: later
+// pwrites to f are visible through it. Only 64-bit platforms map (a 32-bit
+// address space cannot hold volume-sized mappings); elsewhere, and for files
+// of other file systems, the error wraps errors.ErrUnsupported. The returned
+// unmap calls munmap(2). It makes one system call and does not block on I/O.
+func (OSFS) Map(f File, length int64) ([]byte, func() error, error) {
+	of, ok := f.(OSFile)
+	if !ok {
+		return nil, nil, fmt.Errorf("vfs: map %s: not a file of the OS file system: %w", f.Name(), errors.ErrUnsupported)
+	}
+	if strconv.IntSize < 64 {
+		return nil, nil, fmt.Errorf("vfs: map %s: %d-bit platform: %w", f.Name(), strconv.IntSize, errors.ErrUnsupported)
+	}
+	if length <= 0 || length > math.MaxInt {
+		return nil, nil, &os.PathError{Op: "mmap", Path: f.Name(), Err: unix.EINVAL}
+	}
+	// SyscallConn, not Fd: Fd would switch the descriptor to blocking mode.
+	rc, err := of.OSFile().SyscallConn()
+	if err != nil {
+		return nil, nil, &os.PathError{Op: "mmap", Path: f.Name(), Err: err}
+	}
+	var b []byte
+	var merr error
+	if err := rc.Control(func(fd uintptr) {
+		b, merr = unix.Mmap(int(fd), 0, int(length), unix.PROT_READ, unix.MAP_SHARED)
+	}); err != nil {
+		return nil, nil, &os.PathError{Op: "mmap", Path: f.Name(), Err: err}
+	}
+	if merr != nil {
+		return nil, nil, &os.PathError{Op: "mmap", Path: f.Name(), Err: merr}
+	}
+	name := f.Name()
+	unmap := func() error {
+		if err := unix.Munmap(b); err != nil {
+			return &os.PathError{Op: "munmap", Path: name, Err: err}
+		}
+		return nil
+	}
+	return b, unmap, nil
 }
 
 // osFile is a File of the real file system. *os.File's ReadAt and WriteAt are

@@ -47,3 +47,21 @@ type File interface {
 type OSFile interface {
 	OSFile() *os.File
 }
+
+// Mapper is implemented by file systems that can map a file into memory
+// read-only. The blob store maps volume files so that a small read is a
+// copy from the page cache rather than a pread; without a Mapper (or when
+// Map fails) it reads with ReadAt.
+type Mapper interface {
+	// Map maps the first length bytes of f, a File opened by this FS,
+	// read-only and shared: bytes written to f later with WriteAt are
+	// visible through the mapping without remapping. length may exceed the
+	// file's size; touching a page that lies wholly beyond the file's end
+	// faults (SIGBUS), so callers only read bytes they know were written
+	// and guard against the file being truncated under them (see
+	// runtime/debug.SetPanicOnFault). unmap releases the mapping; it must
+	// be called exactly once, after the last read through b, and may be
+	// called before or after f is closed. An FS that cannot map returns an
+	// error wrapping errors.ErrUnsupported. Safe for concurrent use.
+	Map(f File, length int64) (b []byte, unmap func() error, err error)
+}

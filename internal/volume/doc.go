@@ -39,6 +39,11 @@
 //     appends (ErrBroken).
 //   - Reads never take the append lock: a reader only reads offsets below
 //     the end it learned, which are never rewritten.
+//   - A volume may be memory-mapped read-only (Map, through vfs.Mapper) for
+//     more than its size; ReadMapped serves only bytes below both Size() and
+//     the end of the map, under a fault guard (SetPanicOnFault) that turns
+//     a page lost to truncation into ErrCorrupt. Close releases the map;
+//     the owner must not call it while ReadMapped may run.
 //
 // # Recovery rule
 //

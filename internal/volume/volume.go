@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 
@@ -46,6 +47,10 @@ var (
 	ErrFull       = errors.New("volume: volume would exceed MaxVolumeSize")
 	ErrBroken     = errors.New("volume: failed append could not be undone; volume is read-only")
 	ErrClosed     = errors.New("volume: closed")
+	// ErrNotMapped is returned by ReadMapped when the read cannot be served
+	// from a memory map (the volume is not mapped, or the bytes lie outside
+	// the map or past Size()); the caller reads with ReadAt instead.
+	ErrNotMapped = errors.New("volume: read not served from a memory map")
 )
 
 // Header is a decoded needle header.
@@ -147,6 +152,14 @@ type Volume struct {
 	buf    []byte     // encode buffer, guarded by mu
 	broken bool       // guarded by mu
 	closed atomic.Bool
+
+	mapped atomic.Pointer[mapping] // set by Map, cleared by Close
+}
+
+// mapping is a read-only memory map of the volume file (vfs.Mapper).
+type mapping struct {
+	b     []byte
+	unmap func() error
 }
 
 // Create creates a new volume file at path with the given id (> 0): it writes
@@ -552,12 +565,114 @@ func (v *Volume) validAt(off, size int64, accept AcceptFunc, budget *int64, scra
 	return accept == nil || accept(off, h, b[HeaderSize:]), nil
 }
 
-// Close closes the file. Later appends fail with ErrClosed; reads fail.
+// Close closes the file and releases its memory map, if any. Later appends
+// fail with ErrClosed; reads fail. The caller guarantees that no ReadMapped
+// is running or will run (the blob store closes a volume only once its last
+// reader reference is gone).
 func (v *Volume) Close() error {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	if v.closed.Swap(true) {
 		return nil
 	}
-	return v.f.Close()
+	var uerr error
+	if m := v.mapped.Swap(nil); m != nil {
+		uerr = m.unmap()
+	}
+	return errors.Join(uerr, v.f.Close())
+}
+
+// Map maps the volume file read-only for max(length, Size()) bytes, so that
+// ReadMapped can serve reads with a copy instead of a pread. length may
+// exceed the file: map an active volume for the size it may grow to, and
+// appends (pwrites, which go through the page cache the map shares) become
+// readable through the map without remapping. It needs an FS implementing
+// vfs.Mapper; otherwise, or if the volume is already mapped or closed, it
+// returns an error (wrapping errors.ErrUnsupported when the FS cannot map)
+// and reads keep using pread. Call it before the volume is shared with
+// readers or concurrently with them; it is one system call.
+func (v *Volume) Map(length int64) error {
+	mp, ok := v.fs.(vfs.Mapper)
+	if !ok {
+		return fmt.Errorf("map volume %d: %w", v.id, errors.ErrUnsupported)
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.closed.Load() {
+		return fmt.Errorf("map volume %d: %w", v.id, ErrClosed)
+	}
+	if v.mapped.Load() != nil {
+		return fmt.Errorf("map volume %d: already mapped", v.id)
+	}
+	b, unmap, err := mp.Map(v.f, max(length, v.size.Load()))
+	if err != nil {
+		return fmt.Errorf("map volume %d: %w", v.id, err)
+	}
+	v.mapped.Store(&mapping{b: b, unmap: unmap})
+	return nil
+}
+
+// Mapped reports whether the volume has a memory map (see Map).
+func (v *Volume) Mapped() bool { return v.mapped.Load() != nil }
+
+// ReadMapped reads through the memory map: it checks the header of the
+// needle at off (magic, version, flags, and that its length covers the
+// read) and, if want is not nil, that the needle's hash is *want; then it
+// copies len(p) data bytes starting dataOff bytes into the needle's data
+// into p. It does not check the CRC. match is false, and p untouched, when
+// the needle belongs to another hash. It makes no system call and does not
+// allocate unless it fails.
+//
+// It returns ErrNotMapped, having done nothing, when the volume is not
+// mapped or the needle's header and the bytes asked for are not all below
+// both the end of the map and Size(); the caller then reads with pread. A
+// bad header wraps ErrCorrupt. If the file was truncated under the map (or
+// the page cannot be read from the disk), touching the page faults: the
+// fault is turned into a panic with runtime/debug.SetPanicOnFault for the
+// duration of the copy (the goroutine's previous setting is restored),
+// recovered, and reported as an error wrapping ErrCorrupt.
+//
+// Safe for concurrent use with reads and appends; the caller guarantees
+// that Close does not run concurrently (the blob store holds a volume
+// reference).
+func (v *Volume) ReadMapped(off int64, want *[32]byte, p []byte, dataOff int64) (match bool, err error) {
+	m := v.mapped.Load()
+	if m == nil {
+		return false, ErrNotMapped
+	}
+	end := off + HeaderSize + dataOff + int64(len(p))
+	// Bytes below Size() were written by a completed append and are never
+	// rewritten; the store only truncates bytes no index entry points at.
+	if off < SuperblockSize || dataOff < 0 || end > int64(len(m.b)) || end > v.size.Load() {
+		return false, ErrNotMapped
+	}
+	return v.readMapped(m.b, off, want, p, dataOff)
+}
+
+// readMapped is ReadMapped once the bounds are checked: every access to the
+// map happens here, under the fault guard.
+func (v *Volume) readMapped(b []byte, off int64, want *[32]byte, p []byte, dataOff int64) (match bool, err error) {
+	old := debug.SetPanicOnFault(true)
+	defer func() {
+		debug.SetPanicOnFault(old)
+		if r := recover(); r != nil {
+			if _, fault := r.(interface{ Addr() uintptr }); !fault {
+				panic(r)
+			}
+			match, err = true, fmt.Errorf("needle %d@%d: %w: memory fault reading the mapped file (truncated under the map, or a disk read error)", v.id, off, ErrCorrupt)
+		}
+	}()
+	h, err := DecodeHeader(b[off : off+HeaderSize])
+	if err != nil {
+		return true, fmt.Errorf("needle %d@%d: %w", v.id, off, err)
+	}
+	if want != nil && h.Hash != *want {
+		return false, nil
+	}
+	if int64(h.Len) < dataOff+int64(len(p)) {
+		return true, fmt.Errorf("needle %d@%d: %w: length %d, read up to %d", v.id, off, ErrCorrupt, h.Len, dataOff+int64(len(p)))
+	}
+	start := off + HeaderSize + dataOff
+	copy(p, b[start:start+int64(len(p))])
+	return true, nil
 }
