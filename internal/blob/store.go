@@ -183,6 +183,13 @@ func Open(cfg Config) (*Store, error) {
 	return s, nil
 }
 
+// stopBackground stops the background checkpointer and waits for it (tests
+// use it to model a crashed process).
+func (s *Store) stopBackground() {
+	s.ckOnce.Do(func() { close(s.ckStop) })
+	<-s.ckDone
+}
+
 // checkpointer writes a checkpoint each time noteAppend asks for one, until
 // Close.
 func (s *Store) checkpointer() {
