@@ -40,7 +40,9 @@ func (c *Client) CreateBucket(ctx context.Context, b BucketInfo) (BucketInfo, er
 		Public           bool   `json:"public"`
 		ChecksumSidecars bool   `json:"checksum_sidecars"`
 		CacheControl     string `json:"cache_control"`
-	}{b.Name, b.Public, b.ChecksumSidecars, b.CacheControl}
+		Replicas         int    `json:"replicas,omitempty"`
+		WriteQuorum      int    `json:"write_quorum,omitempty"`
+	}{b.Name, b.Public, b.ChecksumSidecars, b.CacheControl, b.Replicas, b.WriteQuorum}
 	rq, err := jsonRequest(http.MethodPost, c.bucketsURL(""), body)
 	if err != nil {
 		return BucketInfo{}, err

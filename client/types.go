@@ -15,6 +15,11 @@ type BucketInfo struct {
 	CacheControl string `json:"cache_control,omitempty"`
 	// Created is set by the server; ignored by CreateBucket.
 	Created time.Time `json:"created"`
+	// Replicas is the replication factor R: 0 = cluster default (3),
+	// Mirror (-1) = every data node.
+	Replicas int `json:"replicas"`
+	// WriteQuorum is W, the copies a write waits for: 0 = majority of R.
+	WriteQuorum int `json:"write_quorum"`
 }
 
 // BucketUpdate is a partial change of a bucket's options: nil fields are
@@ -26,7 +31,14 @@ type BucketUpdate struct {
 	ChecksumSidecars *bool `json:"checksum_sidecars,omitempty"`
 	// CacheControl, when non-nil, sets BucketInfo.CacheControl ("" clears it).
 	CacheControl *string `json:"cache_control,omitempty"`
+	// Replicas, when non-nil, sets BucketInfo.Replicas.
+	Replicas *int `json:"replicas,omitempty"`
+	// WriteQuorum, when non-nil, sets BucketInfo.WriteQuorum.
+	WriteQuorum *int `json:"write_quorum,omitempty"`
 }
+
+// Mirror as BucketInfo.Replicas keeps a copy of every file on every node.
+const Mirror = -1
 
 // ObjectInfo describes a file or directory. It mirrors the server's object
 // JSON; when built from response headers (Get, Stat) Mode is 0 and ModTime

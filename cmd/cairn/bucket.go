@@ -24,12 +24,18 @@ func newBucketCmd() *cobra.Command {
 
 func newBucketCreateCmd(cf *clientFlags) *cobra.Command {
 	var b client.BucketInfo
+	var replicas string
 	cmd := &cobra.Command{
-		Use:   "create NAME [--public] [--checksum-sidecars] [--cache-control V]",
+		Use:   "create NAME [--public] [--checksum-sidecars] [--cache-control V] [--replicas N|mirror] [--write-quorum W]",
 		Short: "Create a bucket",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			b.Name = args[0]
+			r, err := parseReplicas(replicas)
+			if err != nil {
+				return err
+			}
+			b.Replicas = r
 			got, err := cf.client().CreateBucket(cmd.Context(), b)
 			if err != nil {
 				return err
@@ -41,11 +47,28 @@ func newBucketCreateCmd(cf *clientFlags) *cobra.Command {
 	cmd.Flags().BoolVar(&b.Public, "public", false, "anyone may read (GET/HEAD) without a key")
 	cmd.Flags().BoolVar(&b.ChecksumSidecars, "checksum-sidecars", false, "answer PATH.md5 and PATH.sha256 with checksums")
 	cmd.Flags().StringVar(&b.CacheControl, "cache-control", "", "Cache-Control header for every file")
+	cmd.Flags().StringVar(&replicas, "replicas", "", "copies of each file: a count, or mirror for every node (default: the cluster's, 3)")
+	cmd.Flags().IntVar(&b.WriteQuorum, "write-quorum", 0, "copies a write waits for (default: a majority of the replicas)")
 	return cmd
 }
 
+// parseReplicas parses a replication factor: "" (default), a count, or mirror.
+func parseReplicas(v string) (int, error) {
+	switch strings.ToLower(v) {
+	case "", "default":
+		return 0, nil
+	case "mirror":
+		return client.Mirror, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 {
+		return 0, fmt.Errorf("replicas=%q: expected a count of at least 1, or mirror", v)
+	}
+	return n, nil
+}
+
 // bucketSettingNames lists the OPTION names `bucket set` accepts.
-const bucketSettingNames = "public, checksum-sidecars, cache-control"
+const bucketSettingNames = "public, checksum-sidecars, cache-control, replicas, write-quorum"
 
 // parseBucketSettings turns OPTION=VALUE arguments into a partial update.
 func parseBucketSettings(args []string) (client.BucketUpdate, error) {
@@ -71,6 +94,18 @@ func parseBucketSettings(args []string) (client.BucketUpdate, error) {
 		case "cache-control":
 			s := v
 			u.CacheControl = &s
+		case "replicas":
+			n, err := parseReplicas(v)
+			if err != nil {
+				return u, err
+			}
+			u.Replicas = &n
+		case "write-quorum":
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 0 {
+				return u, fmt.Errorf("write-quorum=%q: expected a count (0 = majority)", v)
+			}
+			u.WriteQuorum = &n
 		default:
 			return u, fmt.Errorf("unknown bucket option %q (options: %s)", k, bucketSettingNames)
 		}
@@ -81,7 +116,7 @@ func parseBucketSettings(args []string) (client.BucketUpdate, error) {
 func newBucketSetCmd(cf *clientFlags) *cobra.Command {
 	return &cobra.Command{
 		Use:   "set NAME OPTION=VALUE...",
-		Short: "Change bucket options: public=true|false, checksum-sidecars=true|false, cache-control=V",
+		Short: "Change bucket options: public=true|false, checksum-sidecars=true|false, cache-control=V, replicas=N|mirror, write-quorum=W",
 		Args:  cobra.MinimumNArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			u, err := parseBucketSettings(args[1:])
@@ -147,5 +182,16 @@ func bucketOptions(b client.BucketInfo) string {
 	if cc == "" {
 		cc = "none"
 	}
-	return fmt.Sprintf("public=%t checksum-sidecars=%t cache-control=%s", b.Public, b.ChecksumSidecars, cc)
+	r := "default"
+	switch {
+	case b.Replicas == client.Mirror:
+		r = "mirror"
+	case b.Replicas > 0:
+		r = strconv.Itoa(b.Replicas)
+	}
+	w := "majority"
+	if b.WriteQuorum > 0 {
+		w = strconv.Itoa(b.WriteQuorum)
+	}
+	return fmt.Sprintf("public=%t checksum-sidecars=%t cache-control=%s replicas=%s write-quorum=%s", b.Public, b.ChecksumSidecars, cc, r, w)
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"slices"
 	"strings"
 
@@ -207,6 +208,10 @@ func (a *applier) apply() (Result, error) {
 		return a.reap()
 	case OpSetAttr:
 		return a.setAttr()
+	case OpSetNode:
+		return a.setNode()
+	case OpRemoveNode:
+		return a.removeNode()
 	default:
 		return Result{}, fmt.Errorf("%w: unknown op %d", ErrInvalid, a.cmd.Op)
 	}
@@ -407,7 +412,11 @@ func (a *applier) createBucket() (Result, error) {
 	}
 	b := &Bucket{Name: name, Ino: dir.Ino, CreatedNs: a.now}
 	if o := a.cmd.Bucket; o != nil {
+		if err := validReplication(o); err != nil {
+			return Result{}, err
+		}
 		b.Public, b.ChecksumSidecars, b.CacheControl = o.Public, o.ChecksumSidecars, o.CacheControl
+		b.Replicas, b.WriteQuorum = o.Replicas, o.WriteQuorum
 	}
 	a.t.set(bucketKey(name), encodeBucket(b))
 	return Result{Created: true, Inode: dir, Changed: []string{name}}, nil
@@ -422,7 +431,11 @@ func (a *applier) updateBucket() (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
+	if err := validReplication(o); err != nil {
+		return Result{}, err
+	}
 	b.Public, b.ChecksumSidecars, b.CacheControl = o.Public, o.ChecksumSidecars, o.CacheControl
+	b.Replicas, b.WriteQuorum = o.Replicas, o.WriteQuorum
 	a.t.set(bucketKey(b.Name), encodeBucket(b))
 	return Result{Changed: []string{b.Name}}, nil
 }
@@ -879,4 +892,64 @@ func (a *applier) pruneMarkers() error {
 		a.t.del(reapedKey(h))
 	}
 	return nil
+}
+
+// validReplication checks a bucket's R and W.
+func validReplication(b *Bucket) error {
+	switch {
+	case b.Replicas < Mirror:
+		return fmt.Errorf("%w: replicas %d: must be a positive count, 0 (default) or mirror", ErrInvalid, b.Replicas)
+	case b.Replicas > 16:
+		return fmt.Errorf("%w: replicas %d: at most 16", ErrInvalid, b.Replicas)
+	case b.WriteQuorum < 0:
+		return fmt.Errorf("%w: write quorum %d: must not be negative", ErrInvalid, b.WriteQuorum)
+	case b.Replicas > 0 && b.WriteQuorum > b.Replicas:
+		return fmt.Errorf("%w: write quorum %d exceeds replicas %d", ErrInvalid, b.WriteQuorum, b.Replicas)
+	}
+	return nil
+}
+
+// setNode adds a cluster member or replaces its record. JoinedNs is kept
+// from the first addition.
+func (a *applier) setNode() (Result, error) {
+	n := a.cmd.Node
+	switch {
+	case n == nil:
+		return Result{}, fmt.Errorf("%w: OpSetNode without Node", ErrInvalid)
+	case n.ID == 0:
+		return Result{}, fmt.Errorf("%w: node ID 0", ErrInvalid)
+	case n.Weight < 0 || math.IsNaN(n.Weight) || math.IsInf(n.Weight, 0):
+		return Result{}, fmt.Errorf("%w: node weight %v", ErrInvalid, n.Weight)
+	case n.URL == "" && !n.Witness:
+		return Result{}, fmt.Errorf("%w: node %d has no URL", ErrInvalid, n.ID)
+	}
+	rec := *n
+	if rec.Weight == 0 {
+		rec.Weight = 1
+	}
+	if rec.State == 0 {
+		rec.State = NodeActive
+	}
+	if rec.State != NodeActive && rec.State != NodeDraining {
+		return Result{}, fmt.Errorf("%w: node state %d", ErrInvalid, rec.State)
+	}
+	rec.JoinedNs = a.now
+	if old, err := a.r.Node(rec.ID); err == nil {
+		rec.JoinedNs = old.JoinedNs
+	} else if !errors.Is(err, ErrNotFound) {
+		return Result{}, err
+	}
+	a.t.set(nodeKey(rec.ID), encodeNode(&rec))
+	return Result{}, nil
+}
+
+func (a *applier) removeNode() (Result, error) {
+	if a.cmd.Node == nil {
+		return Result{}, fmt.Errorf("%w: OpRemoveNode without Node", ErrInvalid)
+	}
+	if _, err := a.r.Node(a.cmd.Node.ID); err != nil {
+		return Result{}, err
+	}
+	a.t.del(nodeKey(a.cmd.Node.ID))
+	return Result{}, nil
 }

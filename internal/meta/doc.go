@@ -37,6 +37,7 @@
 //	x hash(32)               → index u64 of the OpReap that approved the
 //	                           blob's deletion
 //	y index(8) hash(32)      → empty: the x markers by index, for pruning
+//	n id(8)                  → cluster member (Node), encoded as below
 //	m "applied"              → u64 last applied log index
 //	m "nextino"              → u64 next inode number to allocate
 //	m "counts"               → files i64, dirs i64, bytes i64 (24 bytes)
@@ -65,13 +66,19 @@
 //	         n extents (uvarint) × [hash, offset varint, length varint],
 //	         n xattrs (uvarint) × [key string, value bytes] in key order.
 //	         The inode number is not stored: it is the key.
-//	bucket:  1, name, ino (uvarint), public, checksumSidecars (bool),
-//	         cacheControl, createdNs (varint)
-//	entry:   1, n commands (uvarint) × [op(1), bucketName, path, dstPath,
+//	bucket:  2, name, ino (uvarint), public, checksumSidecars (bool),
+//	         cacheControl, createdNs, replicas, writeQuorum (varint)
+//	node:    1, id (uvarint), name, url, clusterURL, zone (string),
+//	         weight (uvarint of the float64 bits), witness (bool),
+//	         state (1), joinedNs (varint)
+//	entry:   2, n commands (uvarint) × [op(1), bucketName, path, dstPath,
 //	         hasBucket(bool) [bucket body], hasFile(bool) [ino uvarint +
 //	         inode body], timeNs (varint), ifMatch, ifNoneMatchAny (bool),
 //	         startIndex (uvarint), n reap (uvarint) × hash, reapBefore
-//	         (varint)]
+//	         (varint), hasNode(bool) [node body]]
+//
+// Versions were bumped (bucket 2, entry 2) before any release; older
+// encodings are rejected as corrupt.
 //
 // # Command semantics (choices not fixed by types.go)
 //

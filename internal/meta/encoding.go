@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 
 	"github.com/cairn-fs/cairn/internal/blob"
@@ -20,8 +21,9 @@ func errCorrupt(format string, args ...any) error {
 // Encoding versions (first byte of each value).
 const (
 	inodeVersion   = 1
-	bucketVersion  = 1
-	commandVersion = 1
+	bucketVersion  = 2 // 2: + replicas, write quorum
+	commandVersion = 2 // 2: + node (cluster map)
+	nodeVersion    = 1
 )
 
 // Limits enforced by the decoders, so that a corrupt length cannot make
@@ -263,6 +265,8 @@ func appendBucket(e *encoder, b *Bucket) {
 	e.bool1(b.ChecksumSidecars)
 	e.str(b.CacheControl)
 	e.varint(b.CreatedNs)
+	e.varint(int64(b.Replicas))
+	e.varint(int64(b.WriteQuorum))
 }
 
 func decodeBucketBody(d *decoder) *Bucket {
@@ -273,7 +277,54 @@ func decodeBucketBody(d *decoder) *Bucket {
 		ChecksumSidecars: d.bool1(),
 		CacheControl:     d.str(),
 		CreatedNs:        d.varint(),
+		Replicas:         int32(d.varint()),
+		WriteQuorum:      int32(d.varint()),
 	}
+}
+
+func appendNode(e *encoder, n *Node) {
+	e.uvarint(n.ID)
+	e.str(n.Name)
+	e.str(n.URL)
+	e.str(n.ClusterURL)
+	e.str(n.Zone)
+	e.uvarint(math.Float64bits(n.Weight))
+	e.bool1(n.Witness)
+	e.byte1(byte(n.State))
+	e.varint(n.JoinedNs)
+}
+
+func decodeNodeBody(d *decoder) *Node {
+	return &Node{
+		ID:         d.uvarint(),
+		Name:       d.str(),
+		URL:        d.str(),
+		ClusterURL: d.str(),
+		Zone:       d.str(),
+		Weight:     math.Float64frombits(d.uvarint()),
+		Witness:    d.bool1(),
+		State:      NodeState(d.byte1()),
+		JoinedNs:   d.varint(),
+	}
+}
+
+func encodeNode(n *Node) []byte {
+	e := encoder{}
+	e.byte1(nodeVersion)
+	appendNode(&e, n)
+	return e.b
+}
+
+func decodeNode(p []byte) (*Node, error) {
+	d := decoder{b: p}
+	if v := d.byte1(); d.err == nil && v != nodeVersion {
+		return nil, errCorrupt("node version %d", v)
+	}
+	n := decodeNodeBody(&d)
+	if err := d.done(); err != nil {
+		return nil, fmt.Errorf("decode node: %w", err)
+	}
+	return n, nil
 }
 
 func encodeBucket(b *Bucket) []byte {
@@ -304,7 +355,7 @@ func EncodeCommands(cmds []Command) ([]byte, error) {
 	e.uvarint(uint64(len(cmds)))
 	for i := range cmds {
 		c := &cmds[i]
-		if c.Op < OpCreateBucket || c.Op > OpSetAttr {
+		if c.Op < OpCreateBucket || c.Op > opLast {
 			return nil, fmt.Errorf("encode command %d: %w: unknown op %d", i, ErrInvalid, c.Op)
 		}
 		e.byte1(byte(c.Op))
@@ -329,6 +380,10 @@ func EncodeCommands(cmds []Command) ([]byte, error) {
 			e.hash(h)
 		}
 		e.varint(c.ReapBefore)
+		e.bool1(c.Node != nil)
+		if c.Node != nil {
+			appendNode(&e, c.Node)
+		}
 	}
 	return e.b, nil
 }
@@ -345,7 +400,7 @@ func DecodeCommands(p []byte) ([]Command, error) {
 	for i := 0; i < n && d.err == nil; i++ {
 		var c Command
 		c.Op = Op(d.byte1())
-		if d.err == nil && (c.Op < OpCreateBucket || c.Op > OpSetAttr) {
+		if d.err == nil && (c.Op < OpCreateBucket || c.Op > opLast) {
 			d.fail("unknown op %d", c.Op)
 		}
 		c.BucketName = d.str()
@@ -369,6 +424,9 @@ func DecodeCommands(p []byte) ([]Command, error) {
 			}
 		}
 		c.ReapBefore = d.varint()
+		if d.bool1() {
+			c.Node = decodeNodeBody(&d)
+		}
 		cmds = append(cmds, c)
 	}
 	if err := d.done(); err != nil {

@@ -78,11 +78,16 @@ func normalize(n *Inode) *Inode {
 func randCommands(rng *rand.Rand) []Command {
 	var cmds []Command
 	for i := rng.IntN(5); i > 0; i-- {
-		c := Command{Op: Op(1 + rng.IntN(int(OpSetAttr))), BucketName: "bkt", Path: "a/b", DstPath: "c",
+		c := Command{Op: Op(1 + rng.IntN(int(opLast))), BucketName: "bkt", Path: "a/b", DstPath: "c",
 			TimeNs: rng.Int64(), IfMatch: "e", IfNoneMatchAny: rng.IntN(2) == 0, StartIndex: rng.Uint64(),
 			ReapBefore: -rng.Int64()}
 		if rng.IntN(2) == 0 {
-			c.Bucket = &Bucket{Name: "bkt", Ino: 5, Public: true, CacheControl: "no-cache", CreatedNs: 9}
+			c.Bucket = &Bucket{Name: "bkt", Ino: 5, Public: true, CacheControl: "no-cache", CreatedNs: 9,
+				Replicas: int32(rng.IntN(5)) - 1, WriteQuorum: int32(rng.IntN(3))}
+		}
+		if rng.IntN(2) == 0 {
+			c.Node = &Node{ID: rng.Uint64(), Name: "n1", URL: "http://127.0.0.1:1", ClusterURL: "http://x",
+				Zone: "z", Weight: rng.Float64() * 4, Witness: rng.IntN(2) == 0, State: NodeState(1 + rng.IntN(2)), JoinedNs: rng.Int64()}
 		}
 		if rng.IntN(2) == 0 {
 			c.File = randInode(rng)

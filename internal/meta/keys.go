@@ -17,6 +17,7 @@ const (
 	pReaped   = 'x'
 	pReapedI  = 'y'
 	pMeta     = 'm'
+	pNode     = 'n'
 )
 
 // Meta keys.
@@ -97,4 +98,9 @@ func decodeDentry(v []byte) (Ino, FileType, error) {
 		return 0, 0, errCorrupt("dentry value of %d bytes", len(v))
 	}
 	return Ino(binary.BigEndian.Uint64(v)), FileType(v[8]), nil
+}
+
+// nodeKey is the key of cluster member id.
+func nodeKey(id uint64) []byte {
+	return binary.BigEndian.AppendUint64([]byte{pNode}, id)
 }

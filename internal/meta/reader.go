@@ -245,3 +245,35 @@ func (r *Reader) Counts() (files, dirs, bytes int64, err error) {
 	c, err := r.counts()
 	return c.files, c.dirs, c.bytes, err
 }
+
+// Node returns cluster member id, or ErrNotFound.
+func (r *Reader) Node(id uint64) (*Node, error) {
+	v, ok, err := r.get(nodeKey(id))
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		return nil, fmt.Errorf("node %d: %w", id, ErrNotFound)
+	}
+	return decodeNode(v)
+}
+
+// Nodes returns the cluster map's members in ID order.
+func (r *Reader) Nodes() ([]*Node, error) {
+	var out []*Node
+	var derr error
+	p := []byte{pNode}
+	err := r.r.Scan(p, prefixEnd(p), func(_, v []byte) bool {
+		n, err := decodeNode(v)
+		if err != nil {
+			derr = err
+			return false
+		}
+		out = append(out, n)
+		return true
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, derr
+}

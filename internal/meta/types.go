@@ -59,6 +59,38 @@ type Bucket struct {
 	ChecksumSidecars bool // GET NAME.md5 / NAME.sha256 synthesized
 	CacheControl     string
 	CreatedNs        int64
+	// Replicas is the replication factor R of the bucket's blobs: 0 means
+	// the cluster default (3), Mirror (-1) means every data node.
+	Replicas int32
+	// WriteQuorum W is how many replicas must hold a blob before a write is
+	// acknowledged: 0 means a majority of R.
+	WriteQuorum int32
+}
+
+// Mirror as Bucket.Replicas places a copy of every blob on every data node.
+const Mirror int32 = -1
+
+// NodeState is the lifecycle state of a cluster member.
+type NodeState uint8
+
+// Node states.
+const (
+	NodeActive   NodeState = 1 // holds data and takes new copies
+	NodeDraining NodeState = 2 // keeps serving until its copies moved; takes no new copies
+)
+
+// Node is a member of the cluster map, which lives in the log so every node
+// agrees on it. Liveness is not here: the failure detector decides that.
+type Node struct {
+	ID         uint64    // Raft node ID, never reused; > 0
+	Name       string    // operator-facing name
+	URL        string    // public base URL, http://HOST:PORT of --listen
+	ClusterURL string    // node-to-node base URL; "" means URL
+	Zone       string    // failure domain; copies of a blob spread over zones
+	Weight     float64   // capacity weight for placement; 0 means 1
+	Witness    bool      // votes, stores no data
+	State      NodeState // NodeActive or NodeDraining
+	JoinedNs   int64     // time of the command that added it
 }
 
 // Dirent is one entry of a directory listing.
@@ -98,6 +130,10 @@ const (
 	OpRename                     // BucketName, Path -> DstPath (same bucket); replaces a file at DstPath
 	OpReap                       // Reap: approve deletion of garbage blobs older than ReapBefore
 	OpSetAttr                    // BucketName, Path, File.Mode/UID/GID/MtimeNs/Xattrs
+	OpSetNode                    // Node: add a member or replace its record
+	OpRemoveNode                 // Node.ID: remove a member from the cluster map
+
+	opLast = OpRemoveNode
 )
 
 // Command is one namespace change. It is what the Raft log carries: it must
@@ -122,6 +158,8 @@ type Command struct {
 	// ReapBefore (OpReap).
 	Reap       []blob.Hash
 	ReapBefore int64
+	// Node is the member record of OpSetNode and OpRemoveNode.
+	Node *Node
 }
 
 // Result is the outcome of applying one Command.

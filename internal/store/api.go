@@ -35,6 +35,11 @@ type BucketInfo struct {
 	ChecksumSidecars bool      `json:"checksum_sidecars"`
 	CacheControl     string    `json:"cache_control,omitempty"`
 	Created          time.Time `json:"created"`
+	// Replicas is the replication factor R: 0 = cluster default (3),
+	// -1 = mirror (every data node).
+	Replicas int `json:"replicas"`
+	// WriteQuorum is W, the copies a write waits for: 0 = majority of R.
+	WriteQuorum int `json:"write_quorum"`
 }
 
 // ObjectInfo describes a file or directory.

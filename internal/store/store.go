@@ -221,12 +221,13 @@ func (s *Local) propose(ctx context.Context, cmd meta.Command) (meta.Result, err
 
 func bucketInfo(b *meta.Bucket) BucketInfo {
 	return BucketInfo{Name: b.Name, Public: b.Public, ChecksumSidecars: b.ChecksumSidecars,
-		CacheControl: b.CacheControl, Created: time.Unix(0, b.CreatedNs).UTC()}
+		CacheControl: b.CacheControl, Created: time.Unix(0, b.CreatedNs).UTC(),
+		Replicas: int(b.Replicas), WriteQuorum: int(b.WriteQuorum)}
 }
 
 func metaBucket(b BucketInfo) *meta.Bucket {
 	return &meta.Bucket{Name: b.Name, Public: b.Public, ChecksumSidecars: b.ChecksumSidecars,
-		CacheControl: b.CacheControl}
+		CacheControl: b.CacheControl, Replicas: clamp32(b.Replicas), WriteQuorum: clamp32(b.WriteQuorum)}
 }
 
 // CreateBucket implements Store.
@@ -749,4 +750,16 @@ func fileSHA256(single bool, sh hash.Hash, extents []meta.Extent) string {
 		return hex.EncodeToString(sh.Sum(nil)) // empty file
 	}
 	return extents[0].Hash.String()
+}
+
+// clamp32 converts an int option to int32, saturating (meta rejects
+// out-of-range values with a clear error).
+func clamp32(v int) int32 {
+	if v > 1<<30 {
+		return 1 << 30
+	}
+	if v < -(1 << 30) {
+		return -(1 << 30)
+	}
+	return int32(v)
 }

@@ -202,6 +202,15 @@ func runEndToEnd(t *testing.T, extra ...string) {
 	if out, err := s.cli("bucket", "create", "Bad_Name"); err == nil {
 		t.Fatalf("bucket with a bad name accepted: %s", out)
 	}
+	if out, err := s.cli("bucket", "create", "mirrored", "--replicas", "mirror"); err != nil || !strings.Contains(out, "replicas=mirror") {
+		t.Fatalf("bucket create --replicas mirror: %v\n%s", err, out)
+	}
+	if out, err := s.cli("bucket", "set", "mirrored", "replicas=3", "write-quorum=5"); err == nil {
+		t.Fatalf("write quorum above replicas accepted: %s", out)
+	}
+	if out, err := s.cli("bucket", "set", "mirrored", "replicas=3", "write-quorum=2"); err != nil || !strings.Contains(out, "replicas=3 write-quorum=2") {
+		t.Fatalf("bucket set replicas: %v\n%s", err, out)
+	}
 	out, err := s.cli("bucket", "list")
 	if err != nil || !strings.Contains(out, "pub") || !strings.Contains(out, "priv") {
 		t.Fatalf("bucket list: %v\n%s", err, out)

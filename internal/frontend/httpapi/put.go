@@ -242,6 +242,8 @@ type bucketPatch struct {
 	Public           *bool   `json:"public"`
 	ChecksumSidecars *bool   `json:"checksum_sidecars"`
 	CacheControl     *string `json:"cache_control"`
+	Replicas         *int    `json:"replicas"`
+	WriteQuorum      *int    `json:"write_quorum"`
 }
 
 // maxAdminBody bounds admin JSON bodies.
@@ -274,6 +276,12 @@ func (p bucketPatch) apply(b *store.BucketInfo) {
 	}
 	if p.CacheControl != nil {
 		b.CacheControl = *p.CacheControl
+	}
+	if p.Replicas != nil {
+		b.Replicas = *p.Replicas
+	}
+	if p.WriteQuorum != nil {
+		b.WriteQuorum = *p.WriteQuorum
 	}
 }
 
