@@ -115,3 +115,5 @@ func TestLargeUploadStreams(t *testing.T) {
 		t.Fatal("tail differs")
 	}
 }
+
+func bytesReader(b []byte) io.Reader { return &patternReader{n: int64(len(b))} }
