@@ -1,0 +1,27 @@
+// Package replica moves blobs between nodes: the write fan-out (a blob
+// goes to its R ranked nodes in parallel; the write succeeds once W of
+// them hold it) and remote reads (from the nearest live replica, with a
+// hedged second request when the first is slow). Repair and rebalance,
+// which move copies home after failures and membership changes, come next.
+//
+// The package sees other nodes only through the Peers interface (the
+// transport package implements it over HTTP, tests and the simulator in
+// memory) and the local copy through Local (blob.Store). It never sees an
+// *http.Request.
+//
+// Write rule: targets = placement.Place(map, hash, R).Targets — the R
+// best-ranked live nodes, stand-ins taking the place of dead home nodes.
+// Every target is sent the blob at once; Write returns when W have
+// acknowledged (each acknowledges only after its fsync), or fails with
+// ErrNoQuorum when so many have failed that W can no longer be reached. The
+// sends still running when Write returns go on in the background, bounded
+// by Config.BackgroundTimeout: a straggler that misses the write is
+// repaired later.
+//
+// Read rule: the local copy if there is one; otherwise the sources in
+// placement order (live ones first) one after another, and when a request
+// has not answered within HedgeAfter, a second request to the next source
+// races it; the first full answer wins and the loser is cancelled. A
+// source that fails is skipped at once. Timeouts are milliseconds, not
+// tens of seconds: a hung node must not stall reads.
+package replica

@@ -1,0 +1,296 @@
+package replica
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/cairn-fs/cairn/internal/blob"
+	"github.com/cairn-fs/cairn/internal/placement"
+)
+
+// Errors returned by the Replicator.
+var (
+	// ErrNoQuorum: fewer than W replicas could take the blob.
+	ErrNoQuorum = errors.New("replica: write quorum not reached")
+	// ErrUnavailable: no replica could serve the read.
+	ErrUnavailable = errors.New("replica: no replica available")
+)
+
+// Peers reaches the other nodes. Implementations must be safe for
+// concurrent use and honour ctx deadlines promptly.
+type Peers interface {
+	// PutBlob stores data as blob h on node to; it returns once durable there.
+	PutBlob(ctx context.Context, to placement.NodeID, h blob.Hash, data []byte) error
+	// GetBlob reads n bytes at off of blob h from node to.
+	GetBlob(ctx context.Context, to placement.NodeID, h blob.Hash, off, n int64) (io.ReadCloser, error)
+}
+
+// Local is this node's blob store (blob.Store implements it).
+type Local interface {
+	Put(h blob.Hash, data []byte) error
+	Has(h blob.Hash) bool
+	ReadAt(h blob.Hash, p []byte, off int64) (int, error)
+}
+
+// Config configures a Replicator.
+type Config struct {
+	// Self is this node's ID. Required.
+	Self placement.NodeID
+	// Local is this node's blob store. Required.
+	Local Local
+	// Peers reaches the other nodes. Required.
+	Peers Peers
+	// Map returns the current placement map (membership, weights, zones,
+	// liveness). Required; called once per operation.
+	Map func() *placement.Map
+	// HedgeAfter is how long a remote read waits before racing a second
+	// replica. Default 50 ms.
+	HedgeAfter time.Duration
+	// ReadTimeout bounds one remote read request. Default 2 s.
+	ReadTimeout time.Duration
+	// WriteTimeout bounds one replica's write. Default 5 s.
+	WriteTimeout time.Duration
+	// BackgroundTimeout bounds the sends that go on after Write returned.
+	// Default 30 s.
+	BackgroundTimeout time.Duration
+	// Logger; default slog.Default().
+	Logger *slog.Logger
+}
+
+// DefaultConfig returns the defaults (dependencies unset).
+func DefaultConfig() Config {
+	return Config{HedgeAfter: 50 * time.Millisecond, ReadTimeout: 2 * time.Second,
+		WriteTimeout: 5 * time.Second, BackgroundTimeout: 30 * time.Second}
+}
+
+// Validate reports a missing dependency.
+func (c *Config) Validate() error {
+	switch {
+	case c.Self == 0:
+		return errors.New("replica: Config.Self is required")
+	case c.Local == nil || c.Peers == nil || c.Map == nil:
+		return errors.New("replica: Config.Local, Peers and Map are required")
+	}
+	return nil
+}
+
+// Replicator writes and reads blobs across the cluster. Safe for
+// concurrent use.
+type Replicator struct {
+	cfg Config
+}
+
+// New returns a Replicator.
+func New(cfg Config) (*Replicator, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	d := DefaultConfig()
+	if cfg.HedgeAfter <= 0 {
+		cfg.HedgeAfter = d.HedgeAfter
+	}
+	if cfg.ReadTimeout <= 0 {
+		cfg.ReadTimeout = d.ReadTimeout
+	}
+	if cfg.WriteTimeout <= 0 {
+		cfg.WriteTimeout = d.WriteTimeout
+	}
+	if cfg.BackgroundTimeout <= 0 {
+		cfg.BackgroundTimeout = d.BackgroundTimeout
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	return &Replicator{cfg: cfg}, nil
+}
+
+// writeQuorum is how many copies a write needs: w if set (capped at R),
+// else a majority of R — of the configured R, not of the live targets, so
+// that with R=3 and a node down two copies are still required. For
+// mirror buckets R is the number of data nodes.
+func writeQuorum(m *placement.Map, h blob.Hash, rf, w int) int {
+	if rf == placement.Mirror || rf <= 0 {
+		rf = len(placement.Rank(m, h))
+	}
+	if w > 0 {
+		return min(w, rf)
+	}
+	return rf/2 + 1
+}
+
+// WriteResult says where a blob was written.
+type WriteResult struct {
+	// Acked lists the nodes that acknowledged before Write returned.
+	Acked []placement.NodeID
+	// Targets are all the nodes the blob was sent to.
+	Targets []placement.NodeID
+}
+
+// Write sends blob h to its replicas (r copies, placement.Mirror for every
+// data node) and returns once w of them (0: a majority) hold it durably.
+// It fails with ErrNoQuorum when w can no longer be reached, or ctx's error.
+func (r *Replicator) Write(ctx context.Context, h blob.Hash, data []byte, rf, w int) (WriteResult, error) {
+	m := r.cfg.Map()
+	plan := placement.Place(m, h, rf)
+	targets := plan.Targets
+	need := writeQuorum(m, h, rf, w)
+	res := WriteResult{Targets: targets}
+	if len(targets) < need || len(targets) == 0 {
+		return res, fmt.Errorf("%w: %d live targets for %d required copies", ErrNoQuorum, len(targets), need)
+	}
+	type ack struct {
+		id  placement.NodeID
+		err error
+	}
+	acks := make(chan ack, len(targets))
+	// The sends outlive the call (stragglers finish in the background) but
+	// not BackgroundTimeout, and a caller's cancellation stops them only
+	// while the quorum is still pending.
+	bg, cancelBG := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.BackgroundTimeout)
+	var wg sync.WaitGroup
+	for _, id := range targets {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			acks <- ack{id, r.put(bg, id, h, data)}
+		}()
+	}
+	go func() { wg.Wait(); cancelBG() }()
+
+	failed := 0
+	var errs []error
+	for len(res.Acked) < need {
+		select {
+		case a := <-acks:
+			if a.err == nil {
+				res.Acked = append(res.Acked, a.id)
+				continue
+			}
+			failed++
+			errs = append(errs, fmt.Errorf("node %d: %w", a.id, a.err))
+			if len(targets)-failed < need {
+				return res, fmt.Errorf("%w: %d of %d copies written, %d required: %w",
+					ErrNoQuorum, len(res.Acked), len(targets), need, errors.Join(errs...))
+			}
+		case <-ctx.Done():
+			cancelBG()
+			return res, ctx.Err()
+		}
+	}
+	return res, nil
+}
+
+func (r *Replicator) put(ctx context.Context, id placement.NodeID, h blob.Hash, data []byte) error {
+	if id == r.cfg.Self {
+		return r.cfg.Local.Put(h, data)
+	}
+	ctx, cancel := context.WithTimeout(ctx, r.cfg.WriteTimeout)
+	defer cancel()
+	return r.cfg.Peers.PutBlob(ctx, id, h, data)
+}
+
+// ReadAt reads len(p) bytes at off of blob h into p: from the local copy
+// when this node has one, else from remote replicas with hedging.
+func (r *Replicator) ReadAt(ctx context.Context, h blob.Hash, p []byte, off int64) (int, error) {
+	if r.cfg.Local.Has(h) {
+		n, err := r.cfg.Local.ReadAt(h, p, off)
+		if err == nil || (errors.Is(err, io.EOF) && n == len(p)) {
+			return n, nil
+		}
+		// A local copy that fails (corrupt, vanished) is not the end: fall
+		// through to the replicas.
+		r.cfg.Logger.Warn("local blob read failed; reading a replica", "hash", h.String(), "err", err)
+	}
+	m := r.cfg.Map()
+	var sources []placement.NodeID
+	for _, id := range placement.Sources(m, h) {
+		if id == r.cfg.Self {
+			continue
+		}
+		if n, ok := m.Node(id); ok && n.State == placement.Dead {
+			continue
+		}
+		sources = append(sources, id)
+	}
+	if len(sources) == 0 {
+		return 0, fmt.Errorf("%w: blob %s has no live replica", ErrUnavailable, h)
+	}
+	return r.hedgedRead(ctx, h, p, off, sources)
+}
+
+type readResult struct {
+	src  int
+	data []byte
+	err  error
+}
+
+// hedgedRead asks sources in order: a new request starts when the previous
+// one failed, or when none answered within HedgeAfter. The first complete
+// answer wins.
+func (r *Replicator) hedgedRead(ctx context.Context, h blob.Hash, p []byte, off int64, sources []placement.NodeID) (int, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel() // stops the losers
+	results := make(chan readResult, len(sources))
+	next, inflight := 0, 0
+	start := func() {
+		i := next
+		next++
+		inflight++
+		go func() {
+			data, err := r.fetch(ctx, sources[i], h, off, int64(len(p)))
+			results <- readResult{i, data, err}
+		}()
+	}
+	start()
+	timer := time.NewTimer(r.cfg.HedgeAfter)
+	defer timer.Stop()
+	var errs []error
+	for {
+		select {
+		case res := <-results:
+			inflight--
+			if res.err == nil {
+				return copy(p, res.data), nil
+			}
+			errs = append(errs, fmt.Errorf("node %d: %w", sources[res.src], res.err))
+			if next < len(sources) {
+				start()
+				timer.Reset(r.cfg.HedgeAfter)
+			} else if inflight == 0 {
+				return 0, fmt.Errorf("%w: %w", ErrUnavailable, errors.Join(errs...))
+			}
+		case <-timer.C:
+			if next < len(sources) {
+				start() // hedge: race the slow request
+				timer.Reset(r.cfg.HedgeAfter)
+			}
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		}
+	}
+}
+
+func (r *Replicator) fetch(ctx context.Context, id placement.NodeID, h blob.Hash, off, n int64) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, r.cfg.ReadTimeout)
+	defer cancel()
+	rc, err := r.cfg.Peers.GetBlob(ctx, id, h, off, n)
+	if err != nil {
+		return nil, err
+	}
+	defer rc.Close()
+	var buf bytes.Buffer
+	buf.Grow(int(n))
+	if _, err := io.Copy(&buf, io.LimitReader(rc, n)); err != nil {
+		return nil, err
+	}
+	if int64(buf.Len()) != n {
+		return nil, fmt.Errorf("short read: %d of %d bytes", buf.Len(), n)
+	}
+	return buf.Bytes(), nil
+}

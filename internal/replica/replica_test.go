@@ -1,0 +1,328 @@
+package replica
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cairn-fs/cairn/internal/blob"
+	"github.com/cairn-fs/cairn/internal/placement"
+)
+
+// memNode is one node's blob store in memory.
+type memNode struct {
+	mu    sync.Mutex
+	blobs map[blob.Hash][]byte
+}
+
+func (n *memNode) Put(h blob.Hash, d []byte) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.blobs[h] = bytes.Clone(d)
+	return nil
+}
+
+func (n *memNode) Has(h blob.Hash) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	_, ok := n.blobs[h]
+	return ok
+}
+
+func (n *memNode) ReadAt(h blob.Hash, p []byte, off int64) (int, error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	d, ok := n.blobs[h]
+	if !ok {
+		return 0, blob.ErrNotFound
+	}
+	if off >= int64(len(d)) {
+		return 0, io.EOF
+	}
+	k := copy(p, d[off:])
+	if k < len(p) {
+		return k, io.EOF
+	}
+	return k, nil
+}
+
+// fakeNet routes Peers calls to memNodes, with per-node behaviour.
+type fakeNet struct {
+	nodes map[placement.NodeID]*memNode
+	mu    sync.Mutex
+	// hang makes a node never answer (until ctx ends); fail makes it error.
+	hang, fail map[placement.NodeID]bool
+	gets       map[placement.NodeID]int
+	release    chan struct{} // closed: hung puts proceed
+}
+
+func newFakeNet(ids ...placement.NodeID) *fakeNet {
+	f := &fakeNet{nodes: map[placement.NodeID]*memNode{}, hang: map[placement.NodeID]bool{},
+		fail: map[placement.NodeID]bool{}, gets: map[placement.NodeID]int{}, release: make(chan struct{})}
+	for _, id := range ids {
+		f.nodes[id] = &memNode{blobs: map[blob.Hash][]byte{}}
+	}
+	return f
+}
+
+func (f *fakeNet) behaviour(id placement.NodeID) (hang, fail bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.hang[id], f.fail[id]
+}
+
+func (f *fakeNet) PutBlob(ctx context.Context, to placement.NodeID, h blob.Hash, d []byte) error {
+	hang, fail := f.behaviour(to)
+	if fail {
+		return errors.New("injected failure")
+	}
+	if hang {
+		select {
+		case <-f.release:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return f.nodes[to].Put(h, d)
+}
+
+func (f *fakeNet) GetBlob(ctx context.Context, to placement.NodeID, h blob.Hash, off, n int64) (io.ReadCloser, error) {
+	f.mu.Lock()
+	f.gets[to]++
+	f.mu.Unlock()
+	hang, fail := f.behaviour(to)
+	if fail {
+		return nil, errors.New("injected failure")
+	}
+	if hang {
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
+	p := make([]byte, n)
+	k, err := f.nodes[to].ReadAt(h, p, off)
+	if err != nil && !(errors.Is(err, io.EOF) && int64(k) == n) {
+		return nil, err
+	}
+	return io.NopCloser(bytes.NewReader(p[:k])), nil
+}
+
+func mapOf(t *testing.T, dead ...placement.NodeID) *placement.Map {
+	var nodes []placement.Node
+	for id := placement.NodeID(1); id <= 5; id++ {
+		st := placement.Live
+		for _, d := range dead {
+			if d == id {
+				st = placement.Dead
+			}
+		}
+		nodes = append(nodes, placement.Node{ID: id, Zone: "z", Weight: 1, State: st})
+	}
+	m, err := placement.NewMap(nodes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func newRep(t *testing.T, self placement.NodeID, f *fakeNet, m *placement.Map) *Replicator {
+	r, err := New(Config{Self: self, Local: f.nodes[self], Peers: f, Map: func() *placement.Map { return m },
+		HedgeAfter: 20 * time.Millisecond, ReadTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func holders(f *fakeNet, h blob.Hash) []placement.NodeID {
+	var out []placement.NodeID
+	for id := placement.NodeID(1); id <= 5; id++ {
+		if f.nodes[id].Has(h) {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+func TestWriteReachesRankedReplicas(t *testing.T) {
+	f := newFakeNet(1, 2, 3, 4, 5)
+	m := mapOf(t)
+	r := newRep(t, 1, f, m)
+	for i := 0; i < 50; i++ {
+		data := []byte(fmt.Sprint("blob ", i))
+		h := blob.Sum(data)
+		res, err := r.Write(context.Background(), h, data, 3, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(res.Acked) < 2 {
+			t.Fatalf("returned with %d acks, want >= 2", len(res.Acked))
+		}
+		want := placement.Replicas(m, h, 3)
+		// Stragglers finish in the background; wait for them (bounded).
+		deadline := time.Now().Add(5 * time.Second)
+		for len(holders(f, h)) < 3 && time.Now().Before(deadline) {
+			time.Sleep(time.Millisecond)
+		}
+		if got := holders(f, h); fmt.Sprint(sorted(got)) != fmt.Sprint(sorted(want)) {
+			t.Fatalf("blob %d on %v, want its ranked nodes %v", i, got, want)
+		}
+	}
+}
+
+func sorted(ids []placement.NodeID) []placement.NodeID {
+	out := append([]placement.NodeID(nil), ids...)
+	for i := range out {
+		for j := i + 1; j < len(out); j++ {
+			if out[j] < out[i] {
+				out[i], out[j] = out[j], out[i]
+			}
+		}
+	}
+	return out
+}
+
+// A hung replica does not hold up a write that has its quorum.
+func TestWriteDoesNotWaitForStraggler(t *testing.T) {
+	f := newFakeNet(1, 2, 3, 4, 5)
+	m := mapOf(t)
+	data := []byte("straggler")
+	h := blob.Sum(data)
+	targets := placement.Replicas(m, h, 3)
+	self := targets[0]
+	f.hang[targets[2]] = true
+	r := newRep(t, self, f, m)
+	start := time.Now()
+	res, err := r.Write(context.Background(), h, data, 3, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if el := time.Since(start); el > time.Second {
+		t.Fatalf("write waited %v for a hung replica", el)
+	}
+	if len(res.Acked) != 2 {
+		t.Fatalf("acked %v", res.Acked)
+	}
+	close(f.release)
+}
+
+func TestWriteQuorumFailure(t *testing.T) {
+	f := newFakeNet(1, 2, 3, 4, 5)
+	m := mapOf(t)
+	data := []byte("quorum")
+	h := blob.Sum(data)
+	targets := placement.Replicas(m, h, 3)
+	var self placement.NodeID
+	for id := placement.NodeID(1); id <= 5; id++ {
+		if !contains(targets, id) {
+			self = id
+		}
+	}
+	f.fail[targets[0]], f.fail[targets[1]] = true, true
+	r := newRep(t, self, f, m)
+	if _, err := r.Write(context.Background(), h, data, 3, 0); !errors.Is(err, ErrNoQuorum) {
+		t.Fatalf("two of three replicas failing: %v, want ErrNoQuorum", err)
+	}
+	// W=1 succeeds with one good replica.
+	if _, err := r.Write(context.Background(), h, data, 3, 1); err != nil {
+		t.Fatalf("W=1: %v", err)
+	}
+}
+
+func contains(ids []placement.NodeID, id placement.NodeID) bool {
+	for _, x := range ids {
+		if x == id {
+			return true
+		}
+	}
+	return false
+}
+
+// A dead home node's copy goes to the next live node in the ranking.
+func TestWriteStandInForDeadNode(t *testing.T) {
+	f := newFakeNet(1, 2, 3, 4, 5)
+	data := []byte("stand-in")
+	h := blob.Sum(data)
+	home := placement.Replicas(mapOf(t), h, 3)
+	m := mapOf(t, home[1])
+	r := newRep(t, 1, f, m)
+	res, err := r.Write(context.Background(), h, data, 3, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if contains(res.Targets, home[1]) || len(res.Targets) != 3 {
+		t.Fatalf("targets %v include the dead node %d", res.Targets, home[1])
+	}
+	if f.nodes[home[1]].Has(h) {
+		t.Fatal("dead node was written")
+	}
+}
+
+func TestReadLocalFirst(t *testing.T) {
+	f := newFakeNet(1, 2, 3, 4, 5)
+	m := mapOf(t)
+	data := []byte("local data")
+	h := blob.Sum(data)
+	f.nodes[1].Put(h, data)
+	r := newRep(t, 1, f, m)
+	p := make([]byte, 4)
+	if _, err := r.ReadAt(context.Background(), h, p, 6); err != nil || string(p) != "data" {
+		t.Fatalf("read %q %v", p, err)
+	}
+	for id, n := range f.gets {
+		if n > 0 {
+			t.Fatalf("remote read from %d for a local blob", id)
+		}
+	}
+}
+
+// A hung replica costs a hedge delay, not a timeout.
+func TestReadHedgesAroundHungReplica(t *testing.T) {
+	f := newFakeNet(1, 2, 3, 4, 5)
+	m := mapOf(t)
+	data := []byte("remote data")
+	h := blob.Sum(data)
+	src := placement.Sources(m, h)
+	var self placement.NodeID
+	var others []placement.NodeID
+	for _, id := range src {
+		if self == 0 && id != src[0] && id != src[1] && id != src[2] {
+			self = id
+		} else {
+			others = append(others, id)
+		}
+	}
+	for _, id := range others {
+		f.nodes[id].Put(h, data)
+	}
+	f.hang[src[0]] = true
+	r := newRep(t, self, f, m)
+	start := time.Now()
+	p := make([]byte, len(data))
+	if _, err := r.ReadAt(context.Background(), h, p, 0); err != nil || !bytes.Equal(p, data) {
+		t.Fatalf("read %q %v", p, err)
+	}
+	if el := time.Since(start); el > 500*time.Millisecond {
+		t.Fatalf("read took %v with one hung replica (hedge after 20ms)", el)
+	}
+	// Failing sources are skipped at once.
+	f.mu.Lock()
+	f.hang[src[0]] = false
+	f.fail[src[0]], f.fail[src[1]] = true, true
+	f.mu.Unlock()
+	if _, err := r.ReadAt(context.Background(), h, p, 0); err != nil {
+		t.Fatalf("read with two failing replicas: %v", err)
+	}
+	f.mu.Lock()
+	for _, id := range src {
+		f.fail[id] = true
+	}
+	f.mu.Unlock()
+	if _, err := r.ReadAt(context.Background(), h, p, 0); !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("all replicas failing: %v, want ErrUnavailable", err)
+	}
+}
