@@ -1,0 +1,24 @@
+package replica
+
+import (
+	"context"
+	"io"
+
+	"github.com/cairn-fs/cairn/internal/blob"
+	"github.com/cairn-fs/cairn/internal/placement"
+	"github.com/cairn-fs/cairn/internal/transport"
+)
+
+// TransportPeers adapts a transport.Client (HTTP or in-memory) to Peers.
+// Node IDs are the Raft IDs in both packages.
+type TransportPeers struct{ C transport.Client }
+
+// PutBlob implements Peers.
+func (p TransportPeers) PutBlob(ctx context.Context, to placement.NodeID, h blob.Hash, data []byte) error {
+	return p.C.PutBlob(ctx, transport.NodeID(to), h, data)
+}
+
+// GetBlob implements Peers.
+func (p TransportPeers) GetBlob(ctx context.Context, to placement.NodeID, h blob.Hash, off, n int64) (io.ReadCloser, error) {
+	return p.C.GetBlob(ctx, transport.NodeID(to), h, off, n)
+}

@@ -1,0 +1,60 @@
+package replica
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+
+	"github.com/cairn-fs/cairn/internal/blob"
+	"github.com/cairn-fs/cairn/internal/transport"
+)
+
+// BlobStore is what BlobServer needs of the node's blob store
+// (blob.Store implements it).
+type BlobStore interface {
+	Local
+	Size(h blob.Hash) (int64, error)
+}
+
+// BlobServer answers the blob half of transport.Handler (PutBlob, GetBlob,
+// HasBlobs) from the node's blob store. The node's handler embeds it next
+// to the consensus and join handlers.
+type BlobServer struct{ Store BlobStore }
+
+// PutBlob stores a blob a peer sent (the transport checked its hash);
+// it returns once the blob is durable (blob.Store.Put group-commits).
+func (s BlobServer) PutBlob(ctx context.Context, from transport.NodeID, h blob.Hash, data []byte) error {
+	return s.Store.Put(h, data)
+}
+
+// GetBlob returns n bytes (-1: to the end) of blob h from off.
+func (s BlobServer) GetBlob(ctx context.Context, from transport.NodeID, h blob.Hash, off, n int64) (io.ReadCloser, int64, error) {
+	size, err := s.Store.Size(h)
+	if err != nil {
+		return nil, 0, err
+	}
+	if off < 0 || off > size {
+		return nil, 0, fmt.Errorf("blob %s: offset %d outside %d bytes: %w", h, off, size, blob.ErrNotFound)
+	}
+	if n < 0 || off+n > size {
+		n = size - off
+	}
+	// Blobs are at most 4 MiB: one read into memory keeps the volume
+	// unpinned while the peer reads slowly.
+	p := make([]byte, n)
+	k, err := s.Store.ReadAt(h, p, off)
+	if err != nil && !(err == io.EOF && int64(k) == n) {
+		return nil, 0, err
+	}
+	return io.NopCloser(bytes.NewReader(p)), n, nil
+}
+
+// HasBlobs reports which of hs this node holds.
+func (s BlobServer) HasBlobs(ctx context.Context, from transport.NodeID, hs []blob.Hash) ([]bool, error) {
+	out := make([]bool, len(hs))
+	for i, h := range hs {
+		out[i] = s.Store.Has(h)
+	}
+	return out, nil
+}
