@@ -294,3 +294,10 @@ func (r *Replicator) fetch(ctx context.Context, id placement.NodeID, h blob.Hash
 	}
 	return buf.Bytes(), nil
 }
+
+// WriteBlob is Write for callers that only need the outcome
+// (store.Replication).
+func (r *Replicator) WriteBlob(ctx context.Context, h blob.Hash, data []byte, rf, w int) error {
+	_, err := r.Write(ctx, h, data, rf, w)
+	return err
+}

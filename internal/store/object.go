@@ -1,8 +1,10 @@
 package store
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"github.com/cairn-fs/cairn/internal/blob"
 	"io"
 	"sort"
 
@@ -46,7 +48,7 @@ func (o *object) ReadAt(p []byte, off int64) (int, error) {
 		if want > int64(len(p)-n) {
 			want = int64(len(p) - n)
 		}
-		m, err := o.s.blobs.ReadAt(e.Hash, p[n:n+int(want)], inner)
+		m, err := o.s.readBlob(e.Hash, p[n:n+int(want)], inner)
 		n += m
 		off += int64(m)
 		if err != nil && !(errors.Is(err, io.EOF) && int64(m) == want) {
@@ -95,7 +97,7 @@ func (o *object) copyBuffered(w io.Writer, e meta.Extent, inner, want int64) (in
 	bp := o.s.bufs.Get().(*[]byte)
 	defer o.s.bufs.Put(bp)
 	buf := (*bp)[:want]
-	m, err := o.s.blobs.ReadAt(e.Hash, buf, inner)
+	m, err := o.s.readBlob(e.Hash, buf, inner)
 	if err != nil && !(errors.Is(err, io.EOF) && int64(m) == want) {
 		return 0, mapErr(fmt.Errorf("read blob %s: %w", e.Hash, err))
 	}
@@ -105,6 +107,9 @@ func (o *object) copyBuffered(w io.Writer, e meta.Extent, inner, want int64) (in
 
 func (o *object) sendfile(w io.Writer, e meta.Extent, inner, want int64) (int64, error) {
 	f, base, size, release, err := o.s.blobs.Locate(e.Hash)
+	if errors.Is(err, blob.ErrNotFound) && o.s.cfg.Replication != nil {
+		return o.copyBuffered(w, e, inner, want) // a remote blob
+	}
 	if err != nil {
 		return 0, mapErr(fmt.Errorf("locate blob %s: %w", e.Hash, err))
 	}
@@ -126,4 +131,15 @@ func (o *object) sendfile(w io.Writer, e meta.Extent, inner, want int64) (int64,
 		return 0, err
 	}
 	return io.Copy(w, &io.LimitedReader{R: dup, N: want})
+}
+
+// readBlob reads from the local copy, or, in a cluster, from a replica when
+// this node has none.
+func (s *Local) readBlob(h blob.Hash, p []byte, off int64) (int, error) {
+	n, err := s.blobs.ReadAt(h, p, off)
+	if err != nil && errors.Is(err, blob.ErrNotFound) && s.cfg.Replication != nil {
+		// Remote reads are bounded by the replicator's own timeouts.
+		return s.cfg.Replication.ReadAt(context.Background(), h, p, off)
+	}
+	return n, err
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/cairn-fs/cairn/internal/consensus"
 	"github.com/cairn-fs/cairn/internal/kv"
 	"github.com/cairn-fs/cairn/internal/meta"
+	"github.com/cairn-fs/cairn/internal/replica"
 )
 
 // Config configures a Local store.
@@ -40,6 +41,9 @@ type Config struct {
 	// ParallelBlobWrites is how many blobs of one upload may be in flight
 	// (each holds up to blob.MaxSize bytes of memory). Default 4.
 	ParallelBlobWrites int
+	// Replication, if set, writes each blob to its replicas and reads blobs
+	// this node lacks from them (a cluster). Nil: blobs are local only.
+	Replication Replication
 	// Now is the clock; default time.Now.
 	Now func() time.Time
 	// Logger; default slog.Default().
@@ -66,6 +70,20 @@ func (c *Config) Validate() error {
 	}
 	return nil
 }
+
+// Replication moves blobs between the nodes of a cluster
+// (replica.Replicator implements it).
+type Replication interface {
+	// WriteBlob stores blob h on its replicas (replicas: R, 0 for the
+	// cluster default, -1 for every node) and returns once writeQuorum of
+	// them (0: a majority) hold it durably.
+	WriteBlob(ctx context.Context, h blob.Hash, data []byte, replicas, writeQuorum int) error
+	// ReadAt reads blob h from this node's copy or a replica's.
+	ReadAt(ctx context.Context, h blob.Hash, p []byte, off int64) (int, error)
+}
+
+// defaultReplicas is R for a bucket that does not set it.
+const defaultReplicas = 3
 
 // Local is the Store of one node over its blob store and namespace.
 type Local struct {
@@ -195,6 +213,9 @@ func mapErr(err error) error {
 		{blob.ErrReadOnly, ErrReadOnly},
 		{blob.ErrNotFound, ErrCorrupt}, // a referenced blob is missing
 		{consensus.ErrStopped, ErrUnavailable},
+		{consensus.ErrUnavailable, ErrUnavailable},
+		{replica.ErrNoQuorum, ErrUnavailable},
+		{replica.ErrUnavailable, ErrUnavailable},
 		{meta.ErrBlobReaped, ErrUnavailable}, // retries exhausted: the client may retry
 	}
 	for _, e := range table {
@@ -397,8 +418,13 @@ func (s *Local) Put(ctx context.Context, bucket, path string, r io.Reader, opts 
 	if path == "" {
 		return ObjectInfo{}, false, ErrInvalidName
 	}
-	if _, err := s.Bucket(ctx, bucket); err != nil {
+	binfo, err := s.Bucket(ctx, bucket)
+	if err != nil {
 		return ObjectInfo{}, false, err
+	}
+	replicas := binfo.Replicas
+	if replicas == 0 {
+		replicas = defaultReplicas
 	}
 	startIndex := s.log.AppliedIndex()
 	held := make(map[blob.Hash]struct{})
@@ -465,7 +491,7 @@ func (s *Local) Put(ctx context.Context, bucket, path string, r io.Reader, opts 
 				go func() {
 					defer wg.Done()
 					defer release()
-					if err := s.blobs.Put(h, data); err != nil {
+					if err := s.writeBlob(ctx, h, data, replicas, binfo.WriteQuorum); err != nil {
 						setErr(fmt.Errorf("write blob: %w", err))
 					}
 				}()
@@ -514,7 +540,6 @@ func (s *Local) Put(ctx context.Context, bucket, path string, r io.Reader, opts 
 		s.beforePropose()
 	}
 	var res meta.Result
-	var err error
 	for attempt := 0; ; attempt++ {
 		res, err = s.log.Propose(ctx, cmd)
 		if err == nil && errors.Is(res.Err, meta.ErrBlobReaped) && attempt < 3 {
@@ -543,8 +568,21 @@ func (s *Local) Put(ctx context.Context, bucket, path string, r io.Reader, opts 
 	return objectInfo(bucket, path, ino), res.Created, nil
 }
 
-// rewriteMissing verifies that every blob of extents is present locally.
+// writeBlob stores one blob of an upload: on its replicas in a cluster,
+// else in the local blob store.
+func (s *Local) writeBlob(ctx context.Context, h blob.Hash, data []byte, replicas, w int) error {
+	if s.cfg.Replication != nil {
+		return s.cfg.Replication.WriteBlob(ctx, h, data, replicas, w)
+	}
+	return s.blobs.Put(h, data)
+}
+
+// rewriteMissing verifies that every blob of extents is present locally
+// (in a cluster the copies live on other nodes too: nothing to check here).
 func (s *Local) rewriteMissing(extents []meta.Extent) error {
+	if s.cfg.Replication != nil {
+		return nil
+	}
 	for _, e := range extents {
 		if !s.blobs.Has(e.Hash) {
 			return fmt.Errorf("%w: blob %s vanished during upload", ErrUnavailable, e.Hash)

@@ -1,0 +1,102 @@
+package store
+
+import (
+	"bytes"
+	"context"
+	"math/rand"
+	"sync"
+	"testing"
+
+	"github.com/cairn-fs/cairn/internal/blob"
+	"github.com/cairn-fs/cairn/internal/consensus"
+	"github.com/cairn-fs/cairn/internal/kv"
+	"github.com/cairn-fs/cairn/internal/meta"
+	"github.com/cairn-fs/cairn/internal/vfs"
+)
+
+// fakeReplication keeps blobs on a "remote" blob store and records the
+// replication settings it was asked for.
+type fakeReplication struct {
+	remote *blob.Store
+	mu     sync.Mutex
+	calls  [][2]int
+	reads  int
+}
+
+func (f *fakeReplication) WriteBlob(ctx context.Context, h blob.Hash, data []byte, r, w int) error {
+	f.mu.Lock()
+	f.calls = append(f.calls, [2]int{r, w})
+	f.mu.Unlock()
+	return f.remote.Put(h, data)
+}
+
+func (f *fakeReplication) ReadAt(ctx context.Context, h blob.Hash, p []byte, off int64) (int, error) {
+	f.mu.Lock()
+	f.reads++
+	f.mu.Unlock()
+	return f.remote.ReadAt(h, p, off)
+}
+
+func TestPutAndGetThroughReplication(t *testing.T) {
+	local, err := blob.Open(blob.Config{Dir: "/l", FS: vfs.NewMem(), MinFreeBytes: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	remote, err := blob.Open(blob.Config{Dir: "/r", FS: vfs.NewMem(), MinFreeBytes: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := kv.NewMem()
+	var st *Local
+	lg, _ := consensus.NewLocal(consensus.LocalConfig{KV: db, OnApply: func(i uint64, c []meta.Command, r []meta.Result) { st.Applied(i, c, r) }})
+	rep := &fakeReplication{remote: remote}
+	st, err = New(Config{Blobs: local, KV: db, Log: lg, Replication: rep})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { st.Close(); lg.Close(); local.Close(); remote.Close() }()
+	ctx := context.Background()
+	st.CreateBucket(ctx, BucketInfo{Name: "dflt"})
+	st.CreateBucket(ctx, BucketInfo{Name: "mirr", Replicas: -1, WriteQuorum: 2})
+
+	data := make([]byte, blob.MaxSize+5000)
+	rand.New(rand.NewSource(1)).Read(data)
+	if _, _, err := st.Put(ctx, "dflt", "a.bin", bytes.NewReader(data), PutOptions{Size: int64(len(data))}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := st.Put(ctx, "mirr", "b.txt", bytes.NewReader([]byte("mirror me")), PutOptions{Size: 9}); err != nil {
+		t.Fatal(err)
+	}
+	if got := rep.calls; len(got) != 3 || got[0] != [2]int{3, 0} || got[2] != [2]int{-1, 2} {
+		t.Fatalf("replication settings passed: %v (want R=3,W=0 for the default bucket and R=-1,W=2 for mirror)", got)
+	}
+	if local.Stats().Blobs != 0 {
+		t.Fatal("blobs written locally despite replication")
+	}
+	// Reads of blobs this node lacks go to the replicas: whole file and a
+	// range across the blob boundary.
+	if got := readAllB(t, st, "dflt", "a.bin"); !bytes.Equal(got, data) {
+		t.Fatal("remote read differs")
+	}
+	o, _ := st.Open(ctx, "dflt", "a.bin")
+	p := make([]byte, 10000)
+	if _, err := o.ReadAt(p, blob.MaxSize-5000); err != nil || !bytes.Equal(p, data[blob.MaxSize-5000:blob.MaxSize+5000]) {
+		t.Fatalf("range across blobs: %v", err)
+	}
+	if rep.reads == 0 {
+		t.Fatal("no read went to the replicas")
+	}
+}
+
+func readAllB(t *testing.T, s *Local, bucket, path string) []byte {
+	t.Helper()
+	o, err := s.Open(context.Background(), bucket, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if _, err := o.WriteRangeTo(&buf, 0, o.Info().Size); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
