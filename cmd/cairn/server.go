@@ -19,7 +19,8 @@ import (
 // plus the settings of the process itself.
 type serverOptions struct {
 	node.Config
-	LogLevel string
+	LogLevel   string
+	SecretFile string
 }
 
 // setting binds one server setting to a flag, an environment variable and
@@ -88,6 +89,18 @@ func serverSettings() []setting {
 		}),
 		s("disable-mmap", "CAIRN_DISABLE_MMAP", "read blobs with pread(2) instead of read-only memory maps of the volume files", func(fs *pflag.FlagSet, c *serverOptions) {
 			fs.BoolVar(&c.DisableMmap, "disable-mmap", false, "")
+		}),
+		s("join", "CAIRN_JOIN", "public URL (http://HOST:PORT) of a cluster member to join; without it, a node with an empty data dir starts a new cluster (cluster mode needs a secret)", func(fs *pflag.FlagSet, c *serverOptions) {
+			fs.StringVar(&c.Join, "join", "", "")
+		}),
+		s("secret-file", "CAIRN_SECRET_FILE", "file holding the cluster secret shared by all nodes (or set CAIRN_CLUSTER_SECRET); setting one turns on cluster mode", func(fs *pflag.FlagSet, c *serverOptions) {
+			fs.StringVar(&c.SecretFile, "secret-file", "", "")
+		}),
+		s("zone", "CAIRN_ZONE", "failure domain of this node (rack, room, site): copies of a file spread over zones", func(fs *pflag.FlagSet, c *serverOptions) {
+			fs.StringVar(&c.Zone, "zone", "", "")
+		}),
+		s("voters", "CAIRN_VOTERS", "Raft voters the cluster keeps: 3 or 5 (others are learners)", func(fs *pflag.FlagSet, c *serverOptions) {
+			fs.IntVar(&c.Voters, "voters", 3, "")
 		}),
 		s("log-level", "CAIRN_LOG_LEVEL", "debug, info, warn or error", func(fs *pflag.FlagSet, c *serverOptions) {
 			fs.StringVar(&c.LogLevel, "log-level", "info", "")
@@ -172,6 +185,17 @@ generated at first start into DATA/admin.key (mode 0600) and printed.`,
 		}
 		c.Logger = logger
 		c.AdminKey = os.Getenv("CAIRN_ADMIN_KEY")
+		c.ClusterSecret = os.Getenv("CAIRN_CLUSTER_SECRET")
+		if c.SecretFile != "" {
+			b, err := os.ReadFile(c.SecretFile)
+			if err != nil {
+				return fmt.Errorf("read cluster secret: %w", err)
+			}
+			c.ClusterSecret = strings.TrimSpace(string(b))
+		}
+		if c.Join != "" && c.ClusterSecret == "" {
+			return fmt.Errorf("--join needs the cluster secret (CAIRN_CLUSTER_SECRET or --secret-file)")
+		}
 		return runNode(c.Config, true)
 	}
 	return cmd

@@ -453,7 +453,7 @@ func NewRaft(cfg RaftConfig) (*Raft, error) {
 // unknown to the caller, who must re-read before retrying a non-idempotent
 // command). After Close or a storage failure the error wraps ErrStopped.
 func (r *Raft) Propose(ctx context.Context, cmd meta.Command) (meta.Result, error) {
-	if cmd.Op < meta.OpCreateBucket || cmd.Op > meta.OpSetAttr {
+	if !cmd.Op.Valid() {
 		return meta.Result{}, fmt.Errorf("consensus: propose: %w: unknown op %d", meta.ErrInvalid, cmd.Op)
 	}
 	w := r.newWaiter()

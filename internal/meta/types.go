@@ -136,6 +136,9 @@ const (
 	opLast = OpRemoveNode
 )
 
+// Valid reports whether op is a known command kind.
+func (op Op) Valid() bool { return op >= OpCreateBucket && op <= opLast }
+
 // Command is one namespace change. It is what the Raft log carries: it must
 // hold everything Apply needs, so that every node reaches the same state.
 type Command struct {

@@ -26,6 +26,7 @@ import (
 	"github.com/cairn-fs/cairn/internal/kv"
 	"github.com/cairn-fs/cairn/internal/meta"
 	"github.com/cairn-fs/cairn/internal/store"
+	"github.com/cairn-fs/cairn/internal/transport"
 	"github.com/cairn-fs/cairn/internal/vfs"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -50,6 +51,10 @@ type Config struct {
 	IdleTimeout       time.Duration // keep-alive idle timeout; default 120s
 	MaxHeaderBytes    int           // default 64 KiB; larger headers get 431
 	DebugListen       string        // if set, net/http/pprof on this (loopback) address
+	ClusterSecret     string        // cluster mode when set: shared by all nodes, ≥ 16 bytes
+	Join              string        // public URL of a member to join; "" starts a new cluster
+	Zone              string        // failure domain of this node
+	Voters            int           // voters the cluster keeps (3 or 5); default 3
 	DisableFastPath   bool          // serve every request through net/http (no GET fast path)
 	DisableMmap       bool          // read blobs with pread instead of memory maps
 	Logger            *slog.Logger
@@ -70,7 +75,8 @@ type Node struct {
 	URL      string
 	blobs    *blob.Store
 	kv       kv.Store
-	log      *consensus.Local
+	log      consensus.Log
+	cl       *clusterNode
 	store    *store.Local
 	api      *httpapi.Server
 	debug    *http.Server
@@ -131,6 +137,9 @@ func Start(cfg Config) (_ *Node, err error) {
 	n := &Node{cfg: cfg, served: make(chan error, 1)}
 	defer func() {
 		if err != nil {
+			if n.ln != nil {
+				n.ln.Close()
+			}
 			n.closeStores()
 		}
 	}()
@@ -162,18 +171,41 @@ func Start(cfg Config) (_ *Node, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("open namespace store: %w", err)
 	}
-	var st *store.Local
-	n.log, err = consensus.NewLocal(consensus.LocalConfig{KV: n.kv, Logger: cfg.Logger,
-		OnApply: func(index uint64, cmds []meta.Command, res []meta.Result) {
-			if st != nil {
-				st.Applied(index, cmds, res)
-			}
-		}})
+	n.ln, err = net.Listen("tcp", cfg.Listen)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("listen on %s: %w", cfg.Listen, err)
+	}
+	n.URL = "http://" + n.ln.Addr().String()
+	var st *store.Local
+	onApply := func(index uint64, cmds []meta.Command, res []meta.Result) {
+		if st != nil {
+			st.Applied(index, cmds, res)
+		}
+		if n.cl != nil {
+			n.cl.applied(cmds)
+		}
+	}
+	var replication store.Replication
+	if cfg.ClusterSecret != "" {
+		n.cl, err = startCluster(n, cfg, onApply, func() {
+			if st != nil {
+				st.Invalidate()
+			}
+		})
+		if err != nil {
+			return nil, err
+		}
+		n.log = n.cl.raft
+		replication = n.cl.rep
+	} else {
+		n.log, err = consensus.NewLocal(consensus.LocalConfig{KV: n.kv, Logger: cfg.Logger, OnApply: onApply})
+		if err != nil {
+			return nil, err
+		}
 	}
 	st, err = store.New(store.Config{Blobs: n.blobs, KV: n.kv, Log: n.log, GCGrace: cfg.GCGrace,
-		GCInterval: cfg.GCInterval, PathCacheEntries: cfg.PathCacheEntries, Logger: cfg.Logger})
+		GCInterval: cfg.GCInterval, PathCacheEntries: cfg.PathCacheEntries, Logger: cfg.Logger,
+		Replication: replication})
 	if err != nil {
 		return nil, err
 	}
@@ -208,17 +240,18 @@ func Start(cfg Config) (_ *Node, err error) {
 	}
 	acfg.DisableFastPath = cfg.DisableFastPath
 	acfg.StatsFunc = n.stats
+	if n.cl != nil {
+		acfg.ExtraHandlers = map[string]http.Handler{transport.PathPrefix: n.cl.server}
+	}
 	acfg.HealthFunc = n.health
 	n.api, err = httpapi.New(acfg)
 	if err != nil {
 		return nil, err
 	}
-	n.ln, err = net.Listen("tcp", cfg.Listen)
-	if err != nil {
-		return nil, fmt.Errorf("listen on %s: %w", cfg.Listen, err)
-	}
-	n.URL = "http://" + n.ln.Addr().String()
 	go func() { n.served <- n.api.Serve(n.ln) }()
+	if n.cl != nil {
+		n.cl.start()
+	}
 	if cfg.DebugListen != "" {
 		dln, err := net.Listen("tcp", cfg.DebugListen)
 		if err != nil {
@@ -293,6 +326,9 @@ func (n *Node) closeStores() error {
 	var errs []error
 	if n.store != nil {
 		errs = append(errs, n.store.Close())
+	}
+	if n.cl != nil {
+		errs = append(errs, n.cl.close())
 	}
 	if n.log != nil {
 		errs = append(errs, n.log.Close())

@@ -167,6 +167,10 @@ func (s *Local) Applied(index uint64, cmds []meta.Command, res []meta.Result) {
 	}
 }
 
+// Invalidate drops every cached path and bucket. The host calls it when the
+// namespace changed wholesale (a Raft snapshot was installed).
+func (s *Local) Invalidate() { s.cache.clear() }
+
 // deleteBlob deletes the local copy of h unless an upload in flight holds
 // it or the namespace references it again. Under the deletion guard no
 // upload can start relying on the copy, and one that already committed a

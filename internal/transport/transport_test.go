@@ -478,7 +478,10 @@ func TestConnectionReuse(t *testing.T) {
 	for err := range errs {
 		t.Fatal(err)
 	}
-	if n := n2.ln.accepts.Load(); n > 1+workers {
+	// Pooling bounds dials near the concurrency; on a loaded machine a few
+	// extra dials happen while a returned connection is not yet idle. A pool
+	// that did not work would dial once per call (hundreds).
+	if n := n2.ln.accepts.Load(); n > 2*workers {
 		t.Fatalf("%d concurrent callers dialed %d connections in all", workers, n)
 	}
 }

@@ -1,0 +1,331 @@
+package node
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/cairn-fs/cairn/internal/consensus"
+	"github.com/cairn-fs/cairn/internal/meta"
+	"github.com/cairn-fs/cairn/internal/placement"
+	"github.com/cairn-fs/cairn/internal/replica"
+	"github.com/cairn-fs/cairn/internal/transport"
+	"go.etcd.io/raft/v3/raftpb"
+)
+
+// clusterNode is the cluster half of a node: the Raft log, the RPC
+// transport, the placement map and the replicator.
+type clusterNode struct {
+	n      *Node
+	cfg    Config
+	id     uint64
+	raft   *consensus.Raft
+	client *transport.HTTPClient
+	server *transport.Server
+	rep    *replica.Replicator
+	reader *meta.Reader
+
+	pmap  atomic.Pointer[placement.Map]
+	addrs atomic.Pointer[map[uint64]string]
+	// seeds are addresses learnt from a join answer, before the cluster
+	// map reaches this node.
+	seedMu sync.Mutex
+	seeds  map[uint64]string
+
+	stop chan struct{}
+	wg   sync.WaitGroup
+}
+
+// loadOrCreateNodeID returns the node's Raft ID from DATA/node.id,
+// creating a random one at first start.
+func loadOrCreateNodeID(dir string) (uint64, error) {
+	p := filepath.Join(dir, "node.id")
+	b, err := os.ReadFile(p)
+	if err == nil {
+		id, err := strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64)
+		if err != nil || id == 0 {
+			return 0, fmt.Errorf("%s: not a node ID: %q", p, b)
+		}
+		return id, nil
+	}
+	if !errors.Is(err, os.ErrNotExist) {
+		return 0, err
+	}
+	var r [8]byte
+	var id uint64
+	for id == 0 {
+		if _, err := rand.Read(r[:]); err != nil {
+			return 0, err
+		}
+		id = binary.BigEndian.Uint64(r[:]) >> 1 // positive, readable in logs
+	}
+	tmp := p + ".tmp"
+	if err := os.WriteFile(tmp, []byte(strconv.FormatUint(id, 10)+"\n"), 0o644); err != nil {
+		return 0, err
+	}
+	return id, os.Rename(tmp, p)
+}
+
+func startCluster(n *Node, cfg Config, onApply func(uint64, []meta.Command, []meta.Result), onSnapshot func()) (*clusterNode, error) {
+	if len(cfg.ClusterSecret) < 16 {
+		return nil, errors.New("node: the cluster secret must be at least 16 bytes")
+	}
+	id, err := loadOrCreateNodeID(cfg.DataDir)
+	if err != nil {
+		return nil, fmt.Errorf("node ID: %w", err)
+	}
+	c := &clusterNode{n: n, cfg: cfg, id: id, reader: meta.NewReader(n.kv), seeds: map[uint64]string{},
+		stop: make(chan struct{})}
+	c.rebuildMaps()
+
+	tcfg := transport.DefaultConfig()
+	tcfg.NodeID = transport.NodeID(id)
+	tcfg.Secret = []byte(cfg.ClusterSecret)
+	tcfg.Addr = func(to transport.NodeID) (string, bool) {
+		u, ok := (*c.addrs.Load())[uint64(to)]
+		return u, ok
+	}
+	tcfg.Logger = cfg.Logger
+	tcfg.OnUnreachable = func(to transport.NodeID, err error) {
+		if r := c.raft; r != nil {
+			r.ReportUnreachable(uint64(to))
+		}
+	}
+	c.client, err = transport.New(tcfg)
+	if err != nil {
+		return nil, err
+	}
+
+	rcfg := consensus.DefaultRaftConfig()
+	rcfg.ID = id
+	rcfg.KV = n.kv
+	rcfg.Transport = transport.RaftSender{C: c.client}
+	if cfg.Join == "" {
+		rcfg.InitialVoters = []uint64{id} // a new cluster; ignored once the store has Raft state
+	}
+	if cfg.Voters > 0 {
+		rcfg.Voters = cfg.Voters
+	}
+	rcfg.OnApply = onApply
+	rcfg.OnSnapshot = func(uint64) { c.rebuildMaps(); onSnapshot() }
+	rcfg.Logger = cfg.Logger
+	c.raft, err = consensus.NewRaft(rcfg)
+	if err != nil {
+		c.client.Close()
+		return nil, err
+	}
+	c.rep, err = replica.New(replica.Config{Self: placement.NodeID(id), Local: n.blobs,
+		Peers: replica.TransportPeers{C: c.client}, Map: c.pmap.Load, Logger: cfg.Logger})
+	if err != nil {
+		c.raft.Close()
+		c.client.Close()
+		return nil, err
+	}
+	c.server, err = transport.NewServer(tcfg, rpcHandler{c: c, BlobServer: replica.BlobServer{Store: n.blobs}})
+	if err != nil {
+		c.raft.Close()
+		c.client.Close()
+		return nil, err
+	}
+	cfg.Logger.Info("cluster node", "id", id, "join", cfg.Join)
+	return c, nil
+}
+
+// start runs the background work once the node serves: join the cluster
+// through cfg.Join, or make sure this node is in the cluster map.
+func (c *clusterNode) start() {
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		if c.cfg.Join != "" {
+			if _, err := c.reader.Node(c.id); err != nil {
+				c.joinLoop()
+			}
+		}
+		c.registerLoop()
+	}()
+}
+
+// retry calls f with backoff until it succeeds or the node stops.
+func (c *clusterNode) retry(what string, f func(ctx context.Context) error) bool {
+	delay := 100 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		err := f(ctx)
+		cancel()
+		if err == nil {
+			return true
+		}
+		if attempt%10 == 1 {
+			c.cfg.Logger.Warn(what+" failed; retrying", "attempt", attempt, "err", err)
+		}
+		select {
+		case <-c.stop:
+			return false
+		case <-time.After(delay):
+		}
+		delay = min(delay*2, 2*time.Second)
+	}
+}
+
+func (c *clusterNode) joinLoop() {
+	c.retry("join "+c.cfg.Join, func(ctx context.Context) error {
+		resp, err := c.client.Join(ctx, strings.TrimRight(c.cfg.Join, "/"), transport.JoinRequest{
+			ID: transport.NodeID(c.id), PublicURL: c.n.URL, ClusterURL: c.n.URL, Zone: c.cfg.Zone})
+		if err != nil {
+			return err
+		}
+		c.seedMu.Lock()
+		for _, m := range resp.Members {
+			u := m.ClusterURL
+			if u == "" {
+				u = m.PublicURL
+			}
+			c.seeds[uint64(m.ID)] = u
+		}
+		c.seedMu.Unlock()
+		c.rebuildMaps()
+		c.cfg.Logger.Info("joined the cluster", "via", c.cfg.Join, "members", len(resp.Members))
+		return nil
+	})
+}
+
+// registerLoop makes sure this node's record in the cluster map matches its
+// address (a new cluster's first node, or an address change on restart).
+func (c *clusterNode) registerLoop() {
+	c.retry("register in the cluster map", func(ctx context.Context) error {
+		if cur, err := c.reader.Node(c.id); err == nil && cur.URL == c.n.URL && cur.Zone == c.cfg.Zone {
+			return nil
+		}
+		res, err := c.raft.Propose(ctx, meta.Command{Op: meta.OpSetNode, TimeNs: time.Now().UnixNano(),
+			Node: &meta.Node{ID: c.id, URL: c.n.URL, Zone: c.cfg.Zone}})
+		if err != nil {
+			return err
+		}
+		return res.Err
+	})
+}
+
+// applied is called after every applied entry; membership changes rebuild
+// the placement and address maps.
+func (c *clusterNode) applied(cmds []meta.Command) {
+	for _, cmd := range cmds {
+		if cmd.Op == meta.OpSetNode || cmd.Op == meta.OpRemoveNode {
+			c.rebuildMaps()
+			return
+		}
+	}
+}
+
+// rebuildMaps recomputes the placement map and the node addresses from the
+// cluster map in the namespace (plus join seeds).
+func (c *clusterNode) rebuildMaps() {
+	nodes, err := c.reader.Nodes()
+	if err != nil {
+		c.cfg.Logger.Error("read cluster map", "err", err)
+		return
+	}
+	addrs := map[uint64]string{}
+	c.seedMu.Lock()
+	for id, u := range c.seeds {
+		addrs[id] = u
+	}
+	c.seedMu.Unlock()
+	var pn []placement.Node
+	for _, nd := range nodes {
+		u := nd.ClusterURL
+		if u == "" {
+			u = nd.URL
+		}
+		if u != "" {
+			addrs[nd.ID] = u
+		}
+		st := placement.Live
+		switch {
+		case nd.Witness:
+			st = placement.Witness
+		case nd.State == meta.NodeDraining:
+			st = placement.Draining
+		}
+		pn = append(pn, placement.Node{ID: placement.NodeID(nd.ID), Zone: nd.Zone, Weight: nd.Weight, State: st})
+	}
+	m, err := placement.NewMap(pn)
+	if err != nil {
+		c.cfg.Logger.Error("build placement map", "err", err)
+		return
+	}
+	c.pmap.Store(m)
+	c.addrs.Store(&addrs)
+}
+
+func (c *clusterNode) close() error {
+	select {
+	case <-c.stop:
+	default:
+		close(c.stop)
+	}
+	c.wg.Wait()
+	return c.client.Close()
+}
+
+// rpcHandler answers node-to-node calls.
+type rpcHandler struct {
+	c *clusterNode
+	replica.BlobServer
+}
+
+func (h rpcHandler) StepRaft(ctx context.Context, from transport.NodeID, msgs []*raftpb.Message) error {
+	for _, m := range msgs {
+		if err := h.c.raft.Step(ctx, m); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (h rpcHandler) ApplySnapshot(ctx context.Context, from transport.NodeID, metaBytes []byte, body io.Reader) error {
+	msg, err := transport.DecodeSnapshotMeta(metaBytes)
+	if err != nil {
+		return err
+	}
+	return h.c.raft.ApplySnapshot(ctx, msg, body)
+}
+
+// Join admits a node: its record goes into the cluster map (so every node
+// can reach it), then Raft adds it as a learner; the leader promotes
+// learners while the cluster has fewer voters than its target.
+func (h rpcHandler) Join(ctx context.Context, from transport.NodeID, req transport.JoinRequest) (transport.JoinResponse, error) {
+	c := h.c
+	if req.ID == 0 || req.PublicURL == "" {
+		return transport.JoinResponse{}, fmt.Errorf("join: %w: ID and public URL required", transport.ErrBadRequest)
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	res, err := c.raft.Propose(ctx, meta.Command{Op: meta.OpSetNode, TimeNs: time.Now().UnixNano(),
+		Node: &meta.Node{ID: uint64(req.ID), URL: req.PublicURL, ClusterURL: req.ClusterURL, Zone: req.Zone, Witness: req.Witness}})
+	if err == nil {
+		err = res.Err
+	}
+	if err != nil {
+		return transport.JoinResponse{}, fmt.Errorf("join: record node %d: %w", req.ID, err)
+	}
+	if err := c.raft.AddLearner(ctx, uint64(req.ID)); err != nil {
+		return transport.JoinResponse{}, fmt.Errorf("join: add node %d: %w", req.ID, err)
+	}
+	var resp transport.JoinResponse
+	addrs := *c.addrs.Load()
+	for id, u := range addrs {
+		resp.Members = append(resp.Members, transport.Member{ID: transport.NodeID(id), PublicURL: u, ClusterURL: u})
+	}
+	return resp, nil
+}
