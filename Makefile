@@ -11,7 +11,7 @@ all: build
 build:
 	$(GO) build $(GOFLAGS_BUILD) -o bin/cairn ./cmd/cairn
 
-# The embedded default: a local node with data under ./data.
+# The embedded default: a local 3-node cluster with data under ./data.
 run: build
 	bin/cairn dev --data ./data
 

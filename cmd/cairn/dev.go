@@ -1,29 +1,45 @@
 package main
 
 import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
 	"fmt"
+	"net"
 	"os"
+	"os/signal"
 	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
 
 	"github.com/cairn-fs/cairn/internal/node"
 	"github.com/spf13/cobra"
 )
 
 func newDevCmd() *cobra.Command {
-	var dataDir, listen string
+	var dataDir, host string
+	var port, nodes int
 	cmd := &cobra.Command{
 		Use:   "dev",
-		Short: "Run Cairn on its embedded default: a local node with data under ./data",
-		Long: `Run Cairn on its embedded default, for trying it: a node on
-127.0.0.1:8080 with its data under ./data. It prints the URL, the admin key
-and a curl line to try.`,
+		Short: "Run Cairn on its embedded default: a local 3-node cluster with data under ./data",
+		Long: `Run Cairn on its embedded default, for trying it: a cluster of --nodes nodes
+(default 3) on 127.0.0.1, ports 8080, 8081, 8082, with data under
+./data/node1, ./data/node2, ./data/node3. Every node serves every file and
+takes writes. It prints the URLs, the admin key and curl lines to try.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			logger, err := newLogger(envOr("CAIRN_LOG_LEVEL", "warn"))
 			if err != nil {
 				return err
 			}
+			if nodes < 1 {
+				return errors.New("--nodes must be at least 1")
+			}
 			abs, _ := filepath.Abs(dataDir)
+			if err := os.MkdirAll(abs, 0o755); err != nil {
+				return err
+			}
 			key := os.Getenv("CAIRN_ADMIN_KEY")
 			if key == "" {
 				key, _, err = node.LoadOrCreateAdminKey(abs)
@@ -31,24 +47,70 @@ and a curl line to try.`,
 					return err
 				}
 			}
-			c := node.DefaultConfig()
-			c.DataDir, c.Listen, c.AdminKey, c.Logger = abs, listen, key, logger
-			fmt.Printf(`Cairn dev node
-  URL:       http://%[1]s
-  data:      %[2]s
-  admin key: %[3]s
+			secret, err := loadOrCreateSecret(filepath.Join(abs, "cluster.secret"))
+			if err != nil {
+				return err
+			}
+			var started []*node.Node
+			defer func() {
+				for i := len(started) - 1; i >= 0; i-- {
+					started[i].Close()
+				}
+			}()
+			var urls []string
+			for i := 1; i <= nodes; i++ {
+				c := node.DefaultConfig()
+				c.DataDir = filepath.Join(abs, "node"+strconv.Itoa(i))
+				c.Listen = net.JoinHostPort(host, strconv.Itoa(port+i-1))
+				c.AdminKey, c.Logger, c.ClusterSecret = key, logger.With("node", i), secret
+				if i > 1 {
+					c.Join = urls[0]
+				}
+				n, err := node.Start(c)
+				if err != nil {
+					return fmt.Errorf("start node %d: %w", i, err)
+				}
+				started = append(started, n)
+				urls = append(urls, n.URL)
+			}
+			last := urls[len(urls)-1]
+			fmt.Printf(`Cairn dev cluster: %d nodes
+  URLs:      %s
+  data:      %s/node1..%d
+  admin key: %s
 
-Try it:
-  export CAIRN_SERVER=http://%[1]s CAIRN_ADMIN_KEY=%[3]s
+Try it (a write through node 1, read back through node %d):
+  export CAIRN_SERVER=%s CAIRN_ADMIN_KEY=%s
   bin/cairn bucket create demo --public
-  curl -X PUT -H "Authorization: Bearer $CAIRN_ADMIN_KEY" --data-binary @README.md http://%[1]s/demo/README.md
-  curl http://%[1]s/demo/README.md
+  curl -X PUT -H "Authorization: Bearer $CAIRN_ADMIN_KEY" --data-binary @README.md %s/demo/README.md
+  curl %s/demo/README.md
 
-`, listen, abs, key)
-			return runNode(c, false)
+`, nodes, strings.Join(urls, " "), abs, nodes, key, nodes, urls[0], key, urls[0], last)
+			sig := make(chan os.Signal, 1)
+			signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
+			<-sig
+			return nil
 		},
 	}
-	cmd.Flags().StringVar(&dataDir, "data", "./data", "data directory")
-	cmd.Flags().StringVar(&listen, "listen", "127.0.0.1:8080", "listen address")
+	cmd.Flags().StringVar(&dataDir, "data", "./data", "data directory (one subdirectory per node)")
+	cmd.Flags().StringVar(&host, "host", "127.0.0.1", "address the nodes listen on")
+	cmd.Flags().IntVar(&port, "port", 8080, "port of node 1; node i listens on port+i-1")
+	cmd.Flags().IntVar(&nodes, "nodes", 3, "number of nodes")
 	return cmd
+}
+
+// loadOrCreateSecret returns the cluster secret in path, creating a random
+// one (mode 0600) at first use.
+func loadOrCreateSecret(path string) (string, error) {
+	if b, err := os.ReadFile(path); err == nil {
+		return strings.TrimSpace(string(b)), nil
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return "", err
+	}
+	var r [32]byte
+	if _, err := rand.Read(r[:]); err != nil {
+		return "", err
+	}
+	s := hex.EncodeToString(r[:])
+	return s, os.WriteFile(path, []byte(s+"\n"), 0o600)
 }
