@@ -277,3 +277,138 @@ func (r *Reader) Nodes() ([]*Node, error) {
 	}
 	return out, derr
 }
+
+// ReferencedBlobs calls fn, in hash order, for every blob with a nonzero
+// reference count, with the replication factor it needs: the largest R of
+// the buckets whose files name it (Mirror, -1, beats every count; a
+// bucket's 0 means defaultReplicas). It stops early when fn returns false.
+//
+// Cost: one scan of the refcount keys, in chunks, so no KV iterator is held
+// open while fn runs (fn may be slow: repair moves blobs from it). When the
+// buckets do not all have the same R, the trees of the buckets above the
+// smallest R are walked first and their blobs kept in memory. Blobs that no
+// bucket tree names (not expected) get the smallest R. Over a live store
+// the view is not one point in time; pass a Reader over a kv.Snapshot for
+// that.
+func (r *Reader) ReferencedBlobs(defaultReplicas int, fn func(h blob.Hash, replicas int) bool) error {
+	buckets, err := r.Buckets()
+	if err != nil {
+		return err
+	}
+	effective := func(b *Bucket) int {
+		if b.Replicas == 0 {
+			return defaultReplicas
+		}
+		return int(b.Replicas)
+	}
+	// order ranks replication factors: Mirror above every count.
+	order := func(rf int) int {
+		if rf == int(Mirror) {
+			return int(^uint(0) >> 1)
+		}
+		return rf
+	}
+	base := defaultReplicas
+	for i, b := range buckets {
+		if rf := effective(b); i == 0 || order(rf) < order(base) {
+			base = rf
+		}
+	}
+	var higher map[blob.Hash]int // blobs of buckets whose R is above base
+	for _, b := range buckets {
+		rf := effective(b)
+		if order(rf) <= order(base) {
+			continue
+		}
+		if higher == nil {
+			higher = map[blob.Hash]int{}
+		}
+		if err := r.walkExtents(b.Ino, func(h blob.Hash) {
+			if cur, ok := higher[h]; !ok || order(rf) > order(cur) {
+				higher[h] = rf
+			}
+		}); err != nil {
+			return fmt.Errorf("bucket %q: %w", b.Name, err)
+		}
+	}
+	type ref struct {
+		h blob.Hash
+		n uint64
+	}
+	const chunk = 1024
+	lower, upper := []byte{pRef}, prefixEnd([]byte{pRef})
+	buf := make([]ref, 0, chunk)
+	for {
+		buf = buf[:0]
+		var derr error
+		err := r.r.Scan(lower, upper, func(k, v []byte) bool {
+			if len(k) != 1+32 || len(v) != 8 {
+				derr = errCorrupt("refcount key of %d bytes, value of %d", len(k), len(v))
+				return false
+			}
+			var e ref
+			copy(e.h[:], k[1:])
+			e.n = binary.BigEndian.Uint64(v)
+			buf = append(buf, e)
+			return len(buf) < chunk
+		})
+		if err != nil {
+			return err
+		}
+		if derr != nil {
+			return derr
+		}
+		for _, e := range buf {
+			if e.n == 0 {
+				continue
+			}
+			rf := base
+			if x, ok := higher[e.h]; ok {
+				rf = x
+			}
+			if !fn(e.h, rf) {
+				return nil
+			}
+		}
+		if len(buf) < chunk {
+			return nil
+		}
+		lower = append(refKey(buf[len(buf)-1].h), 0)
+	}
+}
+
+// walkExtents calls fn for every extent's blob in the tree under directory
+// dir (files reached by more than one link are visited once per link).
+func (r *Reader) walkExtents(dir Ino, fn func(h blob.Hash)) error {
+	const page = 1024
+	after := ""
+	for {
+		ents, err := r.ReadDir(dir, after, page)
+		if err != nil {
+			return err
+		}
+		for _, d := range ents {
+			switch d.Type {
+			case TypeDir:
+				if err := r.walkExtents(d.Ino, fn); err != nil {
+					return err
+				}
+			case TypeFile:
+				ino, err := r.Inode(d.Ino)
+				if errors.Is(err, ErrNotFound) {
+					continue
+				}
+				if err != nil {
+					return err
+				}
+				for _, e := range ino.Extents {
+					fn(e.Hash)
+				}
+			}
+		}
+		if len(ents) < page {
+			return nil
+		}
+		after = DirentKeyName(ents[len(ents)-1])
+	}
+}

@@ -22,3 +22,8 @@ func (p TransportPeers) PutBlob(ctx context.Context, to placement.NodeID, h blob
 func (p TransportPeers) GetBlob(ctx context.Context, to placement.NodeID, h blob.Hash, off, n int64) (io.ReadCloser, error) {
 	return p.C.GetBlob(ctx, transport.NodeID(to), h, off, n)
 }
+
+// HasBlobs implements Peers.
+func (p TransportPeers) HasBlobs(ctx context.Context, to placement.NodeID, hs []blob.Hash) ([]bool, error) {
+	return p.C.HasBlobs(ctx, transport.NodeID(to), hs)
+}

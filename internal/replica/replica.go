@@ -29,6 +29,9 @@ type Peers interface {
 	PutBlob(ctx context.Context, to placement.NodeID, h blob.Hash, data []byte) error
 	// GetBlob reads n bytes at off of blob h from node to.
 	GetBlob(ctx context.Context, to placement.NodeID, h blob.Hash, off, n int64) (io.ReadCloser, error)
+	// HasBlobs asks node to which of hs it holds; the answer has len(hs)
+	// entries. Repair uses it to confirm copies before dropping its own.
+	HasBlobs(ctx context.Context, to placement.NodeID, hs []blob.Hash) ([]bool, error)
 }
 
 // Local is this node's blob store (blob.Store implements it).

@@ -103,12 +103,45 @@ func (f *fakeNet) GetBlob(ctx context.Context, to placement.NodeID, h blob.Hash,
 		<-ctx.Done()
 		return nil, ctx.Err()
 	}
+	if n < 0 { // to the end
+		n = f.nodes[to].size(h) - off
+		if n < 0 {
+			return nil, blob.ErrNotFound
+		}
+	}
 	p := make([]byte, n)
 	k, err := f.nodes[to].ReadAt(h, p, off)
 	if err != nil && !(errors.Is(err, io.EOF) && int64(k) == n) {
 		return nil, err
 	}
 	return io.NopCloser(bytes.NewReader(p[:k])), nil
+}
+
+func (f *fakeNet) HasBlobs(ctx context.Context, to placement.NodeID, hs []blob.Hash) ([]bool, error) {
+	hang, fail := f.behaviour(to)
+	if fail {
+		return nil, errors.New("injected failure")
+	}
+	if hang {
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
+	out := make([]bool, len(hs))
+	for i, h := range hs {
+		out[i] = f.nodes[to].Has(h)
+	}
+	return out, nil
+}
+
+// size is the length of blob h, -1 if absent.
+func (n *memNode) size(h blob.Hash) int64 {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	d, ok := n.blobs[h]
+	if !ok {
+		return -1
+	}
+	return int64(len(d))
 }
 
 func mapOf(t *testing.T, dead ...placement.NodeID) *placement.Map {

@@ -1,0 +1,541 @@
+package replica
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/cairn-fs/cairn/internal/blob"
+	"github.com/cairn-fs/cairn/internal/placement"
+)
+
+// Repair and rebalance.
+//
+// Every node runs a Repairer. A pass walks the namespace's referenced
+// blobs (RepairConfig.Referenced, in hash order) and, for each, computes
+// placement.Place(map, h, R) with the map read once at the start of the
+// pass:
+//
+//   - Pull: this node is one of the blob's Targets and lacks it (as a
+//     stand-in, only once a home node it stands in for is dead past the
+//     grace period, RepairConfig.DeadPastGrace): fetch the
+//     whole blob from another node (placement.Sources order, one request at
+//     a time, each bounded by RequestTimeout), check its hash, store it. A
+//     source that fails or serves wrong bytes is skipped.
+//   - Hand-off: this node holds the blob but is neither a Target nor a Home
+//     node (a stand-in whose home node is back, a node the ranking no
+//     longer includes after a membership change, a draining node): ask
+//     every Target which of these blobs it holds (HasBlobs, BatchSize
+//     hashes a call), push the blob to those that lack it, and drop the
+//     local copy only when every Target confirmed (HasBlobs said yes, or a
+//     PutBlob succeeded), there are at least as many confirmed copies as
+//     the blob's home nodes (R, or fewer if the cluster has fewer data
+//     nodes), and a fresh read of the map still puts the blob on exactly
+//     confirmed nodes and not here. An unreachable target, a failed push or
+//     an unreadable local copy keeps the copy for a later pass.
+//
+// Blobs this node holds that nothing references are left alone: that is
+// the garbage collector's business (a blob just written whose namespace
+// entry is not applied yet looks the same). A node the map says is dead
+// does nothing: it would be reacting to its own reported death.
+//
+// A pass is deterministic and idempotent: run again on a settled cluster
+// it moves nothing. Passes on different nodes may run at the same time;
+// copies are only ever dropped by a node that is not a target, after the
+// targets confirmed, so with the same map on every node no blob falls
+// below its home count. (Nodes briefly disagreeing about the map can at
+// worst make a pass drop a copy the other view still wanted; the
+// confirmed copies exist and the next passes place them home.)
+
+// RepairStore is what the Repairer needs of the local blob store
+// (blob.Store implements it).
+type RepairStore interface {
+	BlobStore
+	// Delete removes blob h durably; deleting an absent blob is a no-op.
+	Delete(h blob.Hash) error
+}
+
+// RepairConfig configures a Repairer.
+type RepairConfig struct {
+	// Self is this node's ID. Required.
+	Self placement.NodeID
+	// Local is this node's blob store. Required.
+	Local RepairStore
+	// Peers reaches the other nodes. Required.
+	Peers Peers
+	// Map returns the current placement map. Required; read at the start
+	// of a pass and again before each drop.
+	Map func() *placement.Map
+	// Referenced calls fn for every blob the namespace references, with
+	// its replication factor (the largest of the buckets naming it;
+	// placement.Mirror for every data node; 0 for DefaultReplicas), until
+	// fn returns false. Required. fn does network I/O and may be slow
+	// (throttled): an implementation should not hold a lock or a long-lived
+	// iterator across it (meta.Reader.ReferencedBlobs does not). A stable
+	// order (meta's: by hash) makes passes deterministic.
+	Referenced func(ctx context.Context, fn func(h blob.Hash, replicas int) bool) error
+	// DeadPastGrace, if set, says whether dead node id has been down past
+	// the grace period. A stand-in (a target that is not a home node) pulls
+	// a blob it lacks only when one of the blob's absent home nodes is, so
+	// a brief outage does not re-replicate. Nil: stand-ins pull at once.
+	DeadPastGrace func(id placement.NodeID) bool
+	// DefaultReplicas is R for a blob reported with replicas 0. Default 3.
+	DefaultReplicas int
+	// BlobsPerSec and BytesPerSec throttle the blobs a pass moves (pulled
+	// or pushed; a blob pushed to two nodes counts twice). 0: unlimited.
+	BlobsPerSec float64
+	BytesPerSec float64
+	// Interval is the time between passes in Run. Default 1 min.
+	Interval time.Duration
+	// BatchSize is how many hashes go in one HasBlobs call, and how many
+	// hand-off candidates are handled together. Default 512.
+	BatchSize int
+	// RequestTimeout bounds one RPC (a fetch, a push, a HasBlobs). Default 10 s.
+	RequestTimeout time.Duration
+	// Logger; default slog.Default().
+	Logger *slog.Logger
+}
+
+// RepairStats counts what one pass did.
+type RepairStats struct {
+	Checked     int64 // referenced blobs looked at
+	Pulled      int64 // blobs fetched into the local store
+	PulledBytes int64
+	PullFailed  int64 // blobs this node should hold but could not fetch
+	Pushed      int64 // copies sent to targets that lacked them
+	PushedBytes int64
+	PushFailed  int64 // pushes that failed (target down, local copy unreadable)
+	Dropped     int64 // local copies deleted after their targets confirmed
+	Kept        int64 // hand-off candidates kept: a target did not confirm
+	Duration    time.Duration
+}
+
+// Changed reports whether the pass moved or dropped anything; a settled
+// cluster runs passes where it does not.
+func (s RepairStats) Changed() bool { return s.Pulled+s.Pushed+s.Dropped > 0 }
+
+// Settled reports whether the pass found nothing to do and nothing it
+// could not do.
+func (s RepairStats) Settled() bool {
+	return !s.Changed() && s.PullFailed+s.PushFailed+s.Kept == 0
+}
+
+// Repairer moves copies to where placement wants them. Safe for concurrent
+// use; passes do not overlap.
+type Repairer struct {
+	cfg     RepairConfig
+	pass    sync.Mutex // one pass at a time
+	trigger chan struct{}
+
+	mu   sync.Mutex
+	last RepairStats
+	runs int64
+}
+
+// NewRepairer returns a Repairer.
+func NewRepairer(cfg RepairConfig) (*Repairer, error) {
+	switch {
+	case cfg.Self == 0:
+		return nil, errors.New("replica: RepairConfig.Self is required")
+	case cfg.Local == nil || cfg.Peers == nil || cfg.Map == nil || cfg.Referenced == nil:
+		return nil, errors.New("replica: RepairConfig.Local, Peers, Map and Referenced are required")
+	}
+	if cfg.DefaultReplicas <= 0 {
+		cfg.DefaultReplicas = 3
+	}
+	if cfg.Interval <= 0 {
+		cfg.Interval = time.Minute
+	}
+	if cfg.BatchSize <= 0 {
+		cfg.BatchSize = 512
+	}
+	if cfg.RequestTimeout <= 0 {
+		cfg.RequestTimeout = 10 * time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	return &Repairer{cfg: cfg, trigger: make(chan struct{}, 1)}, nil
+}
+
+// Trigger asks Run for a pass soon (a node came back, the map changed).
+// It never blocks; triggers during a pass give one more pass after it.
+func (r *Repairer) Trigger() {
+	select {
+	case r.trigger <- struct{}{}:
+	default:
+	}
+}
+
+// Last returns the stats of the last finished pass and how many passes ran.
+func (r *Repairer) Last() (RepairStats, int64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.last, r.runs
+}
+
+// Run runs a pass every Interval, and soon after each Trigger, until ctx
+// ends. Errors are logged; the next pass retries.
+func (r *Repairer) Run(ctx context.Context) {
+	t := time.NewTimer(r.cfg.Interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-r.trigger:
+		}
+		st, err := r.RunOnce(ctx)
+		switch {
+		case ctx.Err() != nil:
+			return
+		case err != nil:
+			r.cfg.Logger.Warn("repair pass failed", "err", err)
+		case !st.Settled():
+			r.cfg.Logger.Info("repair pass", "checked", st.Checked, "pulled", st.Pulled,
+				"pull_failed", st.PullFailed, "pushed", st.Pushed, "push_failed", st.PushFailed,
+				"dropped", st.Dropped, "kept", st.Kept, "took", st.Duration)
+		}
+		if !t.Stop() {
+			select {
+			case <-t.C:
+			default:
+			}
+		}
+		t.Reset(r.cfg.Interval)
+	}
+}
+
+// handoff is a local copy that belongs elsewhere.
+type handoff struct {
+	h       blob.Hash
+	rf      int
+	home    int // copies required before dropping
+	targets []placement.NodeID
+}
+
+// RunOnce runs one pass (see the comment at the top of repair.go). It
+// returns an error only when Referenced fails or ctx ends; blobs that
+// could not be moved are counted in the stats and retried next pass.
+func (r *Repairer) RunOnce(ctx context.Context) (RepairStats, error) {
+	r.pass.Lock()
+	defer r.pass.Unlock()
+	start := time.Now()
+	var st RepairStats
+	m := r.cfg.Map()
+	if n, ok := m.Node(r.cfg.Self); ok && n.State == placement.Dead {
+		r.cfg.Logger.Debug("repair skipped: the map says this node is dead")
+		return st, nil
+	}
+	p := newPacer(r.cfg.BlobsPerSec, r.cfg.BytesPerSec)
+	var batch []handoff
+	var perr error // a pacing wait cut by ctx
+	err := r.cfg.Referenced(ctx, func(h blob.Hash, rf int) bool {
+		if ctx.Err() != nil {
+			return false
+		}
+		st.Checked++
+		rf = r.normalize(rf)
+		plan := placement.Place(m, h, rf)
+		target := slices.Contains(plan.Targets, r.cfg.Self)
+		has := r.cfg.Local.Has(h)
+		switch {
+		case target && !has && r.owed(plan):
+			perr = r.pull(ctx, m, p, h, &st)
+		case has && !target && !plan.IsHome(r.cfg.Self):
+			batch = append(batch, handoff{h: h, rf: rf, home: len(plan.Home), targets: plan.Targets})
+			if len(batch) >= r.cfg.BatchSize {
+				perr = r.handOff(ctx, p, batch, &st)
+				batch = batch[:0]
+			}
+		}
+		return perr == nil
+	})
+	if err == nil && perr == nil && len(batch) > 0 {
+		perr = r.handOff(ctx, p, batch, &st)
+	}
+	st.Duration = time.Since(start)
+	r.mu.Lock()
+	r.last, r.runs = st, r.runs+1
+	r.mu.Unlock()
+	if err == nil {
+		err = perr
+	}
+	if err == nil {
+		err = ctx.Err()
+	}
+	return st, err
+}
+
+// owed reports whether this node, a target of plan, should hold its copy
+// now: always as a home node; as a stand-in once an absent home node has
+// been dead past the grace period.
+func (r *Repairer) owed(plan placement.Plan) bool {
+	if r.cfg.DeadPastGrace == nil || plan.IsHome(r.cfg.Self) {
+		return true
+	}
+	for _, id := range plan.Absent() {
+		if r.cfg.DeadPastGrace(id) {
+			return true
+		}
+	}
+	return false
+}
+
+// normalize turns a reported replication factor into one Place accepts.
+func (r *Repairer) normalize(rf int) int {
+	if rf == placement.Mirror || rf >= 1 {
+		return rf
+	}
+	return r.cfg.DefaultReplicas
+}
+
+// pull fetches blob h from another node and stores it. It returns an
+// error only when ctx ended.
+func (r *Repairer) pull(ctx context.Context, m *placement.Map, p *pacer, h blob.Hash, st *RepairStats) error {
+	var errs []error
+	for _, src := range placement.Sources(m, h) {
+		if src == r.cfg.Self {
+			continue
+		}
+		data, err := r.fetchWhole(ctx, src, h)
+		if err == nil && blob.Sum(data) != h {
+			err = fmt.Errorf("%w: served bytes of %s", blob.ErrCorrupt, blob.Sum(data))
+		}
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			errs = append(errs, fmt.Errorf("node %d: %w", src, err))
+			continue
+		}
+		if err := p.wait(ctx, len(data)); err != nil {
+			return err
+		}
+		if err := r.cfg.Local.Put(h, data); err != nil {
+			st.PullFailed++
+			r.cfg.Logger.Warn("repair: storing a pulled blob failed", "hash", h.String(), "err", err)
+			return nil
+		}
+		st.Pulled++
+		st.PulledBytes += int64(len(data))
+		return nil
+	}
+	st.PullFailed++
+	r.cfg.Logger.Debug("repair: no source could serve a blob this node should hold",
+		"hash", h.String(), "err", errors.Join(errs...))
+	return nil
+}
+
+// fetchWhole reads all of blob h from node src.
+func (r *Repairer) fetchWhole(ctx context.Context, src placement.NodeID, h blob.Hash) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, r.cfg.RequestTimeout)
+	defer cancel()
+	rc, err := r.cfg.Peers.GetBlob(ctx, src, h, 0, -1)
+	if err != nil {
+		return nil, err
+	}
+	defer rc.Close()
+	var buf bytes.Buffer
+	if _, err := io.Copy(&buf, io.LimitReader(rc, blob.MaxSize+1)); err != nil {
+		return nil, err
+	}
+	if buf.Len() > blob.MaxSize {
+		return nil, fmt.Errorf("%w: more than %d bytes", blob.ErrTooLarge, blob.MaxSize)
+	}
+	return buf.Bytes(), nil
+}
+
+// readLocal reads the whole local copy of h and checks its hash.
+func (r *Repairer) readLocal(h blob.Hash) ([]byte, error) {
+	n, err := r.cfg.Local.Size(h)
+	if err != nil {
+		return nil, err
+	}
+	data := make([]byte, n)
+	k, err := r.cfg.Local.ReadAt(h, data, 0)
+	if err != nil && !(errors.Is(err, io.EOF) && int64(k) == n) {
+		return nil, err
+	}
+	if int64(k) != n || blob.Sum(data) != h {
+		return nil, fmt.Errorf("local copy of %s: %w", h, blob.ErrCorrupt)
+	}
+	return data, nil
+}
+
+// copy states of one (blob, target) pair during a hand-off.
+const (
+	copyUnknown = iota
+	copyConfirmed
+	copyLacking
+)
+
+// handOff confirms (pushing where needed) the copies of a batch of
+// hand-off candidates on their targets and drops the local copies that
+// are fully confirmed. It returns an error only when ctx ended.
+func (r *Repairer) handOff(ctx context.Context, p *pacer, batch []handoff, st *RepairStats) error {
+	// state[i][j]: batch[i]'s copy on batch[i].targets[j].
+	state := make([][]int, len(batch))
+	byTarget := map[placement.NodeID][]int{}
+	for i, c := range batch {
+		state[i] = make([]int, len(c.targets))
+		for _, t := range c.targets {
+			byTarget[t] = append(byTarget[t], i)
+		}
+	}
+	targets := make([]placement.NodeID, 0, len(byTarget))
+	for t := range byTarget {
+		targets = append(targets, t)
+	}
+	slices.Sort(targets)
+	for _, t := range targets {
+		idx := byTarget[t]
+		for lo := 0; lo < len(idx); lo += r.cfg.BatchSize {
+			part := idx[lo:min(lo+r.cfg.BatchSize, len(idx))]
+			hs := make([]blob.Hash, len(part))
+			for k, i := range part {
+				hs[k] = batch[i].h
+			}
+			has, err := r.hasBlobs(ctx, t, hs)
+			if err != nil {
+				if ctx.Err() != nil {
+					return ctx.Err()
+				}
+				// Unreachable: these copies stay unknown, so kept.
+				r.cfg.Logger.Debug("repair: HasBlobs failed", "node", t, "err", err)
+				continue
+			}
+			for k, i := range part {
+				j := slices.Index(batch[i].targets, t)
+				if has[k] {
+					state[i][j] = copyConfirmed
+				} else {
+					state[i][j] = copyLacking
+				}
+			}
+		}
+	}
+	for i, c := range batch {
+		var data []byte
+		var rerr error
+		for j, t := range c.targets {
+			if state[i][j] != copyLacking {
+				continue
+			}
+			if data == nil && rerr == nil {
+				data, rerr = r.readLocal(c.h)
+				if rerr != nil {
+					r.cfg.Logger.Warn("repair: local copy unreadable; not handing it off", "hash", c.h.String(), "err", rerr)
+				}
+			}
+			if rerr != nil {
+				st.PushFailed++
+				continue
+			}
+			if err := p.wait(ctx, len(data)); err != nil {
+				return err
+			}
+			if err := r.putBlob(ctx, t, c.h, data); err != nil {
+				if ctx.Err() != nil {
+					return ctx.Err()
+				}
+				st.PushFailed++
+				r.cfg.Logger.Debug("repair: push failed", "hash", c.h.String(), "node", t, "err", err)
+				continue
+			}
+			state[i][j] = copyConfirmed
+			st.Pushed++
+			st.PushedBytes += int64(len(data))
+		}
+	}
+	// Drop what every target confirmed, if the map still agrees.
+	var fresh *placement.Map
+	for i, c := range batch {
+		ok := len(c.targets) >= c.home && len(c.targets) > 0
+		for j := range c.targets {
+			ok = ok && state[i][j] == copyConfirmed
+		}
+		if ok {
+			if fresh == nil {
+				fresh = r.cfg.Map()
+			}
+			now := placement.Place(fresh, c.h, c.rf)
+			ok = !slices.Contains(now.Targets, r.cfg.Self) && !now.IsHome(r.cfg.Self) &&
+				len(now.Targets) >= len(now.Home)
+			for _, t := range now.Targets {
+				ok = ok && slices.Contains(c.targets, t)
+			}
+		}
+		if !ok {
+			st.Kept++
+			continue
+		}
+		if err := r.cfg.Local.Delete(c.h); err != nil {
+			st.Kept++
+			r.cfg.Logger.Warn("repair: dropping a handed-off copy failed", "hash", c.h.String(), "err", err)
+			continue
+		}
+		st.Dropped++
+	}
+	return nil
+}
+
+func (r *Repairer) hasBlobs(ctx context.Context, to placement.NodeID, hs []blob.Hash) ([]bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, r.cfg.RequestTimeout)
+	defer cancel()
+	has, err := r.cfg.Peers.HasBlobs(ctx, to, hs)
+	if err == nil && len(has) != len(hs) {
+		err = fmt.Errorf("HasBlobs answered %d of %d hashes", len(has), len(hs))
+	}
+	return has, err
+}
+
+func (r *Repairer) putBlob(ctx context.Context, to placement.NodeID, h blob.Hash, data []byte) error {
+	ctx, cancel := context.WithTimeout(ctx, r.cfg.RequestTimeout)
+	defer cancel()
+	return r.cfg.Peers.PutBlob(ctx, to, h, data)
+}
+
+// pacer spreads a pass's moves to at most blobs/s and bytes/s (0: no
+// limit) since the pass began.
+type pacer struct {
+	blobsPerSec, bytesPerSec float64
+	start                    time.Time
+	blobs, bytes             float64
+}
+
+func newPacer(blobsPerSec, bytesPerSec float64) *pacer {
+	return &pacer{blobsPerSec: blobsPerSec, bytesPerSec: bytesPerSec, start: time.Now()}
+}
+
+// wait accounts for one blob of n bytes and sleeps until the rates allow it.
+func (p *pacer) wait(ctx context.Context, n int) error {
+	p.blobs++
+	p.bytes += float64(n)
+	var due float64 // seconds since start
+	if p.blobsPerSec > 0 {
+		due = max(due, (p.blobs-1)/p.blobsPerSec)
+	}
+	if p.bytesPerSec > 0 {
+		due = max(due, (p.bytes-float64(n))/p.bytesPerSec)
+	}
+	d := time.Duration(due*float64(time.Second)) - time.Since(p.start)
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
