@@ -27,5 +27,6 @@ func newRootCmd() *cobra.Command {
 	root.AddCommand(newServerCmd(), newDevCmd())
 	// Client side (client_cmds.go, sync.go, bucket.go).
 	root.AddCommand(newBucketCmd(), newPutCmd(), newGetCmd(), newLsCmd(), newStatCmd(), newRmCmd(), newSyncCmd())
+	root.AddCommand(newNodeCmd()) // cluster members (node.go)
 	return root
 }

@@ -96,6 +96,9 @@ func serverSettings() []setting {
 		s("secret-file", "CAIRN_SECRET_FILE", "file holding the cluster secret shared by all nodes (or set CAIRN_CLUSTER_SECRET); setting one turns on cluster mode", func(fs *pflag.FlagSet, c *serverOptions) {
 			fs.StringVar(&c.SecretFile, "secret-file", "", "")
 		}),
+		s("gossip-listen", "CAIRN_GOSSIP_LISTEN", "failure detector (gossip, UDP and TCP) address HOST:PORT, cluster mode only; default: the --listen host with its port + 100 (8080 gossips on 8180)", func(fs *pflag.FlagSet, c *serverOptions) {
+			fs.StringVar(&c.GossipListen, "gossip-listen", "", "")
+		}),
 		s("zone", "CAIRN_ZONE", "failure domain of this node (rack, room, site): copies of a file spread over zones", func(fs *pflag.FlagSet, c *serverOptions) {
 			fs.StringVar(&c.Zone, "zone", "", "")
 		}),

@@ -74,7 +74,7 @@
 //	         cacheControl, createdNs, replicas, writeQuorum (varint)
 //	node:    1, id (uvarint), name, url, clusterURL, zone (string),
 //	         weight (uvarint of the float64 bits), witness (bool),
-//	         state (1), joinedNs (varint)
+//	         state (1), joinedNs (varint), gossipAddr (string)
 //	entry:   2, n commands (uvarint) × [op(1), bucketName, path, dstPath,
 //	         hasBucket(bool) [bucket body], hasFile(bool) [ino uvarint +
 //	         inode body], timeNs (varint), ifMatch, ifNoneMatchAny (bool),
@@ -82,7 +82,9 @@
 //	         (varint), hasNode(bool) [node body]]
 //
 // Versions were bumped (bucket 2, entry 2) before any release; older
-// encodings are rejected as corrupt.
+// encodings are rejected as corrupt. The node body gained gossipAddr at its
+// end, also before any release, without a version bump: node records and
+// entries written before it do not decode.
 //
 // # Command semantics (choices not fixed by types.go)
 //

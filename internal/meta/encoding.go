@@ -292,6 +292,7 @@ func appendNode(e *encoder, n *Node) {
 	e.bool1(n.Witness)
 	e.byte1(byte(n.State))
 	e.varint(n.JoinedNs)
+	e.str(n.GossipAddr)
 }
 
 func decodeNodeBody(d *decoder) *Node {
@@ -305,6 +306,7 @@ func decodeNodeBody(d *decoder) *Node {
 		Witness:    d.bool1(),
 		State:      NodeState(d.byte1()),
 		JoinedNs:   d.varint(),
+		GossipAddr: d.str(),
 	}
 }
 

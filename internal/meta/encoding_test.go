@@ -87,7 +87,8 @@ func randCommands(rng *rand.Rand) []Command {
 		}
 		if rng.IntN(2) == 0 {
 			c.Node = &Node{ID: rng.Uint64(), Name: "n1", URL: "http://127.0.0.1:1", ClusterURL: "http://x",
-				Zone: "z", Weight: rng.Float64() * 4, Witness: rng.IntN(2) == 0, State: NodeState(1 + rng.IntN(2)), JoinedNs: rng.Int64()}
+				Zone: "z", Weight: rng.Float64() * 4, Witness: rng.IntN(2) == 0, State: NodeState(1 + rng.IntN(2)), JoinedNs: rng.Int64(),
+				GossipAddr: "127.0.0.1:8180"}
 		}
 		if rng.IntN(2) == 0 {
 			c.File = randInode(rng)

@@ -86,6 +86,7 @@ type Node struct {
 	Name       string    // operator-facing name
 	URL        string    // public base URL, http://HOST:PORT of --listen
 	ClusterURL string    // node-to-node base URL; "" means URL
+	GossipAddr string    // failure detector (memberlist) address HOST:PORT; "" = unknown
 	Zone       string    // failure domain; copies of a blob spread over zones
 	Weight     float64   // capacity weight for placement; 0 means 1
 	Witness    bool      // votes, stores no data

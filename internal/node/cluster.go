@@ -34,7 +34,9 @@ type clusterNode struct {
 	server *transport.Server
 	rep    *replica.Replicator
 	reader *meta.Reader
+	lv     *liveness // failure detector (liveness.go)
 
+	mapMu sync.Mutex // serializes rebuildMaps
 	pmap  atomic.Pointer[placement.Map]
 	addrs atomic.Pointer[map[uint64]string]
 	// seeds are addresses learnt from a join answer, before the cluster
@@ -76,7 +78,7 @@ func loadOrCreateNodeID(dir string) (uint64, error) {
 	return id, os.Rename(tmp, p)
 }
 
-func startCluster(n *Node, cfg Config, onApply func(uint64, []meta.Command, []meta.Result), onSnapshot func()) (*clusterNode, error) {
+func startCluster(n *Node, cfg Config, onApply func(uint64, []meta.Command, []meta.Result), onSnapshot func()) (_ *clusterNode, err error) {
 	if len(cfg.ClusterSecret) < 16 {
 		return nil, errors.New("node: the cluster secret must be at least 16 bytes")
 	}
@@ -86,6 +88,14 @@ func startCluster(n *Node, cfg Config, onApply func(uint64, []meta.Command, []me
 	}
 	c := &clusterNode{n: n, cfg: cfg, id: id, reader: meta.NewReader(n.kv), seeds: map[uint64]string{},
 		stop: make(chan struct{})}
+	if c.lv, err = newLiveness(c); err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			c.lv.close()
+		}
+	}()
 	c.rebuildMaps()
 
 	tcfg := transport.DefaultConfig()
@@ -144,6 +154,7 @@ func startCluster(n *Node, cfg Config, onApply func(uint64, []meta.Command, []me
 // start runs the background work once the node serves: join the cluster
 // through cfg.Join, or make sure this node is in the cluster map.
 func (c *clusterNode) start() {
+	c.lv.run()
 	c.wg.Add(1)
 	go func() {
 		defer c.wg.Done()
@@ -181,10 +192,12 @@ func (c *clusterNode) retry(what string, f func(ctx context.Context) error) bool
 func (c *clusterNode) joinLoop() {
 	c.retry("join "+c.cfg.Join, func(ctx context.Context) error {
 		resp, err := c.client.Join(ctx, strings.TrimRight(c.cfg.Join, "/"), transport.JoinRequest{
-			ID: transport.NodeID(c.id), PublicURL: c.n.URL, ClusterURL: c.n.URL, Zone: c.cfg.Zone})
+			ID: transport.NodeID(c.id), PublicURL: c.n.URL, ClusterURL: c.n.URL, Zone: c.cfg.Zone,
+			Extra: joinExtra{GossipAddr: c.lv.gossipAddr()}.marshal()})
 		if err != nil {
 			return err
 		}
+		c.lv.addJoinSeeds(parseJoinExtra(resp.Extra).GossipSeeds)
 		c.seedMu.Lock()
 		for _, m := range resp.Members {
 			u := m.ClusterURL
@@ -201,14 +214,21 @@ func (c *clusterNode) joinLoop() {
 }
 
 // registerLoop makes sure this node's record in the cluster map matches its
-// address (a new cluster's first node, or an address change on restart).
+// addresses (a new cluster's first node, or an address change on restart).
+// Other fields of an existing record are kept.
 func (c *clusterNode) registerLoop() {
+	gossip := c.lv.gossipAddr()
 	c.retry("register in the cluster map", func(ctx context.Context) error {
-		if cur, err := c.reader.Node(c.id); err == nil && cur.URL == c.n.URL && cur.Zone == c.cfg.Zone {
-			return nil
+		rec := &meta.Node{ID: c.id}
+		if cur, err := c.reader.Node(c.id); err == nil {
+			if cur.URL == c.n.URL && cur.Zone == c.cfg.Zone && cur.GossipAddr == gossip {
+				return nil
+			}
+			rec = cur
 		}
+		rec.URL, rec.Zone, rec.GossipAddr = c.n.URL, c.cfg.Zone, gossip
 		res, err := c.raft.Propose(ctx, meta.Command{Op: meta.OpSetNode, TimeNs: time.Now().UnixNano(),
-			Node: &meta.Node{ID: c.id, URL: c.n.URL, Zone: c.cfg.Zone}})
+			Node: rec})
 		if err != nil {
 			return err
 		}
@@ -228,8 +248,11 @@ func (c *clusterNode) applied(cmds []meta.Command) {
 }
 
 // rebuildMaps recomputes the placement map and the node addresses from the
-// cluster map in the namespace (plus join seeds).
+// cluster map in the namespace (plus join seeds) and the failure detector's
+// view (liveness.go).
 func (c *clusterNode) rebuildMaps() {
+	c.mapMu.Lock()
+	defer c.mapMu.Unlock()
 	nodes, err := c.reader.Nodes()
 	if err != nil {
 		c.cfg.Logger.Error("read cluster map", "err", err)
@@ -241,6 +264,10 @@ func (c *clusterNode) rebuildMaps() {
 		addrs[id] = u
 	}
 	c.seedMu.Unlock()
+	var live map[uint64]placement.State // nil (all Live) until the detector starts
+	if c.lv != nil {
+		live = c.lv.states(nodes)
+	}
 	var pn []placement.Node
 	for _, nd := range nodes {
 		u := nd.ClusterURL
@@ -250,7 +277,7 @@ func (c *clusterNode) rebuildMaps() {
 		if u != "" {
 			addrs[nd.ID] = u
 		}
-		st := placement.Live
+		st := live[nd.ID] // Live or Dead
 		switch {
 		case nd.Witness:
 			st = placement.Witness
@@ -275,7 +302,7 @@ func (c *clusterNode) close() error {
 		close(c.stop)
 	}
 	c.wg.Wait()
-	return c.client.Close()
+	return errors.Join(c.lv.close(), c.client.Close())
 }
 
 // rpcHandler answers node-to-node calls.
@@ -312,7 +339,8 @@ func (h rpcHandler) Join(ctx context.Context, from transport.NodeID, req transpo
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	res, err := c.raft.Propose(ctx, meta.Command{Op: meta.OpSetNode, TimeNs: time.Now().UnixNano(),
-		Node: &meta.Node{ID: uint64(req.ID), URL: req.PublicURL, ClusterURL: req.ClusterURL, Zone: req.Zone, Witness: req.Witness}})
+		Node: &meta.Node{ID: uint64(req.ID), URL: req.PublicURL, ClusterURL: req.ClusterURL, Zone: req.Zone, Witness: req.Witness,
+			GossipAddr: parseJoinExtra(req.Extra).GossipAddr}})
 	if err == nil {
 		err = res.Err
 	}
@@ -327,5 +355,14 @@ func (h rpcHandler) Join(ctx context.Context, from transport.NodeID, req transpo
 	for id, u := range addrs {
 		resp.Members = append(resp.Members, transport.Member{ID: transport.NodeID(id), PublicURL: u, ClusterURL: u})
 	}
+	seeds := []string{c.lv.gossipAddr()}
+	if nodes, err := c.reader.Nodes(); err == nil {
+		for _, nd := range nodes {
+			if nd.ID != uint64(req.ID) && nd.GossipAddr != "" {
+				seeds = append(seeds, nd.GossipAddr)
+			}
+		}
+	}
+	resp.Extra = joinExtra{GossipSeeds: seeds}.marshal()
 	return resp, nil
 }

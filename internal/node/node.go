@@ -55,6 +55,7 @@ type Config struct {
 	Join              string        // public URL of a member to join; "" starts a new cluster
 	Zone              string        // failure domain of this node
 	Voters            int           // voters the cluster keeps (3 or 5); default 3
+	GossipListen      string        // failure detector HOST:PORT; "" = Listen's host, port + 100 (liveness.go)
 	DisableFastPath   bool          // serve every request through net/http (no GET fast path)
 	DisableMmap       bool          // read blobs with pread instead of memory maps
 	Logger            *slog.Logger
@@ -243,6 +244,7 @@ func Start(cfg Config) (_ *Node, err error) {
 	if n.cl != nil {
 		acfg.ExtraHandlers = map[string]http.Handler{transport.PathPrefix: n.cl.server}
 	}
+	acfg.ExtraHandlers = n.adminHandlers(acfg.ExtraHandlers) // /_cairn/nodes (admin.go)
 	acfg.HealthFunc = n.health
 	n.api, err = httpapi.New(acfg)
 	if err != nil {

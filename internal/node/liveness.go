@@ -1,0 +1,483 @@
+package node
+
+// Liveness in cluster mode: every cluster node runs a cluster.Detector
+// (memberlist gossip, see internal/cluster/doc.go) and the placement map
+// marks the members it does not see alive as placement.Dead, so that writes
+// give their copies to stand-ins instead of waiting on a dead node and reads
+// skip it.
+//
+// # Gossip address
+//
+// The detector binds --gossip-listen HOST:PORT (env CAIRN_GOSSIP_LISTEN),
+// UDP and TCP. Without it, the host of --listen with its port + 100
+// (gossipPortOffset): 127.0.0.1:8080 gossips on 127.0.0.1:8180, so `cairn
+// dev` (8080-8082) gossips on 8180-8182; a listen port of 0 (tests) gives a
+// free port. When that derived default cannot be bound (port in use), the
+// node falls back to a free port on the same host and logs a warning; an
+// explicit --gossip-listen that cannot be bound fails the start. A host
+// name is resolved to an IP; 0.0.0.0 (or an empty host) advertises the
+// host's first private address (memberlist's rule).
+//
+// The address the detector advertises is recorded in the node's cluster map
+// record (meta.Node.GossipAddr): by registerLoop, and for a joining node by
+// the member it joins through, from JoinRequest.Extra ({"gossip_addr":
+// "HOST:PORT"}, see joinExtra). The join answer's Extra lists the gossip
+// addresses of the members ({"gossip_seeds": [...]}), so a new node can join
+// the gossip before the cluster map reaches it.
+//
+// # Seeds
+//
+// The detector's seeds are the gossip addresses of the other members in the
+// cluster map (plus those of a join answer). memberlist takes its seeds when
+// it starts, so a new seed list is applied by restarting the detector on the
+// same port, and only while it sees no other live member (restarting a
+// connected detector would gain nothing: gossip already spreads membership).
+// That happens at once after a join answer, and otherwise when the map has
+// had addresses the detector does not know for seedRefreshWait and the
+// detector has been alone for seedRefreshAlone: time for a new member to
+// join us through its own seeds first, which is what normally happens.
+//
+// # Placement states
+//
+// A data member (not a witness, not draining) is Dead when the detector
+// reports it Dead or Left, or when it has never been seen alive for
+// livenessGrace after this node started or after the member appeared in the
+// cluster map, whichever is later (a member that never joins the gossip,
+// e.g. a crashed node at our restart, is skipped after the grace; a member
+// the detector saw alive and lost is skipped as soon as it is declared
+// dead, about 1.1-1.5 s after a crash). Everything else is Live; this node
+// is always Live to itself. The placement map is rebuilt on every detector
+// event, on cluster map changes, and when a grace runs out (checked every
+// livenessTick); transitions are logged at Info ("member marked dead",
+// "member live").
+
+import (
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/cairn-fs/cairn/internal/cluster"
+	"github.com/cairn-fs/cairn/internal/meta"
+	"github.com/cairn-fs/cairn/internal/placement"
+)
+
+const (
+	// gossipPortOffset: the default gossip port is the public port + 100.
+	gossipPortOffset = 100
+	// livenessGrace is how long a member may go unseen by the detector
+	// (after this node's start, or after it entered the cluster map)
+	// before placement treats it as Dead.
+	livenessGrace = 5 * time.Second
+	// livenessTick is the period of the grace and seed checks.
+	livenessTick = 250 * time.Millisecond
+	// seedRefreshWait and seedRefreshAlone: see "Seeds" above.
+	seedRefreshWait  = 2 * time.Second
+	seedRefreshAlone = 3 * time.Second
+	// leaveTimeout bounds the graceful leave announcement at shutdown.
+	leaveTimeout = 500 * time.Millisecond
+)
+
+// joinExtra is the JSON carried in transport.JoinRequest.Extra (GossipAddr:
+// the joiner's gossip address) and JoinResponse.Extra (GossipSeeds: the
+// gossip addresses of the members known to the answering node).
+type joinExtra struct {
+	GossipAddr  string   `json:"gossip_addr,omitempty"`
+	GossipSeeds []string `json:"gossip_seeds,omitempty"`
+}
+
+func (e joinExtra) marshal() json.RawMessage {
+	b, _ := json.Marshal(e) // cannot fail: strings only
+	return b
+}
+
+func parseJoinExtra(raw json.RawMessage) joinExtra {
+	var e joinExtra
+	if len(raw) > 0 {
+		_ = json.Unmarshal(raw, &e) // unknown or bad extras are ignored
+	}
+	return e
+}
+
+// gossipBind returns the address the detector binds: --gossip-listen, or
+// the --listen host with its port + gossipPortOffset (explicit = false).
+func gossipBind(cfg Config) (host string, port int, explicit bool, err error) {
+	addr := cfg.GossipListen
+	explicit = addr != ""
+	if !explicit {
+		addr = cfg.Listen
+	}
+	h, p, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", 0, explicit, fmt.Errorf("gossip address %q: %w", addr, err)
+	}
+	port, err = strconv.Atoi(p)
+	if err != nil || port < 0 || port > 65535 {
+		return "", 0, explicit, fmt.Errorf("gossip address %q: bad port", addr)
+	}
+	if !explicit && port != 0 {
+		if port += gossipPortOffset; port > 65535 {
+			port = 0
+		}
+	}
+	switch {
+	case h == "":
+		h = "0.0.0.0"
+	case net.ParseIP(h) == nil:
+		ip, err := net.ResolveIPAddr("ip", h)
+		if err != nil {
+			return "", 0, explicit, fmt.Errorf("gossip address %q: %w", addr, err)
+		}
+		h = ip.IP.String()
+	}
+	return h, port, explicit, nil
+}
+
+// liveness owns the node's failure detector and turns its view into
+// placement states.
+type liveness struct {
+	c     *clusterNode
+	log   *slog.Logger
+	self  uint64
+	base  cluster.DetectorConfig // for restarts: BindPort is the bound port
+	addr  string                 // advertised gossip address, recorded in the cluster map
+	start time.Time
+
+	det atomic.Pointer[cluster.Detector] // nil while restarting
+
+	mu        sync.Mutex
+	firstSeen map[uint64]time.Time // when a member entered the cluster map (as seen here)
+	published map[uint64]placement.State
+	mapSeeds  []string // gossip addresses of the other members, sorted
+	joinSeeds []string // from a join answer
+	seedsAt   time.Time
+	force     bool // a join answer arrived: apply its seeds now
+
+	// Owned by the run loop.
+	events     <-chan cluster.Event
+	unsub      func()
+	curSeeds   []string
+	created    time.Time
+	notAlone   time.Time // last time the detector saw another live member
+	lastFail   time.Time
+	failLogged time.Time
+
+	wake chan struct{}
+	stop chan struct{}
+	wg   sync.WaitGroup
+}
+
+// newLiveness starts the detector (binding the gossip port) with the gossip
+// addresses of the cluster map as seeds. Its loop starts with run.
+func newLiveness(c *clusterNode) (*liveness, error) {
+	host, port, explicit, err := gossipBind(c.cfg)
+	if err != nil {
+		return nil, err
+	}
+	l := &liveness{c: c, log: c.cfg.Logger, self: c.id, start: time.Now(),
+		firstSeen: map[uint64]time.Time{}, published: map[uint64]placement.State{},
+		wake: make(chan struct{}, 1), stop: make(chan struct{})}
+	if nodes, err := c.reader.Nodes(); err == nil {
+		l.mapSeeds = l.seedsOf(nodes)
+	}
+	dc := cluster.DefaultDetectorConfig()
+	dc.NodeID = c.id
+	dc.BindAddr = host
+	dc.BindPort = port
+	dc.Secret = []byte(c.cfg.ClusterSecret)
+	dc.Logger = c.cfg.Logger
+	dc.Seeds = l.mapSeeds
+	d, err := cluster.NewDetector(dc)
+	if err != nil && !explicit && port != 0 {
+		c.cfg.Logger.Warn("default gossip port unavailable; using a free port (set --gossip-listen to choose)",
+			"addr", net.JoinHostPort(host, strconv.Itoa(port)), "err", err)
+		dc.BindPort = 0
+		d, err = cluster.NewDetector(dc)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("failure detector: %w (set --gossip-listen)", err)
+	}
+	l.addr = d.Addr()
+	if _, p, err := net.SplitHostPort(l.addr); err == nil {
+		dc.BindPort, _ = strconv.Atoi(p)
+	}
+	l.base = dc
+	l.det.Store(d)
+	l.events, l.unsub = d.Subscribe()
+	l.curSeeds = dc.Seeds
+	l.created, l.notAlone = time.Now(), time.Now()
+	c.cfg.Logger.Info("failure detector started", "gossip", l.addr, "seeds", len(dc.Seeds))
+	return l, nil
+}
+
+// run starts the loop that rebuilds the placement map on detector events
+// and grace expiries and applies new seeds.
+func (l *liveness) run() {
+	l.wg.Add(1)
+	go l.loop()
+}
+
+func (l *liveness) close() error {
+	select {
+	case <-l.stop:
+		return nil
+	default:
+		close(l.stop)
+	}
+	l.wg.Wait()
+	d := l.det.Swap(nil)
+	if d == nil {
+		return nil
+	}
+	if !alone(d) {
+		if err := d.Leave(leaveTimeout); err != nil {
+			l.log.Warn("gossip leave", "err", err)
+		}
+	}
+	return d.Close()
+}
+
+func (l *liveness) loop() {
+	defer l.wg.Done()
+	t := time.NewTicker(livenessTick)
+	defer t.Stop()
+	for {
+		select {
+		case <-l.stop:
+			return
+		case _, ok := <-l.events:
+			if !ok {
+				l.events = nil
+				continue
+			}
+			for drained := false; !drained; {
+				select {
+				case _, ok := <-l.events:
+					if !ok {
+						l.events, drained = nil, true
+					}
+				default:
+					drained = true
+				}
+			}
+			l.c.rebuildMaps()
+		case <-l.wake:
+			l.refreshSeeds(time.Now())
+		case now := <-t.C:
+			l.refreshSeeds(now)
+			if l.changed(now) {
+				l.c.rebuildMaps()
+			}
+		}
+	}
+}
+
+// seedsOf returns the gossip addresses of the members other than this node.
+func (l *liveness) seedsOf(nodes []*meta.Node) []string {
+	var s []string
+	for _, nd := range nodes {
+		if nd.ID != l.self && nd.GossipAddr != "" {
+			s = append(s, nd.GossipAddr)
+		}
+	}
+	slices.Sort(s)
+	return slices.Compact(s)
+}
+
+// addJoinSeeds records the gossip addresses of a join answer and has the
+// loop apply them at once.
+func (l *liveness) addJoinSeeds(seeds []string) {
+	l.mu.Lock()
+	var s []string
+	for _, a := range seeds {
+		if a != "" && a != l.addr {
+			s = append(s, a)
+		}
+	}
+	slices.Sort(s)
+	l.joinSeeds = slices.Compact(s)
+	l.seedsAt = time.Now()
+	l.force = true
+	l.mu.Unlock()
+	l.poke()
+}
+
+func (l *liveness) poke() {
+	select {
+	case l.wake <- struct{}{}:
+	default:
+	}
+}
+
+// states records the cluster map's members (for the grace and the seeds)
+// and returns the placement state of each data member: Live or Dead.
+// Called by rebuildMaps, serialized by its lock.
+func (l *liveness) states(nodes []*meta.Node) map[uint64]placement.State {
+	now := time.Now()
+	seeds := l.seedsOf(nodes)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !slices.Equal(seeds, l.mapSeeds) {
+		l.mapSeeds = seeds
+		l.seedsAt = now
+		defer l.poke()
+	}
+	out := make(map[uint64]placement.State, len(nodes))
+	inMap := make(map[uint64]bool, len(nodes))
+	for _, nd := range nodes {
+		inMap[nd.ID] = true
+		if _, ok := l.firstSeen[nd.ID]; !ok {
+			l.firstSeen[nd.ID] = now
+		}
+		if nd.Witness || nd.State == meta.NodeDraining {
+			continue
+		}
+		st := l.stateLocked(nd.ID, now)
+		out[nd.ID] = st
+		prev, seen := l.published[nd.ID]
+		switch {
+		case st == placement.Dead && (!seen || prev != placement.Dead):
+			l.log.Info("member marked dead: the data path skips it", "member", nd.ID, "gossip", nd.GossipAddr)
+		case st == placement.Live && seen && prev == placement.Dead:
+			l.log.Info("member live", "member", nd.ID, "gossip", nd.GossipAddr)
+		}
+	}
+	for id := range l.firstSeen {
+		if !inMap[id] {
+			delete(l.firstSeen, id) // removed from the map
+		}
+	}
+	l.published = out
+	return out
+}
+
+// changed reports whether some member's state differs from the last
+// published map (a grace ran out).
+func (l *liveness) changed(now time.Time) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for id, st := range l.published {
+		if l.stateLocked(id, now) != st {
+			return true
+		}
+	}
+	return false
+}
+
+func (l *liveness) stateLocked(id uint64, now time.Time) placement.State {
+	if id == l.self {
+		return placement.Live
+	}
+	d := l.det.Load()
+	if d == nil { // restarting: keep what was published
+		if st, ok := l.published[id]; ok {
+			return st
+		}
+		return placement.Live
+	}
+	if m, ok := d.Member(id); ok {
+		if m.State == cluster.StateAlive {
+			return placement.Live
+		}
+		return placement.Dead
+	}
+	since := l.start
+	if t := l.firstSeen[id]; t.After(since) {
+		since = t
+	}
+	if now.Sub(since) < livenessGrace {
+		return placement.Live
+	}
+	return placement.Dead
+}
+
+// refreshSeeds restarts the detector with the current seeds when it knows
+// no other live member and the seeds hold addresses it was not started
+// with. Run by the loop only.
+func (l *liveness) refreshSeeds(now time.Time) {
+	d := l.det.Load()
+	if d != nil && !alone(d) {
+		l.notAlone = now
+	}
+	l.mu.Lock()
+	want := slices.Concat(l.mapSeeds, l.joinSeeds)
+	slices.Sort(want)
+	want = slices.Compact(want)
+	force, seedsAt := l.force, l.seedsAt
+	l.mu.Unlock()
+	if len(want) == 0 || !slices.ContainsFunc(want, func(a string) bool { return !slices.Contains(l.curSeeds, a) }) {
+		l.clearForce()
+		return
+	}
+	if d != nil && !alone(d) {
+		l.clearForce()
+		return // connected: gossip spreads the membership
+	}
+	if !force && (now.Sub(seedsAt) < seedRefreshWait || now.Sub(l.notAlone) < seedRefreshAlone ||
+		now.Sub(l.created) < seedRefreshAlone) {
+		return
+	}
+	if now.Sub(l.lastFail) < seedRefreshWait {
+		return
+	}
+	l.clearForce()
+	l.log.Info("restarting the failure detector with new seeds", "seeds", want)
+	l.det.Store(nil)
+	if l.unsub != nil {
+		l.unsub()
+		l.unsub = nil
+	}
+	l.events = nil
+	if d != nil {
+		d.Close()
+	}
+	cfg := l.base
+	cfg.Seeds = want
+	nd, err := cluster.NewDetector(cfg)
+	if err != nil {
+		l.lastFail = now
+		if now.Sub(l.failLogged) > 10*time.Second {
+			l.failLogged = now
+			l.log.Warn("restart the failure detector; retrying", "err", err)
+		}
+		l.mu.Lock()
+		l.force = true // retry as soon as allowed
+		l.mu.Unlock()
+		return
+	}
+	l.events, l.unsub = nd.Subscribe()
+	l.det.Store(nd)
+	l.curSeeds = want
+	l.created, l.notAlone = now, now
+	l.c.rebuildMaps()
+}
+
+func (l *liveness) clearForce() {
+	l.mu.Lock()
+	l.force = false
+	l.mu.Unlock()
+}
+
+// alone reports whether d sees no live member but itself.
+func alone(d *cluster.Detector) bool {
+	for _, m := range d.Members() {
+		if m.ID != d.ID() && m.State == cluster.StateAlive {
+			return false
+		}
+	}
+	return true
+}
+
+// gossipAddr is this node's advertised gossip address ("" without a
+// detector).
+func (l *liveness) gossipAddr() string {
+	if l == nil {
+		return ""
+	}
+	return l.addr
+}
