@@ -1,0 +1,540 @@
+#!/usr/bin/env bash
+# shellcheck source-path=SCRIPTDIR
+# bench/cluster.sh: benchmarks of a 3-node Cairn cluster on loopback (issue 3).
+#
+# Every part starts a new 3-node cluster on 127.0.0.1 (own data directory per
+# node under bench/.data/run/, the same CAIRN_CLUSTER_SECRET, nodes 2 and 3
+# started with --join node 1), waits for three Raft voters and for a bucket
+# create to succeed, and stops it afterwards. Parts (PARTS, in this order):
+#
+#   prop      propagation: bench/propagate writes PROP_N files of PROP_SIZE
+#             bytes one at a time through node 1, then through node 2, and
+#             after each acknowledged PUT polls the two other nodes with HEAD
+#             in a tight loop (deadline PROP_DEADLINE per file): the delay from
+#             the acknowledgement to the first 200, p50/p99/max per node.
+#   read      random GETs of the small corpus (SCALE, 0.25 by default here)
+#             through node READ_NODE, from a bucket with --replicas 3 (every
+#             read local) and one with --replicas 1 (about two thirds remote),
+#             against nginx serving the same files from the local disk; wrk
+#             with THREADS threads and CONNS connections, DURATION s per run,
+#             ROUNDS rounds alternating nginx, R=3, R=1 (after a WARMUP s
+#             unrecorded warm-up of each), as bench/read.sh does.
+#   ingest    cairn sync of the kernel tree (bench/.data/kernel/tree) into the
+#             cluster (bucket --replicas 3, through node 1) against tar -x of
+#             the kernel tarball into a local directory, each followed by sync,
+#             alternating, ROUNDS_INGEST rounds; a new cluster per Cairn round.
+#   failover  under a write load through a follower (FO_WRITERS sequential PUT
+#             loops) and a read load of existing files through the third node,
+#             SIGKILL the Raft leader, then (new cluster) SIGSTOP it and SIGCONT
+#             it FO_AFTER s later: the longest time without an acknowledged
+#             write, read failures and read p99. The leader is the one named by
+#             the nodes' last "raft leader changed" log lines.
+#
+# Ratios are against nginx / tar measured in the same run, interleaved: the
+# machine has 2 cores shared with the client and other work.
+#
+# Settings (environment): PARTS="prop read ingest failover" CAIRN_BIN (default:
+# lib.sh's resolve_cairn_bin) SCALE=0.25 SEED=1 PROP_N=500 PROP_SIZE=1024
+# PROP_DEADLINE=5s DURATION=10 ROUNDS=2 CONNS=20 THREADS=2 WARMUP=5 READ_NODE=2
+# ROUNDS_INGEST=2 SYNC_JOBS=64 SPOT_CHECK=20 VERIFY=1 FO_BEFORE=3 FO_AFTER=10
+# FO_WRITERS=4 FO_READERS=2 KEEP=1 (keep scratch data).
+#
+# Output: tables on stdout; everything raw (node logs, CSVs, wrk output,
+# table.md) under bench/.data/results/cluster-DATE/.
+set -euo pipefail
+SCALE=${SCALE:-0.25}
+. "$(dirname "$0")/lib.sh"
+
+PARTS=${PARTS:-"prop read ingest failover"}
+PROP_N=${PROP_N:-500}
+PROP_SIZE=${PROP_SIZE:-1024}
+PROP_DEADLINE=${PROP_DEADLINE:-5s}
+DURATION=${DURATION:-10}
+ROUNDS=${ROUNDS:-2}
+CONNS=${CONNS:-20}
+THREADS=${THREADS:-2}
+WARMUP=${WARMUP:-5}
+WRK_TIMEOUT=${WRK_TIMEOUT:-10s}
+READ_NODE=${READ_NODE:-2}
+ROUNDS_INGEST=${ROUNDS_INGEST:-2}
+SYNC_JOBS=${SYNC_JOBS:-64}
+SPOT_CHECK=${SPOT_CHECK:-20}
+VERIFY=${VERIFY:-1}
+FO_BEFORE=${FO_BEFORE:-3}
+FO_AFTER=${FO_AFTER:-10}
+FO_WRITERS=${FO_WRITERS:-4}
+FO_READERS=${FO_READERS:-2}
+KERNEL_PKG=${KERNEL_PKG:-linux-source-6.1}
+CLUSTER_SECRET=${CAIRN_CLUSTER_SECRET:-cairn-bench-cluster-secret-0000000000}
+# The shared corpus directory stays at scale 1 for read.sh/ingest.sh.
+[ "$SCALE" = 1 ] || CORPUS_DIR=$DATA_DIR/corpus-scale$SCALE
+
+need_tools curl:curl wrk:wrk nginx:nginx tar:tar sha256sum:coreutils
+# A stopped node would ignore SIGTERM: continue every node before lib.sh's
+# cleanup stops them (TERM, then KILL after 10 s).
+cluster_cleanup() {
+	local rc=$? p
+	set +e
+	for p in "${BENCH_PIDS[@]}"; do kill -CONT "$p" 2>/dev/null; done
+	(exit "$rc") # bench_cleanup exits with $?
+	bench_cleanup
+}
+trap cluster_cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+resolve_cairn_bin
+
+OUT=$DATA_DIR/results/cluster-$(date +%Y%m%d-%H%M%S)
+mkdir -p "$OUT" "$DATA_DIR/bin"
+log "building bench/propagate"
+(cd "$REPO_DIR" && go build -o "$DATA_DIR/bin/propagate" ./bench/propagate) >&2 || die "go build ./bench/propagate failed"
+PROPAGATE=$DATA_DIR/bin/propagate
+REV=$(git -C "$REPO_DIR" rev-parse --short HEAD 2>/dev/null || echo unknown)
+# CAIRN_REV: the revision CAIRN_BIN was built from, when not the checkout's HEAD.
+BIN_REV=${CAIRN_REV:-$REV}
+TABLE=$OUT/table.md
+: >"$TABLE"
+FAILED=0
+
+# emit TEXT...: print to stdout and to table.md.
+emit() { printf '%s\n' "$@" | tee -a "$TABLE"; }
+
+declare -a NODE_URL NODE_PID NODE_LOG NODE_ID
+CLUSTER_N=0
+
+# pick_low_port: a free port in 20000-31999, below Linux's ephemeral range
+# (32768-60999), so no outgoing connection holds it by the time a node binds.
+pick_low_port() {
+	local p
+	for _ in $(seq 1 100); do
+		p=$((20000 + RANDOM % 12000))
+		if port_free "$p" && ! ss -Htan "sport = :$p" 2>/dev/null | grep -q .; then
+			echo "$p"
+			return 0
+		fi
+	done
+	die "no free port found after 100 tries"
+}
+
+# cluster_start NAME: start a fresh 3-node cluster; sets NODE_URL[1..3],
+# NODE_PID[1..3], NODE_LOG[1..3], CL_DIR. Returns once three voters exist.
+cluster_start() {
+	local name=$1 i port join
+	CLUSTER_N=$((CLUSTER_N + 1))
+	scratch_dir CL_DIR "cluster-$name"
+	for i in 1 2 3; do
+		port=$(pick_low_port)
+		NODE_URL[i]=http://127.0.0.1:$port
+		NODE_LOG[i]=$OUT/$name-$CLUSTER_N-n$i.log
+		join=()
+		[ "$i" -eq 1 ] || join=(--join "${NODE_URL[1]}")
+		CAIRN_CLUSTER_SECRET=$CLUSTER_SECRET "$CAIRN_BIN" server --data "$CL_DIR/n$i" \
+			--listen "127.0.0.1:$port" "${join[@]}" >"${NODE_LOG[i]}" 2>&1 &
+		NODE_PID[i]=$!
+		BENCH_PIDS+=("${NODE_PID[i]}")
+		wait_http "${NODE_URL[i]}/_cairn/health" "${NODE_PID[i]}" 60 "${NODE_LOG[i]}"
+	done
+	local deadline=$((SECONDS + 60))
+	until grep -qE 'voters="\[[0-9]+ [0-9]+ [0-9]+\]"' "${NODE_LOG[@]}"; do
+		[ $SECONDS -lt $deadline ] || die "cluster $name: no 3 voters after 60 s (logs ${NODE_LOG[*]})"
+		sleep 0.2
+	done
+	for i in 1 2 3; do
+		NODE_ID[i]=$(grep -m1 -o 'msg="cluster node" id=[0-9]*' "${NODE_LOG[i]}" | sed 's/.*id=//')
+	done
+	log "cluster $name: nodes ${NODE_URL[*]} (pids ${NODE_PID[*]}), 3 voters, leader $(leader_node)"
+}
+
+cluster_stop() {
+	local i
+	for i in 1 2 3; do
+		kill -CONT "${NODE_PID[i]}" 2>/dev/null || true
+		stop_pid "${NODE_PID[i]}"
+	done
+	[ "${KEEP:-0}" = 1 ] || rm -rf -- "$CL_DIR"
+}
+
+# ccli NODE CMD...: the cairn CLI against node NODE.
+ccli() {
+	local i=$1
+	shift
+	CAIRN_SERVER=${NODE_URL[i]} "$CAIRN_BIN" "$@"
+}
+
+# bucket_create NAME R: create a public bucket with R replicas through node 1,
+# retrying for at most 60 s (until the cluster takes writes), then wait until
+# every node knows it.
+bucket_create() {
+	local name=$1 r=$2 deadline=$((SECONDS + 60)) i
+	until ccli 1 bucket create "$name" --public --replicas "$r" >>"$OUT/cli.log" 2>&1; do
+		if tail -n 1 "$OUT/cli.log" | grep -qi 'exists'; then break; fi
+		if tail -n 1 "$OUT/cli.log" | grep -q '400 Bad Request'; then die "bucket create $name: $(tail -n 1 "$OUT/cli.log")"; fi
+		[ $SECONDS -lt $deadline ] || die "bucket create $name failed for 60 s (see $OUT/cli.log)"
+		sleep 0.2
+	done
+	for i in 1 2 3; do
+		deadline=$((SECONDS + 30))
+		until [ "$(curl -s -o /dev/null -w '%{http_code}' --max-time 2 "${NODE_URL[i]}/$name/")" = 200 ]; do
+			[ $SECONDS -lt $deadline ] || die "bucket $name not visible on node $i after 30 s"
+			sleep 0.05
+		done
+	done
+}
+
+# leader_node: the node number (1-3) the nodes' logs name as Raft leader,
+# from each live node's last "raft leader changed" line ("?" if unknown).
+leader_node() {
+	local i lid=""
+	lid=$(cat "${NODE_LOG[@]}" | grep 'msg="raft leader changed"' | sort | tail -n1 |
+		sed -n 's/.* leader=\([0-9]*\).*/\1/p')
+	for i in 1 2 3; do
+		[ -n "$lid" ] && [ "${NODE_ID[i]}" = "$lid" ] && { echo "$i"; return; }
+	done
+	echo "?"
+}
+
+kv() { sed -n "s/.* $1=\([^ ]*\).*/\1/p" <<<"$2"; }
+
+# ---------------------------------------------------------------- prop
+part_prop() {
+	cluster_start prop
+	bucket_create prop 3
+	local via others names line res=()
+	for via in 1 2; do
+		others=() names=()
+		for i in 1 2 3; do
+			[ "$i" = "$via" ] && continue
+			others+=("${NODE_URL[i]}")
+			names+=("node$i")
+		done
+		log "propagation: $PROP_N files of $PROP_SIZE B through node $via, polling ${names[*]}"
+		"$PROPAGATE" -mode prop -write "${NODE_URL[via]}" -poll "$(IFS=,; echo "${others[*]}")" \
+			-names "$(IFS=,; echo "${names[*]}")" -bucket prop -prefix "via$via" -n "$PROP_N" \
+			-size "$PROP_SIZE" -deadline "$PROP_DEADLINE" -csv "$OUT/prop-via$via.csv" \
+			>"$OUT/prop-via$via.txt" 2>"$OUT/prop-via$via.err" ||
+			{ cat "$OUT/prop-via$via.err" >&2; die "propagation through node $via failed"; }
+		cat "$OUT/prop-via$via.txt" >&2
+		while read -r line; do
+			case "$line" in
+			PUT*) res+=("$via|put|$(kv p50_ms "$line")|$(kv p99_ms "$line")|$(kv max_ms "$line")|0") ;;
+			PROP*) res+=("$via|$(kv node "$line")|$(kv p50_ms "$line")|$(kv p99_ms "$line")|$(kv max_ms "$line")|$(kv missed "$line")") ;;
+			esac
+		done <"$OUT/prop-via$via.txt"
+	done
+	local leader
+	leader=$(leader_node)
+	cluster_stop
+	emit "### Propagation" "" \
+		"3-node cluster on 127.0.0.1, bucket --replicas 3; $PROP_N files of $PROP_SIZE B written one at a time; after each acknowledged PUT the other two nodes are polled with HEAD in a tight loop; delay = acknowledgement → first 200 (includes that HEAD's round trip). Raft leader during the run: node $leader." \
+		"$(date -u +%Y-%m-%dT%H:%MZ); $(machine_info); cairn binary built from git $BIN_REV" \
+		"command: PARTS=prop PROP_N=$PROP_N PROP_SIZE=$PROP_SIZE bench/cluster.sh" "" \
+		"| written through | polled node | p50 ms | p99 ms | max ms | not visible within $PROP_DEADLINE |" \
+		"|---|---|---:|---:|---:|---:|"
+	local r f
+	for r in "${res[@]}"; do
+		IFS='|' read -r -a f <<<"$r"
+		if [ "${f[1]}" = put ]; then
+			emit "| node ${f[0]} | (PUT latency itself) | ${f[2]} | ${f[3]} | ${f[4]} | — |"
+		else
+			emit "| node ${f[0]} | ${f[1]} | ${f[2]} | ${f[3]} | ${f[4]} | ${f[5]} |"
+			[ "${f[5]}" = 0 ] || FAILED=1
+		fi
+	done
+	emit ""
+}
+
+# ---------------------------------------------------------------- read
+# run_wrk URL PREFIX OUTFILE SECS PATHS: one wrk run; prints "requests rps mbps p50 p99 bytes".
+run_wrk() {
+	local url=$1 prefix=$2 out=$3 secs=$4 paths=$5 rc=0 threads=$THREADS line
+	[ "$threads" -le "$CONNS" ] || threads=$CONNS
+	wrk -t"$threads" -c"$CONNS" -d"${secs}s" --timeout "$WRK_TIMEOUT" --latency \
+		-s "$BENCH_DIR/wrk/random.lua" "$url" \
+		-- "$paths" "$prefix" "$SEED" >"$out" 2>&1 || rc=$?
+	line=$(grep '^BENCH_RESULT ' "$out" || true)
+	if [ -z "$line" ]; then
+		tail -n 20 "$out" >&2
+		echo "0 0 0 0 0 0"
+		return 1
+	fi
+	awk '{
+		for (i = 2; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] }
+		print v["requests"], v["rps"], v["mbps"], v["p50_ms"], v["p99_ms"], v["bytes"]
+	}' <<<"$line"
+	[ "$rc" -eq 0 ] || { grep '^BENCH_FAIL' "$out" >&2 || true; return 1; }
+}
+
+part_read() {
+	ensure_corpus small
+	# The R=1 bucket gets its own corpus (seed SEED+1, same size distribution):
+	# blobs are content-addressed, so the same files would share the R=3
+	# bucket's local copies and no read would be remote.
+	local c1=$CORPUS_DIR/small1 stamp1="seed=$((SEED + 1)) scale=$SCALE"
+	if [ ! -f "$c1/paths.txt" ] || [ "$(cat "$c1.stamp" 2>/dev/null)" != "$stamp1" ]; then
+		log "generating corpus small1 ($stamp1) in $c1"
+		rm -rf -- "$c1" "$c1.stamp"
+		(cd "$REPO_DIR" && go run ./bench/corpus -profile small -seed $((SEED + 1)) -scale "$SCALE" -out "$c1") ||
+			die "corpus generation failed"
+		echo "$stamp1" >"$c1.stamp"
+	fi
+	local corpus=$CORPUS_DIR/small mean files mean1
+	files=$(wc -l <"$corpus/paths.txt")
+	mean=$(find "$corpus" -type f -printf '%s\n' | awk '{s += $1; n++} END {printf "%d", s / n}')
+	mean1=$(find "$c1" -type f -printf '%s\n' | awk '{s += $1; n++} END {printf "%d", s / n}')
+	cluster_start read
+	bucket_create small 3
+	bucket_create small1 1
+	local b
+	for b in small small1; do
+		log "loading $CORPUS_DIR/$b into bucket $b (cairn sync through node 1)"
+		ccli 1 sync "$CORPUS_DIR/$b" "$b" --no-progress --jobs "$SYNC_JOBS" >>"$OUT/cli.log" 2>&1 ||
+			die "cairn sync into $b failed (see $OUT/cli.log)"
+	done
+	local nport
+	nport=$(pick_low_port)
+	nginx_start "$CORPUS_DIR" "$nport"
+	local nurl=http://127.0.0.1:$nport curl_=${NODE_URL[READ_NODE]}
+	# Every node must resolve every file before the load: wait for the last
+	# path of each bucket on the read node.
+	local last deadline
+	for b in small small1; do
+		last=$(tail -n1 "$CORPUS_DIR/$b/paths.txt")
+		deadline=$((SECONDS + 60))
+		until [ "$(curl -s -o /dev/null -w '%{http_code}' --max-time 2 "$curl_/$b/$last")" = 200 ]; do
+			[ $SECONDS -lt $deadline ] || die "$b/$last not visible on node $READ_NODE"
+			sleep 0.1
+		done
+	done
+	BLOBS=""
+	for i in 1 2 3; do
+		BLOBS+="${BLOBS:+, }node $i $(curl -fsS --max-time 5 "${NODE_URL[i]}/_cairn/metrics" | awk '/^cairn_node_blobs/ {print $2}')"
+	done
+	log "blobs per node after loading both buckets ($files files each): $BLOBS"
+	local bn
+	bn=$(curl -fsS --max-time 5 "$curl_/_cairn/metrics" | awk '/^cairn_node_blobs/ {print int($2)}')
+	[ "${bn:-0}" -lt $((files * 2)) ] || die "node $READ_NODE holds $bn blobs: the R=1 bucket is not spread over the nodes"
+	spot_check "$nurl/small" "$corpus" "$corpus/paths.txt" 20
+	spot_check "$curl_/small" "$corpus" "$corpus/paths.txt" 20
+	spot_check "$curl_/small1" "$c1" "$c1/paths.txt" 20
+	local -A URL=([nginx]=$nurl [r3]=$curl_ [r1]=$curl_) PFX=([nginx]=/small/ [r3]=/small/ [r1]=/small1/) \
+		PATHS=([nginx]=$corpus/paths.txt [r3]=$corpus/paths.txt [r1]=$c1/paths.txt) MEAN=([nginx]=$mean [r3]=$mean [r1]=$mean1)
+	local csv=$OUT/read.csv s r res reqs rps mbps p50 p99 bytes status
+	echo "round,server,requests,rps,mbps,p50,p99,status" >"$csv"
+	for s in nginx r3 r1; do
+		log "warm-up $s ${WARMUP}s"
+		run_wrk "${URL[$s]}" "${PFX[$s]}" "$OUT/wrk-warmup-$s.txt" "$WARMUP" "${PATHS[$s]}" >/dev/null ||
+			die "warm-up against $s failed (see $OUT/wrk-warmup-$s.txt)"
+	done
+	for r in $(seq 1 "$ROUNDS"); do
+		for s in nginx r3 r1; do
+			status=ok
+			res=$(run_wrk "${URL[$s]}" "${PFX[$s]}" "$OUT/wrk-r$r-$s.txt" "$DURATION" "${PATHS[$s]}") || status=FAIL
+			read -r reqs rps mbps p50 p99 bytes <<<"$res"
+			if [ "$status" = ok ] && [ "${reqs:-0}" -ge 500 ] &&
+				! awk -v b="$bytes" -v n="$reqs" -v m="${MEAN[$s]}" 'BEGIN {exit !(b / n >= 0.8 * m)}'; then
+				log "$s: responses average $((bytes / reqs)) B, the files ${MEAN[$s]} B"
+				status=FAIL
+			fi
+			[ "$status" = ok ] || FAILED=1
+			log "read round $r $s: $rps req/s, $mbps MB/s, p50 $p50 ms, p99 $p99 ms ($status)"
+			echo "$r,$s,$reqs,$rps,$mbps,$p50,$p99,$status" >>"$csv"
+		done
+	done
+	BLOBS_AFTER=$(curl -fsS --max-time 5 "$curl_/_cairn/metrics" | awk '/^cairn_node_blobs/ {print $2}')
+	log "blobs on node $READ_NODE after the runs: $BLOBS_AFTER"
+	local leader
+	leader=$(leader_node)
+	stop_pid "$NGINX_PID"
+	cluster_stop
+	emit "### Reads on one node of the cluster" "" \
+		"Random GET of the small corpus ($files files, SCALE=$SCALE, mean $mean B) through node $READ_NODE of a 3-node cluster (leader: node $leader): bucket small with --replicas 3 (every read local) and bucket small1 with --replicas 1 holding a second corpus of the same profile (seed $((SEED + 1)), mean $mean1 B; its own content, so about 2/3 of its reads are fetched from another node), vs nginx serving the seed-$SEED corpus from the local disk. Blobs per node after loading both (expect about $files + $files/3 each): $BLOBS; on node $READ_NODE after the runs: $BLOBS_AFTER (a local cache of remote blobs would raise it). wrk $THREADS threads, $CONNS connections, ${DURATION}s per run, $ROUNDS rounds alternating nginx, R=3, R=1; best round and mean." \
+		"$(date -u +%Y-%m-%dT%H:%MZ); $(machine_info); cairn binary built from git $BIN_REV" \
+		"command: PARTS=read SCALE=$SCALE DURATION=$DURATION ROUNDS=$ROUNDS CONNS=$CONNS bench/cluster.sh" ""
+	awk -F, '
+	NR == 1 { next }
+	{ if ($8 != "ok") { fail[$2] = 1; next }
+	  sum[$2] += $4; cnt[$2]++
+	  if (!($2 in best) || $4 > best[$2]) { best[$2] = $4; mb[$2] = $5; p50[$2] = $6; p99[$2] = $7 }
+	  raw[$2] = raw[$2] (raw[$2] == "" ? "" : " / ") sprintf("%.0f", $4) }
+	function r(a, b) { return (b + 0 == 0) ? "—" : sprintf("%.2f", a / b) }
+	END {
+		print "| server | req/s (best) | rounds req/s | MB/s | p50 ms | p99 ms | /nginx (best) | /nginx (mean) |"
+		print "|---|---:|---|---:|---:|---:|---:|---:|"
+		split("nginx r3 r1", order, " ")
+		label["nginx"] = "nginx (local disk)"; label["r3"] = "Cairn R=3 (local)"; label["r1"] = "Cairn R=1 (2/3 remote)"
+		for (i = 1; i <= 3; i++) {
+			s = order[i]
+			if (!(s in best)) { printf "| %s | FAILED | | | | | | |\n", label[s]; continue }
+			mn = sum[s] / cnt[s]; mng = ("nginx" in cnt) ? sum["nginx"] / cnt["nginx"] : 0
+			printf "| %s | %.0f | %s | %.1f | %.2f | %.2f | %s | %s |\n", label[s], best[s], raw[s], mb[s], p50[s], p99[s],
+				(s == "nginx" ? "—" : r(best[s], best["nginx"])), (s == "nginx" ? "—" : r(mn, mng))
+		}
+		for (s in fail) printf "\nFAILED: %s (see the raw wrk output)\n", s
+	}' "$csv" | tee -a "$TABLE"
+	emit ""
+}
+
+# ---------------------------------------------------------------- ingest
+# cairn_count NODE BUCKET: the number of files in BUCKET (listing API).
+cairn_count() {
+	local url=${NODE_URL[$1]} bucket=$2 after="" page n=0
+	for _ in $(seq 1 10000); do
+		page=$(curl -fsS -G --max-time 60 -H 'Accept: application/json' \
+			-H "Authorization: Bearer $CAIRN_ADMIN_KEY" \
+			--data-urlencode recursive=1 --data-urlencode limit=10000 \
+			--data-urlencode "after=$after" "$url/$bucket/") || return 1
+		n=$((n + $(grep -o '"is_dir":false' <<<"$page" | wc -l)))
+		grep -q '"truncated":true' <<<"$page" || { echo "$n"; return 0; }
+		after=$(sed -n 's/.*"next_token":"\([^"]*\)".*/\1/p' <<<"$page")
+		[ -n "$after" ] || return 1
+	done
+	return 1
+}
+
+now() { echo "$EPOCHREALTIME"; }
+elapsed() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.3f", b - a}'; }
+
+part_ingest() {
+	local kdir=$DATA_DIR/kernel ktar tree files links bytes
+	ktar=$kdir/$KERNEL_PKG.tar
+	{ [ -f "$ktar" ] && [ -f "$kdir/tree.done" ]; } ||
+		die "no $ktar or extracted tree: run WORKLOADS=kernel BASELINE_ONLY=1 ROUNDS=1 bench/ingest.sh once"
+	tree=$(find "$kdir/tree" -mindepth 1 -maxdepth 1 -type d | head -n1)
+	(cd "$tree" && find . -type f -printf '%P\n') >"$OUT/kernel.paths"
+	files=$(wc -l <"$OUT/kernel.paths")
+	links=$(find "$tree" -type l | wc -l)
+	bytes=$(find "$tree" -type f -printf '%s\n' | awk '{s += $1} END {print s + 0}')
+	log "kernel: $files files, $links symlinks, $bytes bytes; reading tree and tarball once"
+	tar -cf - -C "$tree" . | cat >/dev/null
+	cat "$ktar" >/dev/null
+	local csv=$OUT/ingest.csv r t0 t1 dest got status leader=""
+	echo "round,method,seconds,status" >"$csv"
+	for r in $(seq 1 "$ROUNDS_INGEST"); do
+		scratch_dir dest ingest-tar
+		sync
+		t0=$(now)
+		status=ok
+		tar -xf "$ktar" -C "$dest" || status=FAIL
+		sync
+		t1=$(now)
+		echo "$r,tar -x,$(elapsed "$t0" "$t1"),$status" >>"$csv"
+		log "ingest round $r: tar -x + sync $(elapsed "$t0" "$t1") s ($status)"
+		rm -rf -- "$dest"
+		[ "$status" = ok ] || FAILED=1
+
+		cluster_start ingest
+		bucket_create kernel 3
+		leader+="${leader:+, }$(leader_node)"
+		sync
+		t0=$(now)
+		status=ok
+		ccli 1 sync "$tree" kernel --no-progress --jobs "$SYNC_JOBS" >>"$OUT/ingest-cli-r$r.log" 2>&1 || status=FAIL
+		sync
+		t1=$(now)
+		echo "$r,cairn sync,$(elapsed "$t0" "$t1"),$status" >>"$csv"
+		log "ingest round $r: cairn sync (3 nodes, R=3) + sync $(elapsed "$t0" "$t1") s ($status)"
+		if [ "$status" != ok ]; then
+			tail -n 20 "$OUT/ingest-cli-r$r.log" >&2
+			FAILED=1
+		else
+			if [ "$VERIFY" = 1 ]; then
+				for i in 1 3; do
+					got=$(cairn_count "$i" kernel) || die "listing bucket kernel on node $i failed"
+					if [ "$got" -ne "$files" ] && [ "$got" -ne $((files + links)) ]; then
+						log "node $i lists $got files; source has $files (+$links symlinks)"
+						FAILED=1
+					else
+						log "node $i lists $got files"
+					fi
+				done
+			fi
+			spot_check "${NODE_URL[3]}/kernel" "$tree" "$OUT/kernel.paths" "$SPOT_CHECK"
+		fi
+		du -sh "$CL_DIR"/n1 "$CL_DIR"/n2 "$CL_DIR"/n3 >&2 || true
+		cluster_stop
+	done
+	emit "### Ingest: kernel tree into the cluster" "" \
+		"cairn sync --jobs $SYNC_JOBS of the Linux 6.1 tree ($files files, $links symlinks, $(awk -v b="$bytes" 'BEGIN {printf "%.1f", b / 1e6}') MB) through node 1 into a new 3-node cluster, bucket --replicas 3 (write quorum 2), vs tar -xf of the plain tarball into a local directory on the same disk; each followed by sync; $ROUNDS_INGEST rounds alternating. Leader per round: node $leader." \
+		"$(date -u +%Y-%m-%dT%H:%MZ); $(machine_info); cairn binary built from git $BIN_REV" \
+		"command: PARTS=ingest ROUNDS_INGEST=$ROUNDS_INGEST SYNC_JOBS=$SYNC_JOBS bench/cluster.sh" ""
+	awk -F, -v files="$files" '
+	NR == 1 { next }
+	{ raw[$2] = raw[$2] (raw[$2] == "" ? "" : " / ") ($4 == "ok" ? sprintf("%.2f", $3) : "FAIL") }
+	$4 != "ok" { next }
+	{ sum[$2] += $3; cnt[$2]++; if (!($2 in best) || $3 < best[$2]) best[$2] = $3 }
+	END {
+		print "| method | rounds s | best s | mean s | files/s (best) | Cairn/tar (best) | Cairn/tar (mean) |"
+		print "|---|---|---:|---:|---:|---:|---:|"
+		split("tar -x|cairn sync", m, "|")
+		for (i = 1; i <= 2; i++) {
+			k = m[i]
+			if (!(k in best)) { printf "| %s | %s | FAILED | | | | |\n", k, raw[k]; continue }
+			rb = "—"; rm = "—"
+			if (k == "cairn sync" && ("tar -x" in best)) {
+				rb = sprintf("%.2f", best[k] / best["tar -x"])
+				rm = sprintf("%.2f", (sum[k] / cnt[k]) / (sum["tar -x"] / cnt["tar -x"]))
+			}
+			printf "| %s | %s | %.2f | %.2f | %.0f | %s | %s |\n", (k == "tar -x" ? "tar -x + sync" : "cairn sync, 3 nodes R=3, + sync"), raw[k], best[k], sum[k] / cnt[k], files / best[k], rb, rm
+		}
+	}' "$csv" | tee -a "$TABLE"
+	emit ""
+}
+
+# ---------------------------------------------------------------- failover
+part_failover() {
+	local sig res=() leader w rd line
+	for sig in KILL STOP; do
+		cluster_start "failover-$sig"
+		bucket_create failover 3
+		leader=$(leader_node)
+		[ "$leader" != "?" ] || die "could not find the Raft leader in the node logs"
+		# writes through a follower, reads through the third node
+		w="" rd=""
+		for i in 1 2 3; do
+			[ "$i" = "$leader" ] && continue
+			if [ -z "$w" ]; then w=$i; else rd=$i; fi
+		done
+		log "failover $sig: leader node $leader (pid ${NODE_PID[leader]}), writes via node $w, reads via node $rd"
+		"$PROPAGATE" -mode failover -write "${NODE_URL[w]}" -read "${NODE_URL[rd]}" -bucket failover \
+			-pid "${NODE_PID[leader]}" -signal "$sig" -before "${FO_BEFORE}s" -after "${FO_AFTER}s" \
+			-writers "$FO_WRITERS" -readers "$FO_READERS" -size 4096 \
+			>"$OUT/failover-$sig.txt" 2>"$OUT/failover-$sig.err" ||
+			{ cat "$OUT/failover-$sig.err" >&2; die "failover helper ($sig) failed"; }
+		cat "$OUT/failover-$sig.txt" "$OUT/failover-$sig.err" >&2
+		line=$(grep '^FAILOVER' "$OUT/failover-$sig.txt")
+		local newl
+		newl=$(grep -h 'msg="raft leader changed"' "${NODE_LOG[w]}" "${NODE_LOG[rd]}" | tail -n1 | sed -n 's/.*\(time=[^ ]*\).* leader=\([0-9]*\).*/\1 \2/p')
+		res+=("$sig|$leader|$w|$rd|$(kv gap_ms "$line")|$(kv first_ok_ms "$line")|$(kv writes_before "$line")|$(kv writes_after "$line")|$(kv write_errors "$line")|$(kv reads "$line")|$(kv read_failures "$line")|$(kv read_p99_ms "$line")|$(kv read_max_ms "$line")")
+		local newid newnode="?"
+		newid=${newl##* }
+		for i in 1 2 3; do [ "${NODE_ID[i]}" = "$newid" ] && newnode=$i; done
+		res[${#res[@]} - 1]+="|$newnode"
+		log "failover $sig: last leader change seen by the survivors: $newl (node $newnode)"
+		cluster_stop
+	done
+	emit "### Failover" "" \
+		"3-node cluster, bucket --replicas 3; $FO_WRITERS sequential PUT loops of 4 KB files through a follower (2 s timeout per PUT) and $FO_READERS GET loops of 200 preloaded files through the third node; ${FO_BEFORE}s of load, then the Raft leader (found from the nodes' \"raft leader changed\" log lines, not /_cairn/nodes) gets the signal, load continues ${FO_AFTER}s (for SIGSTOP: then SIGCONT and 3 s more). Write gap = longest interval between consecutive acknowledged writes that ends after the signal; a new cluster per signal." \
+		"$(date -u +%Y-%m-%dT%H:%MZ); $(machine_info); cairn binary built from git $BIN_REV" \
+		"command: PARTS=failover FO_AFTER=$FO_AFTER FO_WRITERS=$FO_WRITERS bench/cluster.sh" "" \
+		"| signal to leader | leader | new leader | writes via | reads via | longest write gap ms | first write after signal ms | writes before / after | write errors | reads | read failures | read p99 ms | read max ms |" \
+		"|---|---|---|---|---|---:|---:|---|---:|---:|---:|---:|---:|"
+	local r f
+	for r in "${res[@]}"; do
+		IFS='|' read -r -a f <<<"$r"
+		emit "| SIG${f[0]} | node ${f[1]} | node ${f[13]} | node ${f[2]} | node ${f[3]} | ${f[4]} | ${f[5]} | ${f[6]} / ${f[7]} | ${f[8]} | ${f[9]} | ${f[10]} | ${f[11]} | ${f[12]} |"
+	done
+	emit ""
+}
+
+log "cluster benchmarks: $PARTS; binary $CAIRN_BIN; git $REV; results in $OUT"
+for p in $PARTS; do
+	case "$p" in
+	prop) part_prop ;;
+	read) part_read ;;
+	ingest) part_ingest ;;
+	failover) part_failover ;;
+	*) die "unknown part $p (want prop, read, ingest or failover)" ;;
+	esac
+done
+log "tables in $TABLE; raw results in $OUT"
+[ "$FAILED" -eq 0 ] || die "some runs failed (see above)"
