@@ -27,6 +27,7 @@ test: build vet
 bench: build
 	bash bench/read.sh
 	bash bench/ingest.sh
+	bash bench/cluster.sh
 
 # Longer randomized and crash runs.
 soak: build
