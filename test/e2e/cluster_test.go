@@ -100,7 +100,10 @@ func TestThreeNodeCluster(t *testing.T) {
 		}
 	}
 
-	// Kill node 3: the others keep serving every file and taking writes.
+	// Kill node 3 once all three vote (killing a voter while another is
+	// still a learner would take the majority away): the others keep
+	// serving every file and taking writes.
+	waitVoters(t, n1, 3, nodes...)
 	n3.cmd.Process.Signal(syscall.SIGKILL)
 	n3.cmd.Wait()
 	for _, s := range nodes[:2] {
