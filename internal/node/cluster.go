@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"github.com/cairn-fs/cairn/internal/blob"
 	"io"
 	"os"
 	"path/filepath"
@@ -33,6 +34,7 @@ type clusterNode struct {
 	client *transport.HTTPClient
 	server *transport.Server
 	rep    *replica.Replicator
+	repair *replica.Repairer
 	reader *meta.Reader
 	lv     *liveness // failure detector (liveness.go)
 
@@ -141,6 +143,17 @@ func startCluster(n *Node, cfg Config, onApply func(uint64, []meta.Command, []me
 		c.client.Close()
 		return nil, err
 	}
+	c.repair, err = replica.NewRepairer(replica.RepairConfig{Self: placement.NodeID(id), Local: n.blobs,
+		Peers: replica.TransportPeers{C: c.client}, Map: c.pmap.Load, Logger: cfg.Logger,
+		Interval: cfg.RepairInterval,
+		Referenced: func(ctx context.Context, fn func(blob.Hash, int) bool) error {
+			return c.reader.ReferencedBlobs(3, fn) // 3: the store's default R
+		}})
+	if err != nil {
+		c.raft.Close()
+		c.client.Close()
+		return nil, err
+	}
 	c.server, err = transport.NewServer(tcfg, rpcHandler{c: c, BlobServer: replica.BlobServer{Store: n.blobs}})
 	if err != nil {
 		c.raft.Close()
@@ -155,6 +168,11 @@ func startCluster(n *Node, cfg Config, onApply func(uint64, []meta.Command, []me
 // through cfg.Join, or make sure this node is in the cluster map.
 func (c *clusterNode) start() {
 	c.lv.run()
+	rctx, rcancel := context.WithCancel(context.Background())
+	c.wg.Add(2)
+	go func() { defer c.wg.Done(); <-c.stop; rcancel() }()
+	go func() { defer c.wg.Done(); c.repair.Run(rctx) }()
+	c.repair.Trigger()
 	c.wg.Add(1)
 	go func() {
 		defer c.wg.Done()
@@ -292,6 +310,9 @@ func (c *clusterNode) rebuildMaps() {
 		return
 	}
 	c.pmap.Store(m)
+	if c.repair != nil {
+		c.repair.Trigger() // membership or liveness changed: copies may need to move
+	}
 	c.addrs.Store(&addrs)
 }
 

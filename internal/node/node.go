@@ -55,6 +55,7 @@ type Config struct {
 	Join              string        // public URL of a member to join; "" starts a new cluster
 	Zone              string        // failure domain of this node
 	Voters            int           // voters the cluster keeps (3 or 5); default 3
+	RepairInterval    time.Duration // period of blob repair passes; default 1 min
 	GossipListen      string        // failure detector HOST:PORT; "" = Listen's host, port + 100 (liveness.go)
 	DisableFastPath   bool          // serve every request through net/http (no GET fast path)
 	DisableMmap       bool          // read blobs with pread instead of memory maps
