@@ -81,19 +81,9 @@ func newNodeDrainCmd(cf *clientFlags) *cobra.Command {
 		Use:   "drain NODE [--force]",
 		Short: "Stop giving a member new copies; it keeps serving (state draining)",
 		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			c := cf.client()
-			id, err := resolveNode(cmd.Context(), c, args[0])
-			if err != nil {
-				return err
-			}
-			n, err := c.DrainNode(cmd.Context(), id, force)
-			if err != nil {
-				return err
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "node %d (%s): %s\n", n.ID, n.URL, n.State)
-			return nil
-		},
+		RunE: nodeStateRunE(cf, func(ctx context.Context, c *client.Client, id uint64) (client.NodeInfo, error) {
+			return c.DrainNode(ctx, id, force)
+		}),
 	}
 	cmd.Flags().BoolVar(&force, "force", false, "drain even the last active data node (writes then have nowhere to go)")
 	return cmd
@@ -104,19 +94,9 @@ func newNodeActivateCmd(cf *clientFlags) *cobra.Command {
 		Use:   "activate NODE",
 		Short: "Undo drain: the member takes new copies again (state active)",
 		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			c := cf.client()
-			id, err := resolveNode(cmd.Context(), c, args[0])
-			if err != nil {
-				return err
-			}
-			n, err := c.ActivateNode(cmd.Context(), id)
-			if err != nil {
-				return err
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "node %d (%s): %s\n", n.ID, n.URL, n.State)
-			return nil
-		},
+		RunE: nodeStateRunE(cf, func(ctx context.Context, c *client.Client, id uint64) (client.NodeInfo, error) {
+			return c.ActivateNode(ctx, id)
+		}),
 	}
 }
 
@@ -184,4 +164,22 @@ func resolveNode(ctx context.Context, c *client.Client, arg string) (uint64, err
 		return found[0], nil
 	}
 	return 0, fmt.Errorf("%q matches %d members; give the ID", arg, len(found))
+}
+
+// nodeStateRunE runs a state change (drain, activate) on the node named by
+// the first argument and prints its new state.
+func nodeStateRunE(cf *clientFlags, change func(ctx context.Context, c *client.Client, id uint64) (client.NodeInfo, error)) func(*cobra.Command, []string) error {
+	return func(cmd *cobra.Command, args []string) error {
+		c := cf.client()
+		id, err := resolveNode(cmd.Context(), c, args[0])
+		if err != nil {
+			return err
+		}
+		n, err := change(cmd.Context(), c, id)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(cmd.OutOrStdout(), "node %d (%s): %s\n", n.ID, n.URL, n.State)
+		return nil
+	}
 }
