@@ -28,6 +28,26 @@ type Log interface {
 	Close() error
 }
 
+// ReadIndexer is implemented by a Log that can serve linearizable reads
+// (Local and Raft do). A read of the local store after ReadIndex and then
+// WaitApplied of its index returned sees every write acknowledged anywhere
+// before ReadIndex was called. Checked with a type assertion, so that a Log
+// need not implement it.
+type ReadIndexer interface {
+	// ReadIndex returns an index that reflects every entry committed before
+	// the call (the leader's commit index, confirmed by a quorum). It fails
+	// with an error wrapping ErrUnavailable when no leader answers before
+	// ctx ends, or ErrStopped.
+	ReadIndex(ctx context.Context) (uint64, error)
+	// WaitApplied blocks until the local applied index is at least index.
+	WaitApplied(ctx context.Context, index uint64) error
+}
+
+var (
+	_ ReadIndexer = (*Local)(nil)
+	_ ReadIndexer = (*Raft)(nil)
+)
+
 // LocalConfig configures a Local log.
 type LocalConfig struct {
 	// KV is the node's store; required.
@@ -91,6 +111,21 @@ func (l *Local) AppliedIndex() uint64 {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.applied
+}
+
+// ReadIndex implements ReadIndexer: a single node's log has no other
+// writer, so its applied index is always current.
+func (l *Local) ReadIndex(ctx context.Context) (uint64, error) {
+	return l.AppliedIndex(), nil
+}
+
+// WaitApplied implements ReadIndexer. Every index Local hands out is
+// already applied; a later one fails at once rather than wait.
+func (l *Local) WaitApplied(ctx context.Context, index uint64) error {
+	if a := l.AppliedIndex(); a < index {
+		return fmt.Errorf("%w: index %d is past the applied index %d of a local log", ErrUnavailable, index, a)
+	}
+	return nil
 }
 
 // Propose implements Log.
@@ -204,12 +239,13 @@ func (l *Local) apply(batch []proposal) error {
 	if err := b.Commit(true); err != nil {
 		return fmt.Errorf("commit entry %d: %w", index, err)
 	}
-	l.mu.Lock()
-	l.applied = index
-	l.mu.Unlock()
+	// OnApply (cache invalidation) runs before the index is published.
 	if l.cfg.OnApply != nil {
 		l.cfg.OnApply(index, cmds, res)
 	}
+	l.mu.Lock()
+	l.applied = index
+	l.mu.Unlock()
 	for i, p := range batch {
 		p.done <- outcome{res: res[i]}
 	}

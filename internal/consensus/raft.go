@@ -1357,6 +1357,14 @@ func (r *Raft) apply(ents []*pb.Entry) error {
 	if cs != nil {
 		r.st.cs = cs
 	}
+	// Hosts drop caches in OnApply: run it before the new applied index is
+	// published, so a read that waited for the index (WaitApplied, a
+	// consistent read) never meets a cache still holding the old state.
+	for _, d := range done {
+		if !d.conf && r.cfg.OnApply != nil {
+			r.cfg.OnApply(d.index, d.cmds, d.res)
+		}
+	}
 	r.setApplied(last, cs)
 	var dead []*inflightBatch
 	for _, seq := range stale {
@@ -1367,9 +1375,6 @@ func (r *Raft) apply(ents []*pb.Entry) error {
 	}
 	r.requeue(dead)
 	for _, d := range done {
-		if !d.conf && r.cfg.OnApply != nil {
-			r.cfg.OnApply(d.index, d.cmds, d.res)
-		}
 		if d.node != r.id {
 			continue
 		}

@@ -41,6 +41,9 @@ type Config struct {
 	// ParallelBlobWrites is how many blobs of one upload may be in flight
 	// (each holds up to blob.MaxSize bytes of memory). Default 4.
 	ParallelBlobWrites int
+	// ReadBarrierTimeout bounds Barrier (a consistent read's wait for the
+	// leader's read index). Default 3 s.
+	ReadBarrierTimeout time.Duration
 	// Replication, if set, writes each blob to its replicas and reads blobs
 	// this node lacks from them (a cluster). Nil: blobs are local only.
 	Replication Replication
@@ -53,7 +56,7 @@ type Config struct {
 // DefaultConfig returns a Config with defaults and no dependencies set.
 func DefaultConfig() Config {
 	return Config{GCGrace: 15 * time.Minute, GCInterval: time.Minute,
-		PathCacheEntries: 65536, ParallelBlobWrites: 4}
+		PathCacheEntries: 65536, ParallelBlobWrites: 4, ReadBarrierTimeout: 3 * time.Second}
 }
 
 // Validate reports a missing dependency or a bad value.
@@ -124,6 +127,9 @@ func New(cfg Config) (*Local, error) {
 	}
 	if cfg.ParallelBlobWrites <= 0 {
 		cfg.ParallelBlobWrites = d.ParallelBlobWrites
+	}
+	if cfg.ReadBarrierTimeout <= 0 {
+		cfg.ReadBarrierTimeout = d.ReadBarrierTimeout
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
@@ -276,8 +282,62 @@ func (s *Local) DeleteBucket(ctx context.Context, name string) error {
 	return err
 }
 
+// consistentKey marks a context made by WithConsistent.
+type consistentKey struct{}
+
+// WithConsistent returns ctx marked for a consistent read: the Local
+// store's reads with it skip its path and bucket caches and read the
+// namespace itself. Call Barrier first (once per request); together they
+// make the reads linearizable. (The caches are invalidated when an entry
+// is applied, but Raft publishes its applied index, which Barrier waits
+// for, just before it calls OnApply: a cached path may be stale for that
+// moment.)
+func WithConsistent(ctx context.Context) context.Context {
+	return context.WithValue(ctx, consistentKey{}, true)
+}
+
+// IsConsistent reports whether ctx was marked by WithConsistent.
+func IsConsistent(ctx context.Context) bool {
+	v, _ := ctx.Value(consistentKey{}).(bool)
+	return v
+}
+
+// Barrier is the read barrier of a consistent read: it asks the log for a
+// read index (in a cluster the leader's commit index, confirmed by a
+// quorum) and waits until this node has applied it, within
+// Config.ReadBarrierTimeout. Reads made afterwards with a WithConsistent
+// context see every write acknowledged anywhere before Barrier was called.
+// No leader reachable in time (or a stopped log) is ErrUnavailable. A log
+// without read indexes (not a consensus.ReadIndexer) has nothing to wait for.
+func (s *Local) Barrier(ctx context.Context) error {
+	ri, ok := s.log.(consensus.ReadIndexer)
+	if !ok {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.ReadBarrierTimeout)
+	defer cancel()
+	index, err := ri.ReadIndex(ctx)
+	if err == nil {
+		err = ri.WaitApplied(ctx, index)
+	}
+	if err != nil {
+		if !errors.Is(err, consensus.ErrStopped) && !errors.Is(err, consensus.ErrUnavailable) {
+			err = fmt.Errorf("%w: %w", consensus.ErrUnavailable, err)
+		}
+		return mapErr(fmt.Errorf("consistent read: the read index was not confirmed by a leader (waited up to %v): %w", s.cfg.ReadBarrierTimeout, err))
+	}
+	return nil
+}
+
 // Bucket implements Store.
 func (s *Local) Bucket(ctx context.Context, name string) (BucketInfo, error) {
+	if IsConsistent(ctx) {
+		b, err := s.meta.Bucket(name)
+		if err != nil {
+			return BucketInfo{}, mapErr(err)
+		}
+		return bucketInfo(b), nil
+	}
 	if b, ok := s.cache.bucket(name); ok {
 		return bucketInfo(b), nil
 	}
@@ -322,8 +382,13 @@ func checkPath(bucket, path string) error {
 	return nil
 }
 
-// lookup resolves bucket/path through the path cache.
-func (s *Local) lookup(bucket, path string) (*meta.Inode, error) {
+// lookup resolves bucket/path through the path cache, or past it for a
+// consistent read (WithConsistent).
+func (s *Local) lookup(ctx context.Context, bucket, path string) (*meta.Inode, error) {
+	if IsConsistent(ctx) {
+		ino, err := s.meta.Lookup(bucket, path)
+		return ino, mapErr(err)
+	}
 	key := bucket + "/" + path
 	if ino, ok := s.cache.get(key); ok {
 		return ino, nil
@@ -350,7 +415,7 @@ func (s *Local) Stat(ctx context.Context, bucket, path string) (ObjectInfo, erro
 	if err := checkPath(bucket, path); err != nil {
 		return ObjectInfo{}, err
 	}
-	ino, err := s.lookup(bucket, path)
+	ino, err := s.lookup(ctx, bucket, path)
 	if err != nil {
 		return ObjectInfo{}, err
 	}
@@ -362,7 +427,7 @@ func (s *Local) Open(ctx context.Context, bucket, path string) (Object, error) {
 	if err := checkPath(bucket, path); err != nil {
 		return nil, err
 	}
-	ino, err := s.lookup(bucket, path)
+	ino, err := s.lookup(ctx, bucket, path)
 	if err != nil {
 		return nil, err
 	}
@@ -614,12 +679,12 @@ func (s *Local) List(ctx context.Context, bucket string, opts ListOptions) (List
 	var dirIno *meta.Inode
 	var err error
 	if dir == "" {
-		dirIno, err = s.lookup(bucket, "")
+		dirIno, err = s.lookup(ctx, bucket, "")
 	} else {
 		if verr := meta.ValidatePath(dir); verr != nil {
 			return ListResult{}, nil // no key can have an invalid prefix
 		}
-		dirIno, err = s.lookup(bucket, dir)
+		dirIno, err = s.lookup(ctx, bucket, dir)
 	}
 	if err != nil {
 		if errors.Is(err, ErrNotFound) || errors.Is(err, ErrNotDir) {

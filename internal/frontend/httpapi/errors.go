@@ -118,6 +118,9 @@ func (s *Server) errorBody(ctx context.Context, method, path string, status int,
 			slog.String("method", method), slog.String("path", path),
 			slog.Int("status", status), slog.Any("err", err))
 		msg = http.StatusText(status)
+		if errors.Is(err, errNoReadIndex) {
+			msg = errNoReadIndex.Error() // says nothing internal, and what to do
+		}
 	}
 	body, _ := json.Marshal(errorBody{Error: msg, Code: code})
 	return append(body, '\n')

@@ -192,6 +192,10 @@ func parseFastRequest(buf []byte, limit int) (fastReq, parseResult) {
 			case asciiEqualFold(name, "transfer-encoding"):
 				return req, parseHandoff
 			}
+		case 18:
+			if asciiEqualFold(name, "x-cairn-consistent") {
+				return req, parseHandoff // a consistent read: net/http runs the barrier
+			}
 		case 19:
 			if asciiEqualFold(name, "if-unmodified-since") {
 				i = fhIfUnmodifiedSince

@@ -33,6 +33,9 @@ func (s *Server) serveFast(fc *fastConn, req *fastReq) fastOutcome {
 	start := time.Now()
 	rawPath := req.target
 	if q := bytes.IndexByte(rawPath, '?'); q >= 0 {
+		if fastConsistent(rawPath[q+1:]) {
+			return fastHandoff // a consistent read: net/http runs the barrier
+		}
 		rawPath = rawPath[:q]
 	}
 	dec, ok := unescapePath(fc.pathBuf[:0], rawPath)

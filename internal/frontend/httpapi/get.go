@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/hex"
@@ -67,9 +68,48 @@ type readResult struct {
 	err       error        // set for readFailed and readSidecar
 }
 
+// ConsistentHeader asks, with the value "1" or "true", for a consistent
+// (linearizable) read, as the query parameter "consistent" does.
+const ConsistentHeader = "X-Cairn-Consistent"
+
+// errNoReadIndex is the public message of a consistent read whose barrier
+// failed (a 503: the error also wraps store.ErrUnavailable).
+var errNoReadIndex = errors.New("consistent read unavailable: no leader confirmed the read index in time; retry, or read without consistent=1")
+
+// barrierStore is a store that can serve consistent reads (store.Local).
+type barrierStore interface {
+	Barrier(ctx context.Context) error
+}
+
+// consistentRequested reports whether a GET or HEAD asks for a consistent
+// read: "?consistent=1" (or "true"), or the header X-Cairn-Consistent with
+// one of those values. The fast path hands every request that names the
+// parameter or the header to net/http (fastConsistent, parseFastRequest),
+// so this is the only place that decides.
+func consistentRequested(r *http.Request) bool {
+	if truthy(headerValue(r.Header, ConsistentHeader)) {
+		return true
+	}
+	return r.URL.RawQuery != "" && truthy(r.URL.Query().Get("consistent"))
+}
+
+func truthy(v string) bool { return v == "1" || strings.EqualFold(v, "true") }
+
+// fastConsistent reports whether a raw query string names the parameter
+// "consistent" (with any value), as net/http's URL.Query decodes it.
+func fastConsistent(rawQuery []byte) bool {
+	if !bytes.Contains(rawQuery, []byte("consistent")) && bytes.IndexByte(rawQuery, '%') < 0 {
+		return false
+	}
+	q, _ := url.ParseQuery(string(rawQuery))
+	return q.Has("consistent")
+}
+
 // openRead authenticates, looks up the bucket, authorizes and opens the
 // file of a GET or HEAD of t, in that order (which decides which error a
-// request with several faults gets). It never writes a response.
+// request with several faults gets). It never writes a response. For a
+// consistent read (ctx marked by store.WithConsistent) it runs the store's
+// read barrier once the caller is authenticated, before any lookup.
 func (s *Server) openRead(ctx context.Context, authorization string, t target) readResult {
 	var res readResult
 	p, err := s.auth.Authenticate(authorization)
@@ -81,6 +121,17 @@ func (s *Server) openRead(ctx context.Context, authorization string, t target) r
 	if t.bucket == "" {
 		res.err = fmt.Errorf("%w: no bucket in path", store.ErrNoBucket)
 		return res
+	}
+	if store.IsConsistent(ctx) {
+		if bs, ok := s.store.(barrierStore); ok {
+			if err := bs.Barrier(ctx); err != nil {
+				if errors.Is(err, store.ErrUnavailable) {
+					err = fmt.Errorf("%w: %w", errNoReadIndex, err)
+				}
+				res.err = err
+				return res
+			}
+		}
 	}
 	b, err := s.store.Bucket(ctx, t.bucket)
 	if err != nil {
@@ -123,6 +174,12 @@ func (s *Server) openRead(ctx context.Context, authorization string, t target) r
 // serveRead answers GET and HEAD of files and directories.
 func (s *Server) serveRead(rs *reqState, t target) {
 	r := rs.req
+	if consistentRequested(r) {
+		// Every store call of this request (serveDir, serveSidecar too)
+		// reads past the caches, after openRead's barrier.
+		r = r.WithContext(store.WithConsistent(r.Context()))
+		rs.req = r
+	}
 	res := s.openRead(r.Context(), headerValue(r.Header, "Authorization"), t)
 	rs.principal = res.principal
 	switch res.step {
