@@ -38,13 +38,13 @@
 //	                           blob's deletion
 //	y index(8) hash(32)      → empty: the x markers by index, for pruning
 //	n id(8)                  → cluster member (Node), encoded as below
+//	m "applied"              → u64 last applied log index
+//	m "nextino"              → u64 next inode number to allocate
+//	m "counts"               → files i64, dirs i64, bytes i64 (24 bytes)
 //
 // Prefixes owned by internal/consensus in the same store: R (Raft's log,
 // hard state, membership: never replicated) and P (per-proposer sequence
 // numbers of applied batches: replicated, part of snapshots).
-//	m "applied"              → u64 last applied log index
-//	m "nextino"              → u64 next inode number to allocate
-//	m "counts"               → files i64, dirs i64, bytes i64 (24 bytes)
 //
 // Directory entries are keyed name + "/" for directories so that a scan of
 // a directory yields S3 order, bytewise by full path: "img.png" sorts

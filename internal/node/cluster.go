@@ -20,6 +20,7 @@ import (
 	"github.com/cairn-fs/cairn/internal/meta"
 	"github.com/cairn-fs/cairn/internal/placement"
 	"github.com/cairn-fs/cairn/internal/replica"
+	"github.com/cairn-fs/cairn/internal/store"
 	"github.com/cairn-fs/cairn/internal/transport"
 	"go.etcd.io/raft/v3/raftpb"
 )
@@ -147,7 +148,7 @@ func startCluster(n *Node, cfg Config, onApply func(uint64, []meta.Command, []me
 		Peers: replica.TransportPeers{C: c.client}, Map: c.pmap.Load, Logger: cfg.Logger,
 		Interval: cfg.RepairInterval,
 		Referenced: func(ctx context.Context, fn func(blob.Hash, int) bool) error {
-			return c.reader.ReferencedBlobs(3, fn) // 3: the store's default R
+			return c.reader.ReferencedBlobs(store.DefaultReplicas, fn)
 		}})
 	if err != nil {
 		c.raft.Close()

@@ -85,8 +85,8 @@ type Replication interface {
 	ReadAt(ctx context.Context, h blob.Hash, p []byte, off int64) (int, error)
 }
 
-// defaultReplicas is R for a bucket that does not set it.
-const defaultReplicas = 3
+// DefaultReplicas is R for a bucket that does not set it.
+const DefaultReplicas = 3
 
 // Local is the Store of one node over its blob store and namespace.
 type Local struct {
@@ -493,7 +493,7 @@ func (s *Local) Put(ctx context.Context, bucket, path string, r io.Reader, opts 
 	}
 	replicas := binfo.Replicas
 	if replicas == 0 {
-		replicas = defaultReplicas
+		replicas = DefaultReplicas
 	}
 	startIndex := s.log.AppliedIndex()
 	held := make(map[blob.Hash]struct{})
