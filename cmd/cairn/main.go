@@ -23,8 +23,8 @@ func newRootCmd() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	// Server side (server.go, dev.go).
-	root.AddCommand(newServerCmd(), newDevCmd())
+	// Server side (server.go, witness.go, recover.go, dev.go).
+	root.AddCommand(newServerCmd(), newWitnessCmd(), newRecoverCmd(), newDevCmd())
 	// Client side (client_cmds.go, sync.go, bucket.go).
 	root.AddCommand(newBucketCmd(), newPutCmd(), newGetCmd(), newLsCmd(), newStatCmd(), newRmCmd(), newSyncCmd())
 	root.AddCommand(newNodeCmd()) // cluster members (node.go)

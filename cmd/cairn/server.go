@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -96,7 +97,10 @@ func serverSettings() []setting {
 		s("secret-file", "CAIRN_SECRET_FILE", "file holding the cluster secret shared by all nodes (or set CAIRN_CLUSTER_SECRET); setting one turns on cluster mode", func(fs *pflag.FlagSet, c *serverOptions) {
 			fs.StringVar(&c.SecretFile, "secret-file", "", "")
 		}),
-		s("gossip-listen", "CAIRN_GOSSIP_LISTEN", "failure detector (gossip, UDP and TCP) address HOST:PORT, cluster mode only; default: the --listen host with its port + 100 (8080 gossips on 8180)", func(fs *pflag.FlagSet, c *serverOptions) {
+		s("cluster-listen", "CAIRN_CLUSTER_LISTEN", "node-to-node RPC address HOST:PORT, cluster mode only; peers reach this node there and the public listener then serves only joins under /_cairn/rpc/ (default: RPC shares --listen)", func(fs *pflag.FlagSet, c *serverOptions) {
+			fs.StringVar(&c.ClusterListen, "cluster-listen", "", "")
+		}),
+		s("gossip-listen", "CAIRN_GOSSIP_LISTEN", "failure detector (gossip, UDP and TCP) address HOST:PORT, cluster mode only; default: the host of --cluster-listen, else of --listen, with its port + 100 (8080 gossips on 8180)", func(fs *pflag.FlagSet, c *serverOptions) {
 			fs.StringVar(&c.GossipListen, "gossip-listen", "", "")
 		}),
 		s("zone", "CAIRN_ZONE", "failure domain of this node (rack, room, site): copies of a file spread over zones", func(fs *pflag.FlagSet, c *serverOptions) {
@@ -182,26 +186,35 @@ generated at first start into DATA/admin.key (mode 0600) and printed.`,
 		if err := apply(); err != nil {
 			return err
 		}
-		logger, err := newLogger(c.LogLevel)
-		if err != nil {
-			return err
-		}
-		c.Logger = logger
-		c.AdminKey = os.Getenv("CAIRN_ADMIN_KEY")
-		c.ClusterSecret = os.Getenv("CAIRN_CLUSTER_SECRET")
-		if c.SecretFile != "" {
-			b, err := os.ReadFile(c.SecretFile)
-			if err != nil {
-				return fmt.Errorf("read cluster secret: %w", err)
-			}
-			c.ClusterSecret = strings.TrimSpace(string(b))
-		}
-		if c.Join != "" && c.ClusterSecret == "" {
-			return fmt.Errorf("--join needs the cluster secret (CAIRN_CLUSTER_SECRET or --secret-file)")
-		}
-		return runNode(c.Config, true)
+		return runServer(&c)
 	}
 	return cmd
+}
+
+// runServer completes the options (logger, admin key, cluster secret) and
+// runs the node until a signal.
+func runServer(c *serverOptions) error {
+	logger, err := newLogger(c.LogLevel)
+	if err != nil {
+		return err
+	}
+	c.Logger = logger
+	c.AdminKey = os.Getenv("CAIRN_ADMIN_KEY")
+	c.ClusterSecret = os.Getenv("CAIRN_CLUSTER_SECRET")
+	if c.SecretFile != "" {
+		b, err := os.ReadFile(c.SecretFile)
+		if err != nil {
+			return fmt.Errorf("read cluster secret: %w", err)
+		}
+		c.ClusterSecret = strings.TrimSpace(string(b))
+	}
+	if c.Join != "" && c.ClusterSecret == "" {
+		return fmt.Errorf("--join needs the cluster secret (CAIRN_CLUSTER_SECRET or --secret-file)")
+	}
+	if c.ClusterListen != "" && c.ClusterSecret == "" {
+		return fmt.Errorf("--cluster-listen needs the cluster secret (CAIRN_CLUSTER_SECRET or --secret-file)")
+	}
+	return runNode(c.Config, true)
 }
 
 func envOr(k, def string) string {
@@ -231,19 +244,17 @@ func runNode(c node.Config, printKey bool) error {
 	fmt.Fprintf(os.Stderr, "cairn: serving %s\n", n.URL)
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
+	var stopped error // why the node stopped on its own (printed by main, exit status 1)
 	select {
 	case s := <-sig:
 		c.Logger.Info("shutting down", "signal", s.String())
-	case err := <-waitErr(n):
-		if err != nil {
-			c.Logger.Error("server stopped", "err", err)
-		}
+	case stopped = <-waitErr(n):
 	}
 	done := make(chan error, 1)
 	go func() { done <- n.Close() }()
 	select {
 	case err := <-done:
-		return err
+		return errors.Join(stopped, err)
 	case <-time.After(30 * time.Second):
 		return fmt.Errorf("shutdown timed out")
 	}

@@ -126,7 +126,11 @@ type Detector struct {
 	subs   map[*subscriber]struct{}
 	closed bool
 
-	wake         chan struct{} // signalled when a member dies or leaves
+	// seeds are the addresses maintain joins through (cfg.Seeds, then
+	// SetSeeds); an immutable slice, replaced whole.
+	seeds atomic.Pointer[[]string]
+
+	wake         chan struct{} // signalled when a member dies or leaves, or the seeds change
 	stop         chan struct{}
 	wg           sync.WaitGroup
 	joinAttempts atomic.Int64 // attempts to join the seeds, for tests
@@ -161,6 +165,8 @@ func NewDetector(cfg DetectorConfig) (*Detector, error) {
 	}
 	empty := map[uint64]Member{}
 	d.view.Store(&empty)
+	seeds := slices.Clone(cfg.Seeds)
+	d.seeds.Store(&seeds)
 
 	mc := cfg.memberlistConfig()
 	mc.Logger = log.New(&logWriter{log: d.log.With("lib", "memberlist")}, "", 0)
@@ -249,6 +255,26 @@ func (d *Detector) Subscribe() (<-chan Event, func()) {
 	}
 }
 
+// SetSeeds replaces the seeds: the gossip addresses ("host:port") this
+// detector joins through whenever it sees no other live member (see
+// DetectorConfig.Seeds). If it is alone now, it tries the new seeds at
+// once, in the background, then with the usual backoff; a detector that
+// sees other members keeps them (gossip spreads membership) and uses the
+// new seeds only if it ends up alone. It does not block. The slice is
+// copied. Safe for concurrent use; no effect after Close.
+func (d *Detector) SetSeeds(seeds []string) {
+	s := slices.Clone(seeds)
+	d.seeds.Store(&s)
+	d.log.Debug("gossip seeds replaced", "node", d.cfg.NodeID, "seeds", s)
+	select {
+	case d.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Seeds returns the current seeds (a copy).
+func (d *Detector) Seeds() []string { return slices.Clone(*d.seeds.Load()) }
+
 // Leave announces that this node is leaving, so that the others mark it
 // Left rather than Dead, and waits up to timeout for the announcement to
 // go out (0 waits without limit). The node keeps answering probes until
@@ -333,7 +359,7 @@ func (d *Detector) maintain() {
 		var retry *time.Timer
 		var retryC <-chan time.Time
 		// A leaving node must not pull itself back into the cluster.
-		if len(d.cfg.Seeds) > 0 && !d.leaving.Load() && d.alone() {
+		if len(*d.seeds.Load()) > 0 && !d.leaving.Load() && d.alone() {
 			if d.joinSeeds(failures) {
 				failures = 0
 				backoff = d.cfg.JoinRetryMin
@@ -365,7 +391,8 @@ func (d *Detector) maintain() {
 // whether this node now sees another live member.
 func (d *Detector) joinSeeds(failures int) bool {
 	d.joinAttempts.Add(1)
-	n, err := d.ml.Join(d.cfg.Seeds)
+	seeds := *d.seeds.Load()
+	n, err := d.ml.Join(seeds)
 	if err == nil && !d.alone() {
 		d.log.Info("joined the cluster", "node", d.cfg.NodeID, "seeds_answered", n)
 		return true
@@ -378,7 +405,7 @@ func (d *Detector) joinSeeds(failures int) bool {
 	if failures == 0 {
 		level = slog.LevelWarn
 	}
-	d.log.Log(context.Background(), level, "cannot join the cluster yet; retrying", "node", d.cfg.NodeID, "seeds", d.cfg.Seeds, "err", err)
+	d.log.Log(context.Background(), level, "cannot join the cluster yet; retrying", "node", d.cfg.NodeID, "seeds", seeds, "err", err)
 	return false
 }
 

@@ -91,7 +91,9 @@
 // off from everyone keeps trying. Give every node seeds (in Cairn: the
 // gossip addresses of the members in the cluster map): a node restarted
 // without seeds is found by the others, but until the next full state
-// exchange (PushPullInterval) it may not see them.
+// exchange (PushPullInterval) it may not see them. Detector.SetSeeds
+// replaces the seeds of a running detector (the cluster map changed): a
+// detector that is alone tries them at once, without a restart.
 //
 // Every ReconnectInterval (10 s) the loop also tries to reach one random
 // Dead member directly, as Serf does: memberlist stops gossiping to dead

@@ -78,6 +78,11 @@ type RaftConfig struct {
 	// DisableAutoPromote stops the leader from promoting learners on its
 	// own; EnsureVoters still does it on request.
 	DisableAutoPromote bool
+	// PromoteFirst, if set, marks learners promoted before the others
+	// (witnesses: voters that hold no data); among those it marks, and then
+	// among the rest, the most caught-up wins. Called from the loop
+	// goroutine; it must be fast and must not call into the Raft.
+	PromoteFirst func(id uint64) bool
 	// PromoteMaxLag is how many entries a learner may lag the leader's last
 	// index and still be promoted. Default 100.
 	PromoteMaxLag uint64
@@ -962,6 +967,7 @@ func (r *Raft) promotionCandidate(target int) uint64 {
 	}
 	st := r.rn.Status()
 	var best, bestMatch uint64
+	bestFirst := false
 	for _, id := range cs.GetLearners() {
 		pr, ok := st.Progress[id]
 		// Heard from within an election timeout (raft's RecentActive is
@@ -970,8 +976,9 @@ func (r *Raft) promotionCandidate(target int) uint64 {
 		if !ok || !seen || r.ticks-heard > int64(r.cfg.ElectionTicks) || pr.Match+r.cfg.PromoteMaxLag < r.st.last {
 			continue
 		}
-		if best == 0 || pr.Match > bestMatch {
-			best, bestMatch = id, pr.Match
+		first := r.cfg.PromoteFirst != nil && r.cfg.PromoteFirst(id)
+		if best == 0 || (first && !bestFirst) || (first == bestFirst && pr.Match > bestMatch) {
+			best, bestMatch, bestFirst = id, pr.Match, first
 		}
 	}
 	return best

@@ -130,6 +130,7 @@ func startCluster(n *Node, cfg Config, onApply func(uint64, []meta.Command, []me
 		rcfg.Voters = cfg.Voters
 	}
 	rcfg.OnApply = onApply
+	rcfg.PromoteFirst = c.isWitness // a witness votes before a data node does (witness.go)
 	rcfg.OnSnapshot = func(uint64) { c.rebuildMaps(); onSnapshot() }
 	rcfg.Logger = cfg.Logger
 	c.raft, err = consensus.NewRaft(rcfg)
@@ -155,7 +156,7 @@ func startCluster(n *Node, cfg Config, onApply func(uint64, []meta.Command, []me
 		c.client.Close()
 		return nil, err
 	}
-	c.server, err = transport.NewServer(tcfg, rpcHandler{c: c, BlobServer: replica.BlobServer{Store: n.blobs}})
+	c.server, err = transport.NewServer(tcfg, rpcHandler{c: c, BlobServer: replica.BlobServer{Store: n.blobs}, witness: cfg.Witness})
 	if err != nil {
 		c.raft.Close()
 		c.client.Close()
@@ -174,6 +175,8 @@ func (c *clusterNode) start() {
 	go func() { defer c.wg.Done(); <-c.stop; rcancel() }()
 	go func() { defer c.wg.Done(); c.repair.Run(rctx) }()
 	c.repair.Trigger()
+	c.wg.Add(1)
+	go func() { defer c.wg.Done(); c.watchMembership() }() // removed.go
 	c.wg.Add(1)
 	go func() {
 		defer c.wg.Done()
@@ -211,8 +214,9 @@ func (c *clusterNode) retry(what string, f func(ctx context.Context) error) bool
 func (c *clusterNode) joinLoop() {
 	c.retry("join "+c.cfg.Join, func(ctx context.Context) error {
 		resp, err := c.client.Join(ctx, strings.TrimRight(c.cfg.Join, "/"), transport.JoinRequest{
-			ID: transport.NodeID(c.id), PublicURL: c.n.URL, ClusterURL: c.n.URL, Zone: c.cfg.Zone,
-			Extra: joinExtra{GossipAddr: c.lv.gossipAddr()}.marshal()})
+			ID: transport.NodeID(c.id), PublicURL: c.n.URL, ClusterURL: c.n.ClusterURL, Zone: c.cfg.Zone,
+			Witness: c.cfg.Witness,
+			Extra:   joinExtra{GossipAddr: c.lv.gossipAddr()}.marshal()})
 		if err != nil {
 			return err
 		}
@@ -240,12 +244,13 @@ func (c *clusterNode) registerLoop() {
 	c.retry("register in the cluster map", func(ctx context.Context) error {
 		rec := &meta.Node{ID: c.id}
 		if cur, err := c.reader.Node(c.id); err == nil {
-			if cur.URL == c.n.URL && cur.Zone == c.cfg.Zone && cur.GossipAddr == gossip {
+			if cur.URL == c.n.URL && cur.ClusterURL == c.clusterURL() && cur.Zone == c.cfg.Zone &&
+				cur.GossipAddr == gossip && cur.Witness == c.cfg.Witness {
 				return nil
 			}
 			rec = cur
 		}
-		rec.URL, rec.Zone, rec.GossipAddr = c.n.URL, c.cfg.Zone, gossip
+		rec.URL, rec.ClusterURL, rec.Zone, rec.GossipAddr, rec.Witness = c.n.URL, c.clusterURL(), c.cfg.Zone, gossip, c.cfg.Witness
 		res, err := c.raft.Propose(ctx, meta.Command{Op: meta.OpSetNode, TimeNs: time.Now().UnixNano(),
 			Node: rec})
 		if err != nil {
@@ -253,6 +258,15 @@ func (c *clusterNode) registerLoop() {
 		}
 		return res.Err
 	})
+}
+
+// clusterURL is the ClusterURL recorded in the cluster map: "" (meaning
+// the public URL) without --cluster-listen.
+func (c *clusterNode) clusterURL() string {
+	if c.n.ClusterURL == c.n.URL {
+		return ""
+	}
+	return c.n.ClusterURL
 }
 
 // applied is called after every applied entry; membership changes rebuild
@@ -331,6 +345,15 @@ func (c *clusterNode) close() error {
 type rpcHandler struct {
 	c *clusterNode
 	replica.BlobServer
+	witness bool // refuses blob copies (witness.go)
+}
+
+// PutBlob stores a blob a peer sent, unless this node is a witness.
+func (h rpcHandler) PutBlob(ctx context.Context, from transport.NodeID, hash blob.Hash, data []byte) error {
+	if h.witness {
+		return errWitnessBlob
+	}
+	return h.BlobServer.PutBlob(ctx, from, hash, data)
 }
 
 func (h rpcHandler) StepRaft(ctx context.Context, from transport.NodeID, msgs []*raftpb.Message) error {
@@ -358,8 +381,14 @@ func (h rpcHandler) Join(ctx context.Context, from transport.NodeID, req transpo
 	if req.ID == 0 || req.PublicURL == "" {
 		return transport.JoinResponse{}, fmt.Errorf("join: %w: ID and public URL required", transport.ErrBadRequest)
 	}
+	if parseJoinExtra(req.Extra).Probe {
+		return c.answerProbe(uint64(req.ID)), nil // removed.go
+	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
+	if req.ClusterURL == req.PublicURL {
+		req.ClusterURL = "" // the record's "same as URL"
+	}
 	res, err := c.raft.Propose(ctx, meta.Command{Op: meta.OpSetNode, TimeNs: time.Now().UnixNano(),
 		Node: &meta.Node{ID: uint64(req.ID), URL: req.PublicURL, ClusterURL: req.ClusterURL, Zone: req.Zone, Witness: req.Witness,
 			GossipAddr: parseJoinExtra(req.Extra).GossipAddr}})

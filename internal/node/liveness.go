@@ -9,9 +9,10 @@ package node
 // # Gossip address
 //
 // The detector binds --gossip-listen HOST:PORT (env CAIRN_GOSSIP_LISTEN),
-// UDP and TCP. Without it, the host of --listen with its port + 100
-// (gossipPortOffset): 127.0.0.1:8080 gossips on 127.0.0.1:8180, so `cairn
-// dev` (8080-8082) gossips on 8180-8182; a listen port of 0 (tests) gives a
+// UDP and TCP. Without it, the host of --cluster-listen, or without that
+// of --listen, with its port + 100 (gossipPortOffset): 127.0.0.1:8080
+// gossips on 127.0.0.1:8180, so `cairn dev` (8080-8082) gossips on
+// 8180-8182, and --cluster-listen 10.0.0.5:9080 gossips on 10.0.0.5:9180; a listen port of 0 (tests) gives a
 // free port. When that derived default cannot be bound (port in use), the
 // node falls back to a free port on the same host and logs a warning; an
 // explicit --gossip-listen that cannot be bound fails the start. A host
@@ -28,14 +29,11 @@ package node
 // # Seeds
 //
 // The detector's seeds are the gossip addresses of the other members in the
-// cluster map (plus those of a join answer). memberlist takes its seeds when
-// it starts, so a new seed list is applied by restarting the detector on the
-// same port, and only while it sees no other live member (restarting a
-// connected detector would gain nothing: gossip already spreads membership).
-// That happens at once after a join answer, and otherwise when the map has
-// had addresses the detector does not know for seedRefreshWait and the
-// detector has been alone for seedRefreshAlone: time for a new member to
-// join us through its own seeds first, which is what normally happens.
+// cluster map (plus those of a join answer). Whenever that list changes it
+// is handed to the running detector (cluster.Detector.SetSeeds): a detector
+// that sees no other live member tries the new seeds at once, one that is
+// connected keeps them for when it finds itself alone (gossip already
+// spreads membership). A join answer's seeds are applied at once.
 //
 // # Placement states
 //
@@ -76,9 +74,6 @@ const (
 	livenessGrace = 5 * time.Second
 	// livenessTick is the period of the grace and seed checks.
 	livenessTick = 250 * time.Millisecond
-	// seedRefreshWait and seedRefreshAlone: see "Seeds" above.
-	seedRefreshWait  = 2 * time.Second
-	seedRefreshAlone = 3 * time.Second
 	// leaveTimeout bounds the graceful leave announcement at shutdown.
 	leaveTimeout = 500 * time.Millisecond
 )
@@ -89,6 +84,11 @@ const (
 type joinExtra struct {
 	GossipAddr  string   `json:"gossip_addr,omitempty"`
 	GossipSeeds []string `json:"gossip_seeds,omitempty"`
+	// Probe asks only whether the sender is still a member; nothing is
+	// changed (removed.go). The answer carries Member and Applied.
+	Probe   bool   `json:"probe,omitempty"`
+	Member  *bool  `json:"member,omitempty"`
+	Applied uint64 `json:"applied,omitempty"`
 }
 
 func (e joinExtra) marshal() json.RawMessage {
@@ -105,12 +105,16 @@ func parseJoinExtra(raw json.RawMessage) joinExtra {
 }
 
 // gossipBind returns the address the detector binds: --gossip-listen, or
-// the --listen host with its port + gossipPortOffset (explicit = false).
+// the host of --cluster-listen (else --listen) with its port +
+// gossipPortOffset (explicit = false).
 func gossipBind(cfg Config) (host string, port int, explicit bool, err error) {
 	addr := cfg.GossipListen
 	explicit = addr != ""
 	if !explicit {
 		addr = cfg.Listen
+		if cfg.ClusterListen != "" {
+			addr = cfg.ClusterListen
+		}
 	}
 	h, p, err := net.SplitHostPort(addr)
 	if err != nil {
@@ -144,28 +148,21 @@ type liveness struct {
 	c     *clusterNode
 	log   *slog.Logger
 	self  uint64
-	base  cluster.DetectorConfig // for restarts: BindPort is the bound port
-	addr  string                 // advertised gossip address, recorded in the cluster map
+	addr  string // advertised gossip address, recorded in the cluster map
 	start time.Time
 
-	det atomic.Pointer[cluster.Detector] // nil while restarting
+	det atomic.Pointer[cluster.Detector] // nil after close
 
 	mu        sync.Mutex
 	firstSeen map[uint64]time.Time // when a member entered the cluster map (as seen here)
 	published map[uint64]placement.State
 	mapSeeds  []string // gossip addresses of the other members, sorted
 	joinSeeds []string // from a join answer
-	seedsAt   time.Time
-	force     bool // a join answer arrived: apply its seeds now
 
 	// Owned by the run loop.
-	events     <-chan cluster.Event
-	unsub      func()
-	curSeeds   []string
-	created    time.Time
-	notAlone   time.Time // last time the detector saw another live member
-	lastFail   time.Time
-	failLogged time.Time
+	events   <-chan cluster.Event
+	unsub    func()
+	curSeeds []string // the detector's seeds
 
 	wake chan struct{}
 	stop chan struct{}
@@ -203,14 +200,9 @@ func newLiveness(c *clusterNode) (*liveness, error) {
 		return nil, fmt.Errorf("failure detector: %w (set --gossip-listen)", err)
 	}
 	l.addr = d.Addr()
-	if _, p, err := net.SplitHostPort(l.addr); err == nil {
-		dc.BindPort, _ = strconv.Atoi(p)
-	}
-	l.base = dc
 	l.det.Store(d)
 	l.events, l.unsub = d.Subscribe()
 	l.curSeeds = dc.Seeds
-	l.created, l.notAlone = time.Now(), time.Now()
 	c.cfg.Logger.Info("failure detector started", "gossip", l.addr, "seeds", len(dc.Seeds))
 	return l, nil
 }
@@ -267,9 +259,9 @@ func (l *liveness) loop() {
 			}
 			l.c.rebuildMaps()
 		case <-l.wake:
-			l.refreshSeeds(time.Now())
+			l.refreshSeeds()
 		case now := <-t.C:
-			l.refreshSeeds(now)
+			l.refreshSeeds()
 			if l.changed(now) {
 				l.c.rebuildMaps()
 			}
@@ -301,8 +293,6 @@ func (l *liveness) addJoinSeeds(seeds []string) {
 	}
 	slices.Sort(s)
 	l.joinSeeds = slices.Compact(s)
-	l.seedsAt = time.Now()
-	l.force = true
 	l.mu.Unlock()
 	l.poke()
 }
@@ -324,7 +314,6 @@ func (l *liveness) states(nodes []*meta.Node) map[uint64]placement.State {
 	defer l.mu.Unlock()
 	if !slices.Equal(seeds, l.mapSeeds) {
 		l.mapSeeds = seeds
-		l.seedsAt = now
 		defer l.poke()
 	}
 	out := make(map[uint64]placement.State, len(nodes))
@@ -374,7 +363,7 @@ func (l *liveness) stateLocked(id uint64, now time.Time) placement.State {
 		return placement.Live
 	}
 	d := l.det.Load()
-	if d == nil { // restarting: keep what was published
+	if d == nil { // closed: keep what was published
 		if st, ok := l.published[id]; ok {
 			return st
 		}
@@ -396,71 +385,21 @@ func (l *liveness) stateLocked(id uint64, now time.Time) placement.State {
 	return placement.Dead
 }
 
-// refreshSeeds restarts the detector with the current seeds when it knows
-// no other live member and the seeds hold addresses it was not started
-// with. Run by the loop only.
-func (l *liveness) refreshSeeds(now time.Time) {
-	d := l.det.Load()
-	if d != nil && !alone(d) {
-		l.notAlone = now
-	}
+// refreshSeeds hands the detector the current seeds when they changed.
+// Run by the loop only.
+func (l *liveness) refreshSeeds() {
 	l.mu.Lock()
 	want := slices.Concat(l.mapSeeds, l.joinSeeds)
+	l.mu.Unlock()
 	slices.Sort(want)
 	want = slices.Compact(want)
-	force, seedsAt := l.force, l.seedsAt
-	l.mu.Unlock()
-	if len(want) == 0 || !slices.ContainsFunc(want, func(a string) bool { return !slices.Contains(l.curSeeds, a) }) {
-		l.clearForce()
+	d := l.det.Load()
+	if d == nil || slices.Equal(want, l.curSeeds) {
 		return
 	}
-	if d != nil && !alone(d) {
-		l.clearForce()
-		return // connected: gossip spreads the membership
-	}
-	if !force && (now.Sub(seedsAt) < seedRefreshWait || now.Sub(l.notAlone) < seedRefreshAlone ||
-		now.Sub(l.created) < seedRefreshAlone) {
-		return
-	}
-	if now.Sub(l.lastFail) < seedRefreshWait {
-		return
-	}
-	l.clearForce()
-	l.log.Info("restarting the failure detector with new seeds", "seeds", want)
-	l.det.Store(nil)
-	if l.unsub != nil {
-		l.unsub()
-		l.unsub = nil
-	}
-	l.events = nil
-	if d != nil {
-		d.Close()
-	}
-	cfg := l.base
-	cfg.Seeds = want
-	nd, err := cluster.NewDetector(cfg)
-	if err != nil {
-		l.lastFail = now
-		if now.Sub(l.failLogged) > 10*time.Second {
-			l.failLogged = now
-			l.log.Warn("restart the failure detector; retrying", "err", err)
-		}
-		l.mu.Lock()
-		l.force = true // retry as soon as allowed
-		l.mu.Unlock()
-		return
-	}
-	l.events, l.unsub = nd.Subscribe()
-	l.det.Store(nd)
+	d.SetSeeds(want)
 	l.curSeeds = want
-	l.created, l.notAlone = now, now
-	l.c.rebuildMaps()
-}
-
-func (l *liveness) clearForce() {
-	l.mu.Lock()
-	l.force = false
-	l.mu.Unlock()
+	l.log.Debug("failure detector seeds", "seeds", want)
 }
 
 // alone reports whether d sees no live member but itself.

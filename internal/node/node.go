@@ -26,7 +26,6 @@ import (
 	"github.com/cairn-fs/cairn/internal/kv"
 	"github.com/cairn-fs/cairn/internal/meta"
 	"github.com/cairn-fs/cairn/internal/store"
-	"github.com/cairn-fs/cairn/internal/transport"
 	"github.com/cairn-fs/cairn/internal/vfs"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -56,7 +55,9 @@ type Config struct {
 	Zone              string        // failure domain of this node
 	Voters            int           // voters the cluster keeps (3 or 5); default 3
 	RepairInterval    time.Duration // period of blob repair passes; default 1 min
-	GossipListen      string        // failure detector HOST:PORT; "" = Listen's host, port + 100 (liveness.go)
+	GossipListen      string        // failure detector HOST:PORT; "" = the host of ClusterListen (else Listen), port + 100 (liveness.go)
+	ClusterListen     string        // node-to-node RPC HOST:PORT; "" = RPC shares Listen under /_cairn/rpc/ (clusterlisten.go)
+	Witness           bool          // cluster mode: a Raft voter that stores no blobs (witness.go)
 	DisableFastPath   bool          // serve every request through net/http (no GET fast path)
 	DisableMmap       bool          // read blobs with pread instead of memory maps
 	Logger            *slog.Logger
@@ -75,16 +76,22 @@ type Node struct {
 	cfg      Config
 	AdminKey string
 	URL      string
-	blobs    *blob.Store
-	kv       kv.Store
-	log      consensus.Log
-	cl       *clusterNode
-	store    *store.Local
-	api      *httpapi.Server
-	debug    *http.Server
-	ln       net.Listener
-	alog     io.WriteCloser
-	served   chan error
+	// ClusterURL is the base URL peers use for node-to-node RPC: the
+	// --cluster-listen address, or URL without one.
+	ClusterURL string
+	blobs      *blob.Store
+	kv         kv.Store
+	log        consensus.Log
+	cl         *clusterNode
+	store      *store.Local
+	api        *httpapi.Server
+	debug      *http.Server
+	ln         net.Listener
+	cln        net.Listener // --cluster-listen, or nil
+	chs        *http.Server // serves cln
+	alog       io.WriteCloser
+	served     chan error
+	fatal      chan error // a reason to stop the node on its own (removed from the cluster)
 }
 
 // LoadOrCreateAdminKey returns the key in dir/admin.key, creating it (mode
@@ -136,11 +143,17 @@ func Start(cfg Config) (_ *Node, err error) {
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return nil, fmt.Errorf("create data dir: %w", err)
 	}
-	n := &Node{cfg: cfg, served: make(chan error, 1)}
+	if err := checkNotRemoved(cfg.DataDir); err != nil { // removed.go
+		return nil, err
+	}
+	n := &Node{cfg: cfg, served: make(chan error, 1), fatal: make(chan error, 1)}
 	defer func() {
 		if err != nil {
 			if n.ln != nil {
 				n.ln.Close()
+			}
+			if n.cln != nil {
+				n.cln.Close()
 			}
 			n.closeStores()
 		}
@@ -162,10 +175,17 @@ func Start(cfg Config) (_ *Node, err error) {
 	if err != nil {
 		return nil, err
 	}
-	n.blobs, err = blob.Open(blob.Config{Dir: filepath.Join(cfg.DataDir, "blobs"), FS: vfs.OS(),
+	if err := checkWitness(cfg); err != nil { // witness.go
+		return nil, err
+	}
+	bcfg := blob.Config{Dir: filepath.Join(cfg.DataDir, "blobs"), FS: vfs.OS(),
 		MaxVolumeSize: cfg.MaxVolumeSize, CompactGarbageRatio: cfg.CompactRatio,
 		MinFreeBytes: cfg.MinFreeBytes, Logger: cfg.Logger, OnFsync: metrics.ObserveFsync,
-		DisableMmap: cfg.DisableMmap})
+		DisableMmap: cfg.DisableMmap}
+	if cfg.Witness {
+		witnessBlobConfig(&bcfg)
+	}
+	n.blobs, err = blob.Open(bcfg)
 	if err != nil {
 		return nil, fmt.Errorf("open blob store: %w", err)
 	}
@@ -178,6 +198,17 @@ func Start(cfg Config) (_ *Node, err error) {
 		return nil, fmt.Errorf("listen on %s: %w", cfg.Listen, err)
 	}
 	n.URL = "http://" + n.ln.Addr().String()
+	n.ClusterURL = n.URL
+	if cfg.ClusterListen != "" {
+		if cfg.ClusterSecret == "" {
+			return nil, errors.New("node: --cluster-listen needs cluster mode (a cluster secret)")
+		}
+		n.cln, err = net.Listen("tcp", cfg.ClusterListen)
+		if err != nil {
+			return nil, fmt.Errorf("cluster listen on %s: %w", cfg.ClusterListen, err)
+		}
+		n.ClusterURL = "http://" + n.cln.Addr().String()
+	}
 	var st *store.Local
 	onApply := func(index uint64, cmds []meta.Command, res []meta.Result) {
 		if st != nil {
@@ -199,6 +230,12 @@ func Start(cfg Config) (_ *Node, err error) {
 		}
 		n.log = n.cl.raft
 		replication = n.cl.rep
+		if n.cl.removedLocally() {
+			err := n.cl.markRemoved("as this node's Raft configuration shows")
+			n.cl.close()
+			n.cl = nil
+			return nil, err
+		}
 	} else {
 		n.log, err = consensus.NewLocal(consensus.LocalConfig{KV: n.kv, Logger: cfg.Logger, OnApply: onApply})
 		if err != nil {
@@ -243,7 +280,7 @@ func Start(cfg Config) (_ *Node, err error) {
 	acfg.DisableFastPath = cfg.DisableFastPath
 	acfg.StatsFunc = n.stats
 	if n.cl != nil {
-		acfg.ExtraHandlers = map[string]http.Handler{transport.PathPrefix: n.cl.server}
+		acfg.ExtraHandlers = n.rpcHandlers() // all RPC, or only join with --cluster-listen (clusterlisten.go)
 	}
 	acfg.ExtraHandlers = n.adminHandlers(acfg.ExtraHandlers) // /_cairn/nodes (admin.go)
 	acfg.HealthFunc = n.health
@@ -252,6 +289,7 @@ func Start(cfg Config) (_ *Node, err error) {
 		return nil, err
 	}
 	go func() { n.served <- n.api.Serve(n.ln) }()
+	n.serveCluster(acfg.IdleTimeout)
 	if n.cl != nil {
 		n.cl.start()
 	}
@@ -269,7 +307,7 @@ func Start(cfg Config) (_ *Node, err error) {
 		go n.debug.Serve(dln)
 		cfg.Logger.Info("pprof serving", "addr", dln.Addr().String())
 	}
-	cfg.Logger.Info("cairn node serving", "url", n.URL, "data", cfg.DataDir)
+	cfg.Logger.Info("cairn node serving", "url", n.URL, "cluster_url", n.ClusterURL, "data", cfg.DataDir)
 	return n, nil
 }
 
@@ -307,8 +345,25 @@ func (n *Node) health() error {
 	return nil
 }
 
-// Wait blocks until the HTTP server stops.
-func (n *Node) Wait() error { return <-n.served }
+// Wait blocks until the HTTP server stops, or until the node finds a
+// reason to stop on its own (it was removed from the cluster: the error
+// wraps ErrRemoved); the caller then calls Close.
+func (n *Node) Wait() error {
+	select {
+	case err := <-n.served:
+		return err
+	case err := <-n.fatal:
+		return err
+	}
+}
+
+// stopWith makes Wait return err (the first reason wins).
+func (n *Node) stopWith(err error) {
+	select {
+	case n.fatal <- err:
+	default:
+	}
+}
 
 // Close stops serving (draining requests for up to 10 s) and closes the stores.
 func (n *Node) Close() error {
@@ -320,6 +375,9 @@ func (n *Node) Close() error {
 	}
 	if n.api != nil {
 		errs = append(errs, n.api.Shutdown(ctx))
+	}
+	if n.chs != nil {
+		errs = append(errs, n.chs.Shutdown(ctx))
 	}
 	errs = append(errs, n.closeStores())
 	return errors.Join(errs...)

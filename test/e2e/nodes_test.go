@@ -3,8 +3,11 @@ package e2e
 import (
 	"bytes"
 	"fmt"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -158,8 +161,42 @@ func TestNodeCommands(t *testing.T) {
 		}, nodes...)
 	}
 
-	// Writes and reads go on through the remaining nodes (node 3 still
-	// runs, outside the cluster, until the operator stops it).
+	// Node 3 notices its removal and stops on its own, with an error, and
+	// marks its data directory so it does not start again.
+	exited := make(chan error, 1)
+	go func() { exited <- n3.cmd.Wait() }()
+	select {
+	case err := <-exited:
+		if err == nil || !strings.Contains(n3.logs.String(), "removed from the cluster") {
+			t.Fatalf("node 3 stopped with %v; log:\n%s", err, n3.logs)
+		}
+		for _, ln := range strings.Split(n3.logs.String(), "\n") {
+			if strings.Contains(ln, "removed from the cluster") {
+				t.Logf("node 3: %s", ln)
+			}
+		}
+	case <-time.After(20 * time.Second):
+		dumpLogs(t, n3)
+		t.Fatal("the removed node 3 still runs 20 s after its removal")
+	}
+	restart := exec.Command(cairnBin, "server", "--data", n3.dir, "--listen", n3.addr)
+	restart.Env = append(os.Environ(), "CAIRN_ADMIN_KEY="+adminKey, "CAIRN_CLUSTER_SECRET="+clusterSecret)
+	done := make(chan struct{})
+	var rout []byte
+	var rerr error
+	go func() { rout, rerr = restart.CombinedOutput(); close(done) }()
+	select {
+	case <-done:
+		if rerr == nil || !strings.Contains(string(rout), "removed from the cluster") || !strings.Contains(string(rout), "wipe") {
+			t.Fatalf("restart of the removed node: %v\n%s", rerr, rout)
+		}
+	case <-time.After(20 * time.Second):
+		restart.Process.Kill()
+		<-done
+		t.Fatalf("the removed node started again on its old data:\n%s", rout)
+	}
+
+	// Writes and reads go on through the remaining nodes.
 	for i, via := range nodes[:2] {
 		p := fmt.Sprintf("after-remove-%d.txt", i)
 		data := []byte(fmt.Sprintf("written through %s after node 3 left", via.addr))
@@ -172,7 +209,6 @@ func TestNodeCommands(t *testing.T) {
 		get(s, "before.txt", []byte("written with three active nodes"))
 		get(s, "while-draining.txt", []byte("written while node 3 drains"))
 	}
-	n3.stop()
 	put(n2, "after-stop.txt", []byte("node 3 stopped"))
 	get(n1, "after-stop.txt", []byte("node 3 stopped"))
 
@@ -215,5 +251,47 @@ func TestNodeCommandsNotACluster(t *testing.T) {
 	out, err := s.cli("node", "list")
 	if err == nil || !strings.Contains(out, "501") || !strings.Contains(out, "not a cluster") {
 		t.Fatalf("cairn node list on a single node: %v\n%s", err, out)
+	}
+}
+
+// TestRemovedWhileStopped: a node removed while it was frozen (SIGSTOP)
+// never sees its removal committed; when it resumes, it finds no leader,
+// asks the others, learns it was removed and stops.
+func TestRemovedWhileStopped(t *testing.T) {
+	base := t.TempDir()
+	n1 := startCairn(t, "server", filepath.Join(base, "n1"), freeAddr(t))
+	n2 := startCairn(t, "server", filepath.Join(base, "n2"), freeAddr(t), "--join", n1.url)
+	n3 := startCairn(t, "server", filepath.Join(base, "n3"), freeAddr(t), "--join", n1.url)
+	nodes := []*server{n1, n2, n3}
+	v := waitMembers(t, n1, 3, nodes...)
+	var id3 string
+	for _, n := range v.Nodes {
+		if n.URL == n3.url {
+			id3 = n.ID
+		}
+	}
+	n3.cmd.Process.Signal(syscall.SIGSTOP)
+	out, err := n1.cli("node", "remove", id3)
+	if err != nil {
+		n3.cmd.Process.Signal(syscall.SIGCONT)
+		t.Fatalf("cairn node remove: %v\n%s", err, out)
+	}
+	waitMembers(t, n1, 2, n1, n2)
+	n3.cmd.Process.Signal(syscall.SIGCONT)
+	exited := make(chan error, 1)
+	go func() { exited <- n3.cmd.Wait() }()
+	select {
+	case err := <-exited:
+		if err == nil || !strings.Contains(n3.logs.String(), "removed from the cluster") {
+			t.Fatalf("node 3 stopped with %v; log:\n%s", err, n3.logs)
+		}
+		for _, ln := range strings.Split(n3.logs.String(), "\n") {
+			if strings.Contains(ln, "removed from the cluster") {
+				t.Logf("node 3: %s", ln)
+			}
+		}
+	case <-time.After(30 * time.Second):
+		dumpLogs(t, n3)
+		t.Fatal("the removed node 3 still runs 30 s after it resumed")
 	}
 }
