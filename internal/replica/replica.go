@@ -212,17 +212,22 @@ func (r *Replicator) ReadAt(ctx context.Context, h blob.Hash, p []byte, off int6
 	}
 	m := r.cfg.Map()
 	var sources []placement.NodeID
-	for _, id := range placement.Sources(m, h) {
-		if id == r.cfg.Self {
-			continue
+	for _, id := range placement.Sources(m, h) { // Live and Draining nodes
+		if id != r.cfg.Self {
+			sources = append(sources, id)
 		}
-		if n, ok := m.Node(id); ok && n.State == placement.Dead {
-			continue
+	}
+	// Last resort, after them: the data nodes the detector reports dead,
+	// best ranked first. The detector lags seconds behind a healed
+	// partition or a restart, and a read that finds no source fails after
+	// its response headers went out.
+	for _, id := range placement.Rank(m, h) {
+		if n, ok := m.Node(id); ok && n.State == placement.Dead && id != r.cfg.Self {
+			sources = append(sources, id)
 		}
-		sources = append(sources, id)
 	}
 	if len(sources) == 0 {
-		return 0, fmt.Errorf("%w: blob %s has no live replica", ErrUnavailable, h)
+		return 0, fmt.Errorf("%w: blob %s has no replica", ErrUnavailable, h)
 	}
 	return r.hedgedRead(ctx, h, p, off, sources)
 }
