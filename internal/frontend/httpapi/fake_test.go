@@ -32,6 +32,9 @@ type fakeStore struct {
 type fakeFile struct {
 	data []byte
 	info store.ObjectInfo
+	// readErr, if set, fails every read of the body (a blob with no
+	// reachable replica).
+	readErr error
 }
 
 func newFakeStore() *fakeStore {
@@ -367,6 +370,9 @@ type fakeObject struct{ ff *fakeFile }
 func (o *fakeObject) Info() store.ObjectInfo { return o.ff.info }
 
 func (o *fakeObject) ReadAt(p []byte, off int64) (int, error) {
+	if o.ff.readErr != nil {
+		return 0, o.ff.readErr
+	}
 	if off >= int64(len(o.ff.data)) {
 		return 0, io.EOF
 	}
@@ -378,6 +384,9 @@ func (o *fakeObject) ReadAt(p []byte, off int64) (int, error) {
 }
 
 func (o *fakeObject) WriteRangeTo(w io.Writer, off, n int64) (int64, error) {
+	if o.ff.readErr != nil {
+		return 0, o.ff.readErr
+	}
 	if off < 0 || n < 0 || off+n > int64(len(o.ff.data)) {
 		return 0, fmt.Errorf("fake: range [%d,+%d) outside %d bytes", off, n, len(o.ff.data))
 	}

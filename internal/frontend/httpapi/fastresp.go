@@ -3,8 +3,11 @@ package httpapi
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -96,6 +99,7 @@ func (s *Server) serveFast(fc *fastConn, req *fastReq) fastOutcome {
 
 	a.status = plan.status
 	b := fc.writeBuf()
+	headStart := len(b)
 	b = appendObjectHead(b, req, &plan, s.fast.date.get(start))
 	if req.head || plan.status == http.StatusNotModified || plan.n == 0 {
 		*fc.wbuf = b
@@ -103,26 +107,36 @@ func (s *Server) serveFast(fc *fastConn, req *fastReq) fastOutcome {
 	}
 	n := int(plan.n)
 	if plan.n <= fastMaxBody {
-		if cap(b)-len(b) < n {
-			*fc.wbuf = b
+		if cap(b)-len(b) < n && headStart > 0 {
+			// Send the earlier answers; this head stays pending.
+			*fc.wbuf = b[:headStart]
 			if !fc.flush() {
 				a.cut = true
 				return s.fastFinish(fc, req, &a)
 			}
-			b = *fc.wbuf
+			b = append((*fc.wbuf)[:0], b[headStart:]...)
+			headStart = 0
+		}
+		if cap(b)-len(b) < n { // an unusually long head
+			b = slices.Grow(b, n)
 		}
 		// One pread into the buffer, and the header and body leave in
-		// one write (with the answers batched before them).
+		// one write (with the answers batched before them). Nothing of
+		// this answer has been sent yet: a failed read (a blob with no
+		// reachable replica, a corrupt needle) becomes an error answer
+		// instead of a 200 with a cut body.
 		m, err := obj.ReadAt(b[len(b):len(b)+n], plan.off)
-		*fc.wbuf = b[:len(b)+m]
-		a.bytes = int64(m)
 		if m < n {
-			if err == nil {
+			if err == nil || errors.Is(err, io.EOF) {
 				err = fmt.Errorf("%w: short read", store.ErrCorrupt)
 			}
 			s.logBodyError(ctx, p, err)
-			a.cut = true
+			*fc.wbuf = b[:headStart]
+			s.fastError(fc, req, &a, err)
+			return s.fastFinish(fc, req, &a)
 		}
+		*fc.wbuf = b[:len(b)+m]
+		a.bytes = int64(m)
 		return s.fastFinish(fc, req, &a)
 	}
 	*fc.wbuf = b

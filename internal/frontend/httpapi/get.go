@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"mime"
 	"net/http"
@@ -15,6 +16,7 @@ import (
 	"path"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/cairn-fs/cairn/internal/access"
@@ -312,6 +314,9 @@ func planObject(b store.BucketInfo, info store.ObjectInfo, h *readHeaders, buf [
 	return finish(status)
 }
 
+// smallBodies holds the buffers serveObject reads small bodies into.
+var smallBodies = sync.Pool{New: func() any { b := make([]byte, fastMaxBody); return &b }}
+
 // serveObject answers GET or HEAD of an open file: conditionals, range and
 // headers from planObject, then the body through WriteRangeTo. This is the
 // hot path of the net/http handler: header values are built in one scratch
@@ -351,6 +356,23 @@ func (s *Server) serveObject(rs *reqState, b store.BucketInfo, obj store.Object)
 		rs.w.WriteHeader(http.StatusNotModified)
 		return
 	}
+	// A small body is read before the headers go out, so that a failed
+	// read (no reachable replica, a corrupt needle) is an error answer
+	// rather than a 200 with a cut body (as on the fast path).
+	var body []byte
+	if r.Method != http.MethodHead && p.n > 0 && p.n <= fastMaxBody {
+		bp := smallBodies.Get().(*[]byte)
+		defer smallBodies.Put(bp)
+		body = (*bp)[:p.n]
+		if m, err := obj.ReadAt(body, p.off); m < len(body) {
+			if err == nil || errors.Is(err, io.EOF) {
+				err = fmt.Errorf("%w: short read", store.ErrCorrupt)
+			}
+			s.logBodyError(r.Context(), r.URL.Path, err)
+			s.writeError(rs, err)
+			return
+		}
+	}
 	set(hdrContentLength, field(planLength))
 	set(hdrContentType, p.contentType)
 	set(hdrAcceptRanges, "bytes")
@@ -371,6 +393,10 @@ func (s *Server) serveObject(rs *reqState, b store.BucketInfo, obj store.Object)
 	}
 	rs.w.WriteHeader(p.status)
 	if r.Method == http.MethodHead || p.n == 0 {
+		return
+	}
+	if body != nil {
+		_, _ = rs.dl.Write(body) // a write error is the client's going away
 		return
 	}
 	if _, err := obj.WriteRangeTo(&rs.dl, p.off, p.n); err != nil {
