@@ -647,10 +647,15 @@ func (s *Local) writeBlob(ctx context.Context, h blob.Hash, data []byte, replica
 }
 
 // rewriteMissing verifies that every blob of extents is present locally
-// (in a cluster the copies live on other nodes too: nothing to check here).
+// before a retry. In a cluster it always fails: the copies that mattered
+// were on the replicas.
 func (s *Local) rewriteMissing(extents []meta.Extent) error {
 	if s.cfg.Replication != nil {
-		return nil
+		// The reap deleted every replica's copy (pins guard only this
+		// node's), and the upload's buffers are gone: retrying would commit
+		// a file whose blobs exist nowhere (found by internal/sim, seed
+		// 1180). Fail; the client retries the whole upload.
+		return fmt.Errorf("%w: a blob this upload deduplicated against was reclaimed on its replicas", ErrUnavailable)
 	}
 	for _, e := range extents {
 		if !s.blobs.Has(e.Hash) {

@@ -1,0 +1,161 @@
+package sim
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"sync"
+	"sync/atomic"
+
+	"github.com/cairn-fs/cairn/internal/store"
+)
+
+// The model: a history of writes per path, each with the logical times it
+// was invoked and answered, and what the answer proves.
+
+type outcome int
+
+const (
+	pending outcome = iota
+	acked           // answered with success: it took effect
+	unknown         // answered with an error: it may or may not take effect, now or later
+)
+
+// absent is the value of a path with no file.
+const absent = "absent"
+
+type write struct {
+	node       uint64
+	key        string // bucket/path
+	value      string // hex SHA-256 of the body, or absent
+	start, end int64  // logical times; end = MaxInt64 while pending or unknown
+	outcome    outcome
+	err        error
+}
+
+type history struct {
+	clock atomic.Int64 // logical time: strictly increasing over invocations and answers
+
+	mu                               sync.Mutex
+	writes                           map[string][]*write
+	written                          map[string]map[string]bool // key → every value a write ever tried
+	acked, unknowns, reads, readErrs int
+}
+
+func newHistory() *history {
+	return &history{writes: map[string][]*write{}, written: map[string]map[string]bool{}}
+}
+
+func hashHex(b []byte) string {
+	h := sha256.Sum256(b)
+	return hex.EncodeToString(h[:])
+}
+
+// begin records the invocation of a write of value to key.
+func (h *history) begin(node uint64, key, value string) *write {
+	w := &write{node: node, key: key, value: value, start: h.clock.Add(1), end: math.MaxInt64}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.writes[key] = append(h.writes[key], w)
+	if h.written[key] == nil {
+		h.written[key] = map[string]bool{}
+	}
+	h.written[key][value] = true
+	return w
+}
+
+// end records the answer. A delete of a missing path is a success that
+// leaves the path absent; any other error leaves the outcome unknown (the
+// store cannot say whether a timed-out proposal will still apply).
+func (h *history) end(w *write, err error) {
+	t := h.clock.Add(1)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	w.err = err
+	if err == nil || (w.value == absent && errors.Is(err, store.ErrNotFound)) {
+		w.outcome, w.end = acked, t
+		h.acked++
+		return
+	}
+	w.outcome = unknown
+	h.unknowns++
+}
+
+// allowed returns the values key may hold once every write has been
+// answered and the cluster has healed: the value of every write not
+// followed (in real time) by an acknowledged one. A write with an unknown
+// outcome never ends, so its value stays possible; with no acknowledged
+// write the path may still be absent.
+func (h *history) allowed(key string) []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	ws := h.writes[key]
+	var out []string
+	anyAcked := false
+	for _, w := range ws {
+		if w.outcome == acked {
+			anyAcked = true
+		}
+	}
+	if !anyAcked {
+		out = append(out, absent)
+	}
+	for _, w := range ws {
+		dominated := false
+		for _, a := range ws {
+			if a.outcome == acked && a.start > w.end {
+				dominated = true
+				break
+			}
+		}
+		if !dominated && !slices.Contains(out, w.value) {
+			out = append(out, w.value)
+		}
+	}
+	return out
+}
+
+// keys returns every path written, sorted.
+func (h *history) keys() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var ks []string
+	for k := range h.writes {
+		ks = append(ks, k)
+	}
+	slices.Sort(ks)
+	return ks
+}
+
+// everWritten reports whether some write of key tried value.
+func (h *history) everWritten(key, value string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.written[key][value]
+}
+
+// describe lists key's writes, for a failure message.
+func (h *history) describe(key string) string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	s := ""
+	for _, w := range h.writes[key] {
+		v := w.value
+		if len(v) > 12 {
+			v = v[:12]
+		}
+		o := map[outcome]string{pending: "pending", acked: "acked", unknown: "unknown"}[w.outcome]
+		end := "∞"
+		if w.end != math.MaxInt64 {
+			end = fmt.Sprint(w.end)
+		}
+		s += fmt.Sprintf("\n    via node %d [%d, %s] %s → %s", w.node, w.start, end, v, o)
+		if w.err != nil {
+			s += fmt.Sprintf(" (%v)", w.err)
+		}
+	}
+	return s
+}

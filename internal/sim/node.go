@@ -1,0 +1,432 @@
+package sim
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	pvfs "github.com/cockroachdb/pebble/v2/vfs"
+	"go.etcd.io/raft/v3/raftpb"
+
+	"github.com/cairn-fs/cairn/internal/blob"
+	"github.com/cairn-fs/cairn/internal/consensus"
+	"github.com/cairn-fs/cairn/internal/kv"
+	"github.com/cairn-fs/cairn/internal/meta"
+	"github.com/cairn-fs/cairn/internal/placement"
+	"github.com/cairn-fs/cairn/internal/replica"
+	"github.com/cairn-fs/cairn/internal/store"
+	"github.com/cairn-fs/cairn/internal/transport"
+	"github.com/cairn-fs/cairn/internal/vfs"
+)
+
+// node is one simulated member: its disks survive crashes, its
+// incarnation (the running process) does not.
+type node struct {
+	id        uint64
+	voter     bool
+	zone      string
+	pfs       *pvfs.MemFS // the Pebble disk (replaced by its crash clone on a crash)
+	mem       *vfs.Mem    // the blob disk (crashed in place)
+	inc       *incarnation
+	boots     int
+	restartAt time.Time // when a crashed node comes back (zero: not crashed)
+}
+
+// incarnation is one run of a node's process: every component, wired as
+// internal/node/cluster.go wires a real node (minus HTTP, memberlist and
+// join; see doc.go).
+type incarnation struct {
+	s      *Sim
+	n      *node
+	fence  *fenceFS
+	kv     kv.Store
+	blobs  *blob.Store
+	raft   *consensus.Raft
+	st     *store.Local
+	rep    *replica.Replicator
+	repair *replica.Repairer
+	reader *meta.Reader
+	client transport.Client
+	tick   chan time.Time
+	pmap   atomic.Pointer[placement.Map]
+	mapMu  sync.Mutex
+	// raftP and stP publish raft and st to callbacks that Raft's loop may
+	// run before start has assigned them.
+	raftP atomic.Pointer[consensus.Raft]
+	stP   atomic.Pointer[store.Local]
+
+	users       sync.WaitGroup // goroutines using this incarnation's stores
+	repairing   atomic.Bool
+	repairAgain atomic.Bool
+	stopping    atomic.Bool
+}
+
+func (s *Sim) logger() *slog.Logger {
+	if os.Getenv("CAIRN_SIM_LOG") != "" {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	return slog.New(slog.DiscardHandler)
+}
+
+const (
+	blobDir = "/blobs"
+	metaDir = "/meta"
+)
+
+// start boots n over its disks.
+func (s *Sim) start(n *node) error {
+	if n.inc != nil {
+		return fmt.Errorf("node %d already running", n.id)
+	}
+	n.boots++
+	log := s.logger().With("node", n.id, "boot", n.boots)
+	inc := &incarnation{s: s, n: n, fence: &fenceFS{FS: n.mem}, tick: make(chan time.Time, 1)}
+	var err error
+	inc.kv, err = kv.OpenPebble(metaDir, kv.PebbleConfig{FS: n.pfs, CacheSize: 1 << 20, MemTableSize: 1 << 20,
+		MaxOpenFiles: 64, Logger: log})
+	if err != nil {
+		return fmt.Errorf("node %d: open pebble: %w", n.id, err)
+	}
+	inc.blobs, err = blob.Open(blob.Config{Dir: blobDir, FS: inc.fence, MaxVolumeSize: 256 << 10,
+		MinFreeBytes: 1, Logger: log, Now: s.clock.Now, DisableMmap: true, CheckpointInterval: 512 << 10})
+	if err != nil {
+		inc.kv.Close()
+		return fmt.Errorf("node %d: open blob store: %w", n.id, err)
+	}
+	inc.reader = meta.NewReader(inc.kv)
+	inc.client = s.net.Client(transport.NodeID(n.id), func(to transport.NodeID, err error) {
+		if r := inc.raftP.Load(); r != nil {
+			r.ReportUnreachable(uint64(to))
+		}
+	})
+	inc.rebuildMap()
+
+	rcfg := consensus.DefaultRaftConfig()
+	rcfg.ID = n.id
+	rcfg.KV = inc.kv
+	rcfg.Transport = transport.RaftSender{C: inc.client}
+	rcfg.Ticker = inc.tick
+	if n.voter {
+		rcfg.InitialVoters = s.voterIDs() // ignored once the store has Raft state
+	}
+	rcfg.CompactAfter, rcfg.CompactMargin = 100, 20 // lagging and crashed nodes catch up by snapshot
+	rcfg.Logger = log
+	rcfg.OnApply = func(index uint64, cmds []meta.Command, res []meta.Result) {
+		if st := inc.stP.Load(); st != nil {
+			st.Applied(index, cmds, res)
+		}
+		if n.id == 1 {
+			for i := range cmds {
+				if cmds[i].Op == meta.OpPutFile && errors.Is(res[i].Err, meta.ErrBlobReaped) {
+					s.noteReaped(cmds[i].BucketName + "/" + cmds[i].Path)
+				}
+				if cmds[i].Op == meta.OpPutFile && res[i].Err == nil {
+					s.noteLog(fmt.Sprintf("put %s/%s at index %d (start index %d)", cmds[i].BucketName, cmds[i].Path, index, cmds[i].StartIndex), cmds[i].File.Extents)
+				}
+				for _, h := range res[i].Freed {
+					s.noteLog(fmt.Sprintf("reap at index %d", index), []meta.Extent{{Hash: h}})
+				}
+			}
+		}
+		for _, c := range cmds {
+			if c.Op == meta.OpSetNode || c.Op == meta.OpRemoveNode {
+				inc.rebuildMap()
+				break
+			}
+		}
+	}
+	rcfg.OnSnapshot = func(uint64) {
+		inc.rebuildMap()
+		if st := inc.stP.Load(); st != nil {
+			st.Invalidate()
+		}
+	}
+	inc.raft, err = consensus.NewRaft(rcfg)
+	if err != nil {
+		inc.blobs.Close()
+		inc.kv.Close()
+		return fmt.Errorf("node %d: start raft: %w", n.id, err)
+	}
+	peers := replica.TransportPeers{C: inc.client}
+	inc.rep, err = replica.New(replica.Config{Self: placement.NodeID(n.id), Local: inc.blobs, Peers: peers,
+		Map: inc.pmap.Load, Logger: log})
+	if err == nil {
+		inc.repair, err = replica.NewRepairer(replica.RepairConfig{Self: placement.NodeID(n.id), Local: inc.blobs,
+			Peers: peers, Map: inc.pmap.Load, Logger: log,
+			Referenced: func(ctx context.Context, fn func(blob.Hash, int) bool) error {
+				return inc.reader.ReferencedBlobs(store.DefaultReplicas, fn)
+			}})
+	}
+	if err == nil {
+		inc.st, err = store.New(store.Config{Blobs: inc.blobs, KV: inc.kv, Log: inc.raft, Replication: inc.rep,
+			GCGrace: gcGrace, GCInterval: gcInterval, Now: s.clock.Now, Logger: log})
+	}
+	if err != nil {
+		inc.raft.Close()
+		inc.blobs.Close()
+		inc.kv.Close()
+		return fmt.Errorf("node %d: %w", n.id, err)
+	}
+	inc.raftP.Store(inc.raft)
+	inc.stP.Store(inc.st)
+	n.inc = inc
+	s.net.Register(transport.NodeID(n.id), nodeURL(n.id), handler{inc: inc, BlobServer: replica.BlobServer{Store: inc.blobs}})
+	return nil
+}
+
+// tickWait gives Raft one tick, first waiting (a little, in real time) for
+// the loop to take the previous one: a loop still busy with its last tick
+// must not see fake time race ahead of it.
+func (inc *incarnation) tickWait() {
+	for i := 0; len(inc.tick) > 0 && i < 2000; i++ {
+		if i < 20 {
+			runtime.Gosched()
+		} else {
+			time.Sleep(50 * time.Microsecond)
+		}
+	}
+	select {
+	case inc.tick <- time.Time{}:
+	default: // the loop is stuck (or very slow): this tick is lost, as a real ticker's would be
+	}
+}
+
+func nodeURL(id uint64) string { return fmt.Sprintf("sim://node%d", id) }
+
+// rebuildMap recomputes this incarnation's placement map from its cluster
+// map and the simulated failure detector's view from this node.
+func (inc *incarnation) rebuildMap() {
+	inc.mapMu.Lock()
+	defer inc.mapMu.Unlock()
+	nodes, err := inc.reader.Nodes()
+	if err != nil {
+		return // a closed store during shutdown
+	}
+	var pn []placement.Node
+	for _, nd := range nodes {
+		st := placement.Live
+		if inc.s.detectedDead(inc.n.id, nd.ID) {
+			st = placement.Dead
+		}
+		switch {
+		case nd.Witness:
+			st = placement.Witness
+		case nd.State == meta.NodeDraining:
+			st = placement.Draining
+		}
+		pn = append(pn, placement.Node{ID: placement.NodeID(nd.ID), Zone: nd.Zone, Weight: nd.Weight, State: st})
+	}
+	m, err := placement.NewMap(pn)
+	if err != nil {
+		inc.s.fail("node %d: build placement map: %v", inc.n.id, err)
+		return
+	}
+	old := inc.pmap.Swap(m)
+	if old != nil && !sameMap(old, m) {
+		inc.s.kickRepair(inc)
+	}
+}
+
+func sameMap(a, b *placement.Map) bool {
+	an, bn := a.Nodes(), b.Nodes()
+	if len(an) != len(bn) {
+		return false
+	}
+	for i := range an {
+		if an[i] != bn[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// goUse runs f on a new goroutine counted as a user of inc, unless inc is
+// stopping; it reports whether f was started.
+func (inc *incarnation) goUse(f func()) bool {
+	inc.s.incMu.Lock()
+	defer inc.s.incMu.Unlock()
+	if inc.stopping.Load() {
+		return false
+	}
+	inc.users.Add(1)
+	go func() {
+		defer inc.users.Done()
+		f()
+	}()
+	return true
+}
+
+// crash kills n's process: its links drop, its disks keep only what was
+// synced (Pebble's crash clone, the blob Mem's Crash; torn tails when
+// torn), and the old incarnation's components are closed in the
+// background once nothing uses them.
+func (s *Sim) crash(n *node, torn bool, unsyncedPct int) {
+	inc := n.inc
+	if inc == nil {
+		return
+	}
+	s.incMu.Lock()
+	inc.stopping.Store(true)
+	s.incMu.Unlock()
+	n.inc = nil
+	s.net.Unregister(transport.NodeID(n.id))
+	inc.client.Close()
+	inc.fence.kill()
+	if torn {
+		n.mem.CrashTorn(s.diskRNG)
+	} else {
+		n.mem.Crash()
+	}
+	cfg := pvfs.CrashCloneCfg{}
+	if unsyncedPct > 0 {
+		cfg = pvfs.CrashCloneCfg{UnsyncedDataPercent: unsyncedPct, RNG: s.diskRNG}
+	}
+	n.pfs = n.pfs.CrashClone(cfg)
+	s.closers.Add(1)
+	go func() {
+		defer s.closers.Done()
+		inc.raft.Close()
+		inc.users.Wait()
+		inc.st.Close()
+		inc.blobs.Close() // fails: its disk crashed
+		inc.kv.Close()    // the pre-crash Pebble, on the abandoned file system
+	}()
+}
+
+// stop shuts n down cleanly (end of the run).
+func (s *Sim) stop(n *node) error {
+	inc := n.inc
+	if inc == nil {
+		return nil
+	}
+	s.incMu.Lock()
+	inc.stopping.Store(true)
+	s.incMu.Unlock()
+	n.inc = nil
+	s.net.Unregister(transport.NodeID(n.id))
+	inc.client.Close()
+	inc.raft.Close()
+	inc.users.Wait()
+	return errors.Join(inc.st.Close(), inc.blobs.Close(), inc.kv.Close())
+}
+
+// handler answers node-to-node calls, as internal/node's rpcHandler.
+type handler struct {
+	inc *incarnation
+	replica.BlobServer
+}
+
+func (h handler) StepRaft(ctx context.Context, from transport.NodeID, msgs []*raftpb.Message) error {
+	for _, m := range msgs {
+		if err := h.inc.raft.Step(ctx, m); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (h handler) ApplySnapshot(ctx context.Context, from transport.NodeID, metaBytes []byte, body io.Reader) error {
+	msg, err := transport.DecodeSnapshotMeta(metaBytes)
+	if err != nil {
+		return err
+	}
+	return h.inc.raft.ApplySnapshot(ctx, msg, body)
+}
+
+func (h handler) Join(ctx context.Context, from transport.NodeID, req transport.JoinRequest) (transport.JoinResponse, error) {
+	return transport.JoinResponse{}, fmt.Errorf("%w: the simulator admits nodes itself", transport.ErrBadRequest)
+}
+
+// fenceFS passes calls to the node's blob disk until kill, after which
+// every call fails: a crashed process's leftover goroutines can neither
+// read nor write the disk its next incarnation uses.
+type fenceFS struct {
+	vfs.FS
+	dead atomic.Bool
+}
+
+var errFenced = errors.New("sim: the process crashed")
+
+func (f *fenceFS) kill() { f.dead.Store(true) }
+
+func (f *fenceFS) check() error {
+	if f.dead.Load() {
+		return errFenced
+	}
+	return nil
+}
+
+func (f *fenceFS) OpenFile(name string, flag int, perm os.FileMode) (vfs.File, error) {
+	if err := f.check(); err != nil {
+		return nil, err
+	}
+	file, err := f.FS.OpenFile(name, flag, perm)
+	if err != nil {
+		return nil, err
+	}
+	return &fenceFile{File: file, fs: f}, nil
+}
+
+func (f *fenceFS) Remove(name string) error {
+	if err := f.check(); err != nil {
+		return err
+	}
+	return f.FS.Remove(name)
+}
+
+func (f *fenceFS) Rename(o, n string) error {
+	if err := f.check(); err != nil {
+		return err
+	}
+	return f.FS.Rename(o, n)
+}
+
+func (f *fenceFS) MkdirAll(dir string, perm os.FileMode) error {
+	if err := f.check(); err != nil {
+		return err
+	}
+	return f.FS.MkdirAll(dir, perm)
+}
+
+func (f *fenceFS) SyncDir(dir string) error {
+	if err := f.check(); err != nil {
+		return err
+	}
+	return f.FS.SyncDir(dir)
+}
+
+// fenceFile fails every call once its FS is killed (the Mem's own Crash
+// already does, for files open at the crash; this covers the gap between
+// kill and Crash).
+type fenceFile struct {
+	vfs.File
+	fs *fenceFS
+}
+
+func (f *fenceFile) WriteAt(p []byte, off int64) (int, error) {
+	if err := f.fs.check(); err != nil {
+		return 0, err
+	}
+	return f.File.WriteAt(p, off)
+}
+
+func (f *fenceFile) Sync() error {
+	if err := f.fs.check(); err != nil {
+		return err
+	}
+	return f.File.Sync()
+}
+
+func (f *fenceFile) Truncate(size int64) error {
+	if err := f.fs.check(); err != nil {
+		return err
+	}
+	return f.File.Truncate(size)
+}

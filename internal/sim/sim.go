@@ -1,0 +1,700 @@
+package sim
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	pvfs "github.com/cockroachdb/pebble/v2/vfs"
+	"go.etcd.io/raft/v3"
+
+	"github.com/cairn-fs/cairn/internal/blob"
+	"github.com/cairn-fs/cairn/internal/clock"
+	"github.com/cairn-fs/cairn/internal/meta"
+	"github.com/cairn-fs/cairn/internal/store"
+	"github.com/cairn-fs/cairn/internal/transport"
+	"github.com/cairn-fs/cairn/internal/vfs"
+)
+
+// Simulated durations (fake time unless said otherwise).
+const (
+	tickEvery    = 100 * time.Millisecond // one Raft tick (as TickInterval in production)
+	detectDelay  = 1500 * time.Millisecond
+	opTimeout    = 4 * time.Second
+	repairEvery  = 3 * time.Second
+	gcGrace      = 10 * time.Second
+	gcInterval   = 200 * time.Millisecond // real time: store's GC loop runs on a real ticker
+	baseMaxDelay = 20 * time.Millisecond
+	minRealWait  = 10 * time.Second // real time
+)
+
+// Config sizes a run. Zero fields take the defaults of DefaultConfig.
+type Config struct {
+	Seed        uint64
+	Voters      int           // default 3
+	Learners    int           // default 2
+	Duration    time.Duration // fake time of the workload phase; default 40 s
+	Ops         int           // operations in the workload; default 400
+	MaxBigFiles int           // files of more than one blob (4 MiB each); default 3
+	Step        time.Duration // fake time per driver step; default 10 ms
+	// Logf, if set, receives progress lines (the schedule's faults as they
+	// happen, the summary).
+	Logf func(format string, args ...any)
+
+	// sabotage, for the harness's tests, breaks one invariant before the
+	// final checks: "namespace", "history" or "blob".
+	sabotage string
+}
+
+// DefaultConfig returns the defaults for seed.
+func DefaultConfig(seed uint64) Config {
+	return Config{Seed: seed, Voters: 3, Learners: 2, Duration: 40 * time.Second, Ops: 400,
+		MaxBigFiles: 3, Step: 10 * time.Millisecond}
+}
+
+// Result summarizes a run that kept every invariant.
+type Result struct {
+	Acked, Unknown     int // writes
+	Reads, ReadErrors  int
+	Crashes, Pauses    int
+	Partitions         int
+	AppliedIndex       uint64
+	ReferencedBlobs    int
+	Net                transport.MemStats
+	FakeTime, RealTime time.Duration
+}
+
+func (r Result) String() string {
+	return fmt.Sprintf("writes %d acked / %d unknown, reads %d (%d failed), crashes %d, pauses %d, partitions %d, "+
+		"applied index %d, %d referenced blobs, net %+v, fake %v, real %v",
+		r.Acked, r.Unknown, r.Reads, r.ReadErrors, r.Crashes, r.Pauses, r.Partitions, r.AppliedIndex,
+		r.ReferencedBlobs, r.Net, r.FakeTime, r.RealTime.Round(time.Millisecond))
+}
+
+// netFaults are the message fault rates in force.
+type netFaults struct {
+	drop, dup float64
+	maxDelay  time.Duration
+}
+
+// Sim is one simulated cluster. It is driven from one goroutine (Run);
+// the nodes' own goroutines run freely between steps.
+type Sim struct {
+	cfg     Config
+	clock   *clock.Fake
+	t0      time.Time
+	net     *transport.MemNetwork
+	nodes   []*node
+	byID    map[uint64]*node
+	diskRNG *rand.Rand
+	hist    *history
+	res     Result
+
+	incMu   sync.Mutex // orders goUse against crash/stop
+	closers sync.WaitGroup
+	ops     sync.WaitGroup // workload goroutines
+	inOps   atomic.Int64
+	done    atomic.Int64 // operations answered (activity)
+	ticks   int
+
+	fmu         sync.Mutex
+	faults      netFaults
+	lossyUntil  time.Time
+	pausedUntil map[uint64]time.Time
+	downSince   map[uint64]time.Time // crashed or paused
+	cut         map[[2]uint64]time.Time
+
+	failMu   sync.Mutex
+	failures []string
+	reaped   map[string]int         // puts refused with meta.ErrBlobReaped, by path (node 1's view)
+	blobLog  map[blob.Hash][]string // what node 1 applied about each blob: puts naming it, reaps
+}
+
+// noteLog records, for a failure message, an applied command naming blobs.
+func (s *Sim) noteLog(what string, ex []meta.Extent) {
+	s.failMu.Lock()
+	defer s.failMu.Unlock()
+	if s.blobLog == nil {
+		s.blobLog = map[blob.Hash][]string{}
+	}
+	for _, e := range ex {
+		s.blobLog[e.Hash] = append(s.blobLog[e.Hash], what)
+	}
+}
+
+// blobHistory returns what node 1 applied about h.
+func (s *Sim) blobHistory(h blob.Hash) []string {
+	s.failMu.Lock()
+	defer s.failMu.Unlock()
+	return slices.Clone(s.blobLog[h])
+}
+
+// noteReaped records a put that the log refused because a blob it
+// deduplicated against was reaped meanwhile (the store then retries).
+func (s *Sim) noteReaped(key string) {
+	s.failMu.Lock()
+	defer s.failMu.Unlock()
+	if s.reaped == nil {
+		s.reaped = map[string]int{}
+	}
+	s.reaped[key]++
+}
+
+// Run runs one simulation and checks its invariants. The error lists every
+// violation found (nil: none); it does not name the seed (the caller does).
+func Run(cfg Config) (Result, error) {
+	d := DefaultConfig(cfg.Seed)
+	if cfg.Voters == 0 {
+		cfg.Voters = d.Voters
+	}
+	if cfg.Learners == 0 {
+		cfg.Learners = d.Learners
+	}
+	if cfg.Duration == 0 {
+		cfg.Duration = d.Duration
+	}
+	if cfg.Ops == 0 {
+		cfg.Ops = d.Ops
+	}
+	if cfg.Step == 0 {
+		cfg.Step = d.Step
+	}
+	if cfg.Logf == nil {
+		cfg.Logf = func(string, ...any) {}
+	}
+	realStart := time.Now()
+	start := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	s := &Sim{cfg: cfg, clock: clock.NewFake(start), t0: start, byID: map[uint64]*node{},
+		diskRNG: rand.New(rand.NewPCG(cfg.Seed, 0xd15c)), hist: newHistory(),
+		faults:      netFaults{drop: 0.02, dup: 0.02, maxDelay: baseMaxDelay},
+		pausedUntil: map[uint64]time.Time{}, downSince: map[uint64]time.Time{}, cut: map[[2]uint64]time.Time{}}
+	s.net = transport.NewMemNetwork(transport.MemConfig{Seed: cfg.Seed, Fault: s.fault,
+		Schedule: func(d time.Duration, f func()) { s.clock.AfterFunc(d, f) }})
+	zones := []string{"z1", "z2", "z3"}
+	for i := range cfg.Voters + cfg.Learners {
+		id := uint64(i + 1)
+		n := &node{id: id, voter: i < cfg.Voters, zone: zones[i%len(zones)], pfs: pvfs.NewCrashableMem(), mem: vfs.NewMem()}
+		s.nodes = append(s.nodes, n)
+		s.byID[id] = n
+	}
+	err := s.run()
+	if err != nil {
+		s.fail("%v", err)
+	}
+	for _, n := range s.nodes {
+		if err := s.stop(n); err != nil {
+			s.fail("node %d: close: %v", n.id, err)
+		}
+	}
+	s.ops.Wait()
+	s.closers.Wait()
+	s.res.Acked, s.res.Unknown, s.res.Reads, s.res.ReadErrors = s.hist.acked, s.hist.unknowns, s.hist.reads, s.hist.readErrs
+	s.res.Net = s.net.Stats()
+	s.res.FakeTime = s.clock.Now().Sub(start)
+	s.res.RealTime = time.Since(realStart)
+	s.failMu.Lock()
+	defer s.failMu.Unlock()
+	if len(s.failures) > 0 {
+		return s.res, errors.New(strings.Join(s.failures, "\n"))
+	}
+	return s.res, nil
+}
+
+// fail records an invariant violation (safe from any goroutine).
+func (s *Sim) fail(format string, args ...any) {
+	msg := fmt.Sprintf("[%v] ", s.clock.Now().Sub(s.t0)) + fmt.Sprintf(format, args...)
+	s.failMu.Lock()
+	defer s.failMu.Unlock()
+	if len(s.failures) < 40 {
+		s.failures = append(s.failures, msg)
+	}
+}
+
+func (s *Sim) failed() bool {
+	s.failMu.Lock()
+	defer s.failMu.Unlock()
+	return len(s.failures) > 0
+}
+
+func (s *Sim) voterIDs() []uint64 {
+	var ids []uint64
+	for _, n := range s.nodes {
+		if n.voter {
+			ids = append(ids, n.id)
+		}
+	}
+	return ids
+}
+
+func (s *Sim) ids() []uint64 {
+	var ids []uint64
+	for _, n := range s.nodes {
+		ids = append(ids, n.id)
+	}
+	return ids
+}
+
+func (s *Sim) run() error {
+	for _, n := range s.nodes {
+		if err := s.start(n); err != nil {
+			return err
+		}
+	}
+	if err := s.bootstrap(); err != nil {
+		return fmt.Errorf("bootstrap: %w", err)
+	}
+	evs := makeSchedule(s.cfg.Seed, s.cfg, s.ids())
+	t0 := s.clock.Now()
+	lastRepair := time.Duration(0)
+	for len(evs) > 0 || s.clock.Now().Sub(t0) < s.cfg.Duration {
+		el := s.clock.Now().Sub(t0)
+		for len(evs) > 0 && evs[0].at <= el {
+			s.apply(evs[0])
+			evs = evs[1:]
+		}
+		if el-lastRepair >= repairEvery {
+			lastRepair = el
+			s.repairAll()
+		}
+		s.endFaults()
+		s.step()
+	}
+	return s.finish()
+}
+
+// step advances the fake clock by one step, ticking Raft on the way, and
+// waits for the nodes to go quiet.
+func (s *Sim) step() {
+	s.clock.Advance(s.cfg.Step)
+	s.ticks++
+	if time.Duration(s.ticks)*s.cfg.Step >= tickEvery {
+		s.ticks = 0
+		for _, n := range s.nodes {
+			if n.inc != nil && !s.paused(n.id) {
+				n.inc.tickWait()
+			}
+		}
+	}
+	s.quiesce()
+}
+
+// quiesce waits, briefly and heuristically, until nothing moves: no timer
+// comes due, no operation finishes, no message is delivered and no index
+// advances across a few yields. Goroutine scheduling is not under the
+// simulator's control; this only keeps fake time from racing ahead of the
+// work it is meant to time.
+func (s *Sim) quiesce() {
+	last, stable := s.activity(), 0
+	for i := 0; i < 400 && stable < 3; i++ {
+		s.clock.RunDue()
+		runtime.Gosched()
+		if i%4 == 3 {
+			time.Sleep(20 * time.Microsecond)
+		}
+		if a := s.activity(); a == last {
+			stable++
+		} else {
+			last, stable = a, 0
+		}
+	}
+}
+
+func (s *Sim) activity() int64 {
+	st := s.net.Stats()
+	a := s.clock.Activity() + st.Delivered + st.Dropped + s.done.Load()
+	for _, n := range s.nodes {
+		if inc := n.inc; inc != nil {
+			a += int64(inc.raft.AppliedIndex())
+		}
+	}
+	return a
+}
+
+// until steps until cond holds, for at most limit of fake time and at
+// least minRealWait of real time (so that a slow machine, where fake time
+// runs ahead of the goroutines, does not fail a run).
+func (s *Sim) until(what string, limit time.Duration, cond func() bool) error {
+	end := s.clock.Now().Add(limit)
+	realStart := time.Now()
+	for !cond() {
+		if s.clock.Now().After(end) && time.Since(realStart) > minRealWait {
+			if os.Getenv("CAIRN_SIM_STACKS") != "" {
+				buf := make([]byte, 8<<20)
+				os.Stderr.Write(buf[:runtime.Stack(buf, true)])
+			}
+			return fmt.Errorf("%s: not reached after %v (%v of real time)", what, s.clock.Now().Sub(end)+limit, time.Since(realStart).Round(time.Millisecond))
+		}
+		s.step()
+	}
+	return nil
+}
+
+// await runs f on its own goroutine and steps until it returns.
+func (s *Sim) await(what string, limit time.Duration, f func(ctx context.Context) error) error {
+	ctx, cancel := s.clock.WithTimeout(context.Background(), limit)
+	defer cancel()
+	ch := make(chan error, 1)
+	go func() { ch <- f(ctx) }()
+	var err error
+	got := false
+	if e := s.until(what, limit+time.Second, func() bool {
+		select {
+		case err = <-ch:
+			got = true
+		default:
+		}
+		return got
+	}); e != nil {
+		return e
+	}
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	return nil
+}
+
+func (s *Sim) leader() *node {
+	var best *node
+	var term uint64
+	for _, n := range s.nodes {
+		if n.inc == nil {
+			continue
+		}
+		st := n.inc.raft.Status()
+		if st.State == raft.StateLeader && st.Term >= term {
+			best, term = n, st.Term
+		}
+	}
+	return best
+}
+
+// bootstrap elects a leader, writes the cluster map, adds the learners
+// and creates the buckets.
+func (s *Sim) bootstrap() error {
+	if err := s.until("elect a leader", 30*time.Second, func() bool { return s.leader() != nil }); err != nil {
+		return err
+	}
+	for _, n := range s.nodes {
+		rec := &meta.Node{ID: n.id, URL: nodeURL(n.id), Zone: n.zone}
+		if err := s.await(fmt.Sprintf("record node %d", n.id), 30*time.Second, func(ctx context.Context) error {
+			for {
+				l := s.leader()
+				if l == nil {
+					return errors.New("no leader")
+				}
+				res, err := l.inc.raft.Propose(ctx, meta.Command{Op: meta.OpSetNode, TimeNs: s.clock.Now().UnixNano(), Node: rec})
+				if err == nil {
+					return res.Err
+				}
+				if ctx.Err() != nil {
+					return err
+				}
+			}
+		}); err != nil {
+			return err
+		}
+	}
+	for _, n := range s.nodes {
+		if n.voter {
+			continue
+		}
+		if err := s.await(fmt.Sprintf("add learner %d", n.id), 60*time.Second, func(ctx context.Context) error {
+			l := s.leader()
+			if l == nil {
+				return errors.New("no leader")
+			}
+			return l.inc.raft.AddLearner(ctx, n.id)
+		}); err != nil {
+			return err
+		}
+	}
+	for _, b := range buckets {
+		if err := s.await("create bucket "+b.name, 30*time.Second, func(ctx context.Context) error {
+			err := s.nodes[0].inc.st.CreateBucket(ctx, store.BucketInfo{Name: b.name, Replicas: b.replicas, WriteQuorum: b.writeQuorum})
+			if errors.Is(err, store.ErrBucketExists) {
+				return nil
+			}
+			return err
+		}); err != nil {
+			return err
+		}
+	}
+	// Every node knows every bucket and member before the workload starts.
+	return s.until("bootstrap applied everywhere", 30*time.Second, func() bool {
+		idx := s.nodes[0].inc.raft.AppliedIndex()
+		for _, n := range s.nodes {
+			if n.inc.raft.AppliedIndex() != idx {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// ---------------------------------------------------------------------------
+// Faults
+
+// fault decides one delivery's fate (MemConfig.Fault; called under the
+// network's lock, drawing from its RNG).
+func (s *Sim) fault(rng *rand.Rand, from, to transport.NodeID, op transport.Op) transport.Fault {
+	now := s.clock.Now()
+	s.fmu.Lock()
+	f := s.faults
+	var hold time.Duration
+	for _, id := range []uint64{uint64(from), uint64(to)} {
+		if u, ok := s.pausedUntil[id]; ok && u.After(now) {
+			hold = max(hold, u.Sub(now))
+		}
+	}
+	s.fmu.Unlock()
+	var out transport.Fault
+	drop := f.drop
+	if op != transport.OpRaft {
+		drop /= 2
+	}
+	if rng.Float64() < drop {
+		out.Drop = true
+		return out
+	}
+	out.Delay = hold
+	if f.maxDelay > 0 {
+		out.Delay += time.Duration(rng.Int64N(int64(f.maxDelay)))
+	}
+	if op == transport.OpRaft && rng.Float64() < f.dup {
+		out.Duplicate = true
+	}
+	return out
+}
+
+func (s *Sim) paused(id uint64) bool {
+	s.fmu.Lock()
+	defer s.fmu.Unlock()
+	u, ok := s.pausedUntil[id]
+	return ok && u.After(s.clock.Now())
+}
+
+// detectedDead is the simulated failure detector: observer sees id dead
+// when id has been crashed or paused, or the link between them cut, for
+// detectDelay.
+func (s *Sim) detectedDead(observer, id uint64) bool {
+	if observer == id {
+		return false
+	}
+	now := s.clock.Now()
+	s.fmu.Lock()
+	defer s.fmu.Unlock()
+	old := func(t time.Time, ok bool) bool { return ok && now.Sub(t) >= detectDelay }
+	if t, ok := s.downSince[id]; old(t, ok) {
+		return true
+	}
+	t1, ok1 := s.cut[[2]uint64{observer, id}]
+	t2, ok2 := s.cut[[2]uint64{id, observer}]
+	return old(t1, ok1) || old(t2, ok2)
+}
+
+// livenessChanged rebuilds every node's map now and once the detector
+// would have noticed.
+func (s *Sim) livenessChanged() {
+	s.rebuildAll()
+	s.clock.AfterFunc(detectDelay+time.Millisecond, s.rebuildAll)
+}
+
+func (s *Sim) rebuildAll() {
+	for _, n := range s.nodes {
+		if inc := n.inc; inc != nil {
+			inc.rebuildMap()
+		}
+	}
+}
+
+func (s *Sim) cutLinks(pairs [][2]uint64) {
+	now := s.clock.Now()
+	s.fmu.Lock()
+	for _, p := range pairs {
+		if _, ok := s.cut[p]; !ok {
+			s.cut[p] = now
+		}
+	}
+	s.fmu.Unlock()
+	for _, p := range pairs {
+		s.net.Block(transport.NodeID(p[0]), transport.NodeID(p[1]))
+	}
+	s.res.Partitions++
+	s.livenessChanged()
+}
+
+func (s *Sim) heal() {
+	s.net.Heal()
+	s.fmu.Lock()
+	clear(s.cut)
+	s.fmu.Unlock()
+	s.livenessChanged()
+}
+
+// endFaults ends pauses, crashes and lossy periods whose time is up.
+func (s *Sim) endFaults() {
+	now := s.clock.Now()
+	s.fmu.Lock()
+	if !s.lossyUntil.IsZero() && !s.lossyUntil.After(now) {
+		s.faults = netFaults{drop: 0.02, dup: 0.02, maxDelay: baseMaxDelay}
+		s.lossyUntil = time.Time{}
+	}
+	var resumed []uint64
+	for id, u := range s.pausedUntil {
+		if !u.After(now) {
+			delete(s.pausedUntil, id)
+			delete(s.downSince, id)
+			resumed = append(resumed, id)
+		}
+	}
+	s.fmu.Unlock()
+	if len(resumed) > 0 {
+		s.livenessChanged()
+	}
+	for _, n := range s.nodes {
+		if n.inc == nil && !n.restartAt.IsZero() && !n.restartAt.After(now) {
+			s.restart(n)
+		}
+	}
+}
+
+func (s *Sim) restart(n *node) {
+	n.restartAt = time.Time{}
+	if err := s.start(n); err != nil {
+		s.fail("restart node %d after a crash: %v", n.id, err)
+		return
+	}
+	s.fmu.Lock()
+	delete(s.downSince, n.id)
+	s.fmu.Unlock()
+	s.livenessChanged()
+	s.kickRepair(n.inc)
+}
+
+// down counts nodes crashed or paused.
+func (s *Sim) down() int {
+	c := 0
+	for _, n := range s.nodes {
+		if n.inc == nil || s.paused(n.id) {
+			c++
+		}
+	}
+	return c
+}
+
+// apply carries out one scheduled event.
+func (s *Sim) apply(e event) {
+	now := s.clock.Now()
+	switch e.kind {
+	case evPut, evDelete, evRead:
+		s.runOp(e)
+		return
+	case evIsolate:
+		var pairs [][2]uint64
+		for _, o := range s.ids() {
+			if o != e.node {
+				pairs = append(pairs, [2]uint64{e.node, o}, [2]uint64{o, e.node})
+			}
+		}
+		s.cutLinks(pairs)
+	case evSplit:
+		var pairs [][2]uint64
+		group := []uint64{e.node, e.other}
+		for _, a := range group {
+			for _, o := range s.ids() {
+				if !slices.Contains(group, o) {
+					pairs = append(pairs, [2]uint64{a, o}, [2]uint64{o, a})
+				}
+			}
+		}
+		s.cutLinks(pairs)
+	case evOneWay:
+		s.cutLinks([][2]uint64{{e.node, e.other}})
+	case evHeal:
+		s.heal()
+	case evCrash:
+		n := s.byID[e.node]
+		if n.inc == nil || s.down() > 0 {
+			return // at most one node down at a time
+		}
+		s.crash(n, e.torn, e.pct)
+		n.restartAt = now.Add(e.dur)
+		s.res.Crashes++
+		s.fmu.Lock()
+		s.downSince[n.id] = now
+		s.fmu.Unlock()
+		s.livenessChanged()
+	case evPause:
+		n := s.byID[e.node]
+		if n.inc == nil || s.down() > 0 {
+			return
+		}
+		s.res.Pauses++
+		s.fmu.Lock()
+		s.pausedUntil[n.id] = now.Add(e.dur)
+		s.downSince[n.id] = now
+		s.fmu.Unlock()
+		s.livenessChanged()
+	case evLossy:
+		s.fmu.Lock()
+		s.faults = netFaults{drop: 0.15, dup: 0.1, maxDelay: 150 * time.Millisecond}
+		s.lossyUntil = now.Add(e.dur)
+		s.fmu.Unlock()
+	case evRepairAll:
+		s.repairAll()
+	}
+	s.cfg.Logf("%v", e)
+}
+
+// ---------------------------------------------------------------------------
+// Workload
+
+// runOp starts a workload operation through node e.node, unless the node
+// is down or paused (a client would not reach it).
+func (s *Sim) runOp(e event) {
+	n := s.byID[e.node]
+	inc := n.inc
+	if inc == nil || s.paused(n.id) {
+		return
+	}
+	key := e.bucket + "/" + e.path
+	var body []byte
+	var w *write
+	switch e.kind {
+	case evPut:
+		body = e.body.bytes()
+		w = s.hist.begin(n.id, key, hashHex(body))
+	case evDelete:
+		w = s.hist.begin(n.id, key, absent)
+	}
+	s.ops.Add(1)
+	s.inOps.Add(1)
+	started := inc.goUse(func() {
+		defer func() { s.inOps.Add(-1); s.ops.Done(); s.done.Add(1) }()
+		ctx, cancel := s.clock.WithTimeout(context.Background(), opTimeout)
+		defer cancel()
+		switch e.kind {
+		case evPut:
+			_, _, err := inc.st.Put(ctx, e.bucket, e.path, bytes.NewReader(body), store.PutOptions{Size: int64(len(body))})
+			s.hist.end(w, err)
+		case evDelete:
+			s.hist.end(w, inc.st.Delete(ctx, e.bucket, e.path, ""))
+		case evRead:
+			s.checkRead(ctx, inc, key, e.bucket, e.path)
+		}
+	})
+	if !started { // cannot happen: a running node is not stopping
+		s.inOps.Add(-1)
+		s.ops.Done()
+		s.fail("operation %v not started on a running node", e)
+	}
+}
