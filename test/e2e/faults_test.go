@@ -601,20 +601,8 @@ func TestFiveNodeFaults(t *testing.T) {
 		c.nodes = append(c.nodes, &fnode{name: fmt.Sprintf("n%d", i), dir: filepath.Join(base, fmt.Sprintf("n%d", i)),
 			addr: freeAddr(t), gossip: freeAddr(t), voters: 5})
 	}
-	for i, n := range c.nodes {
-		join := ""
-		if i > 0 {
-			join = c.nodes[0].url()
-		}
-		launchFault(t, n, join)
-	}
-	c.createBuckets(c.nodes[0])
-	waitVoters(t, c.nodes[0].server(), 5, c.servers()...)
-	stable := c.writeStable(24)
-	time.Sleep(time.Second) // gossip settles
-	l := startFaultLoad(c, stable, 6, 16)
+	_, l := c.startUnderLoad(5, 24, 16)
 	defer l.cancel()
-	time.Sleep(2 * time.Second)
 
 	// SIGKILL a follower.
 	leader := c.leader(10 * time.Second)
@@ -684,4 +672,26 @@ func TestFiveNodeFaults(t *testing.T) {
 	l.finalChecks(10 * time.Second)
 	t.Logf("write gaps: SIGKILL follower %v, SIGKILL leader %v, SIGSTOP leader %v; SIGSTOP read p99 %v",
 		gapFollower.Round(time.Millisecond), gapLeader.Round(time.Millisecond), gapStop.Round(time.Millisecond), p99.Round(time.Millisecond))
+}
+
+// startUnderLoad launches the cluster's nodes (the first bootstraps, the
+// others join it), creates the buckets, waits for voters, writes stable
+// files that the load reads, and starts the load over keys history keys
+// with six clients; it returns once the load has run for two seconds.
+func (c *fcluster) startUnderLoad(voters, stable, keys int) (map[string][]byte, *faultLoad) {
+	t := c.t
+	for i, n := range c.nodes {
+		join := ""
+		if i > 0 {
+			join = c.nodes[0].url()
+		}
+		launchFault(t, n, join)
+	}
+	c.createBuckets(c.nodes[0])
+	waitVoters(t, c.nodes[0].server(), voters, c.servers()...)
+	st := c.writeStable(stable)
+	time.Sleep(time.Second) // gossip settles
+	l := startFaultLoad(c, st, 6, keys)
+	time.Sleep(2 * time.Second)
+	return st, l
 }

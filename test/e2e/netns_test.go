@@ -166,20 +166,8 @@ func TestNetnsPartition(t *testing.T) {
 		c.nodes = append(c.nodes, &fnode{name: fmt.Sprintf("n%d", i+1), dir: filepath.Join(base, fmt.Sprintf("n%d", i+1)),
 			addr: ip + ":7070", gossip: ip + ":7170", netns: topo.ns[i], voters: 3})
 	}
-	for i, n := range c.nodes {
-		join := ""
-		if i > 0 {
-			join = c.nodes[0].url()
-		}
-		launchFault(t, n, join)
-	}
-	c.createBuckets(c.nodes[0])
-	waitVoters(t, c.nodes[0].server(), 3, c.servers()...)
-	stable := c.writeStable(18)
-	time.Sleep(time.Second) // gossip settles
-	l := startFaultLoad(c, stable, 6, 12)
+	stable, l := c.startUnderLoad(3, 18, 12)
 	defer l.cancel()
-	time.Sleep(2 * time.Second)
 
 	slow := &http.Client{Timeout: 20 * time.Second}
 	for _, round := range []string{"follower", "leader"} {

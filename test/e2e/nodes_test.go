@@ -163,22 +163,7 @@ func TestNodeCommands(t *testing.T) {
 
 	// Node 3 notices its removal and stops on its own, with an error, and
 	// marks its data directory so it does not start again.
-	exited := make(chan error, 1)
-	go func() { exited <- n3.cmd.Wait() }()
-	select {
-	case err := <-exited:
-		if err == nil || !strings.Contains(n3.logs.String(), "removed from the cluster") {
-			t.Fatalf("node 3 stopped with %v; log:\n%s", err, n3.logs)
-		}
-		for _, ln := range strings.Split(n3.logs.String(), "\n") {
-			if strings.Contains(ln, "removed from the cluster") {
-				t.Logf("node 3: %s", ln)
-			}
-		}
-	case <-time.After(20 * time.Second):
-		dumpLogs(t, n3)
-		t.Fatal("the removed node 3 still runs 20 s after its removal")
-	}
+	expectRemovedExit(t, n3, 20*time.Second, "after its removal")
 	restart := exec.Command(cairnBin, "server", "--data", n3.dir, "--listen", n3.addr)
 	restart.Env = append(os.Environ(), "CAIRN_ADMIN_KEY="+adminKey, "CAIRN_CLUSTER_SECRET="+clusterSecret)
 	done := make(chan struct{})
@@ -278,20 +263,27 @@ func TestRemovedWhileStopped(t *testing.T) {
 	}
 	waitMembers(t, n1, 2, n1, n2)
 	n3.cmd.Process.Signal(syscall.SIGCONT)
+	expectRemovedExit(t, n3, 30*time.Second, "after it resumed")
+}
+
+// expectRemovedExit waits up to bound for the removed node n to exit on
+// its own with an error that says it was removed from the cluster.
+func expectRemovedExit(t *testing.T, n *server, bound time.Duration, since string) {
+	t.Helper()
 	exited := make(chan error, 1)
-	go func() { exited <- n3.cmd.Wait() }()
+	go func() { exited <- n.cmd.Wait() }()
 	select {
 	case err := <-exited:
-		if err == nil || !strings.Contains(n3.logs.String(), "removed from the cluster") {
-			t.Fatalf("node 3 stopped with %v; log:\n%s", err, n3.logs)
+		if err == nil || !strings.Contains(n.logs.String(), "removed from the cluster") {
+			t.Fatalf("the removed node stopped with %v; log:\n%s", err, n.logs)
 		}
-		for _, ln := range strings.Split(n3.logs.String(), "\n") {
+		for _, ln := range strings.Split(n.logs.String(), "\n") {
 			if strings.Contains(ln, "removed from the cluster") {
-				t.Logf("node 3: %s", ln)
+				t.Logf("removed node: %s", ln)
 			}
 		}
-	case <-time.After(30 * time.Second):
-		dumpLogs(t, n3)
-		t.Fatal("the removed node 3 still runs 30 s after it resumed")
+	case <-time.After(bound):
+		dumpLogs(t, n)
+		t.Fatalf("the removed node still runs %v %s", bound, since)
 	}
 }
