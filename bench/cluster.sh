@@ -37,7 +37,13 @@
 # lib.sh's resolve_cairn_bin) SCALE=0.25 SEED=1 PROP_N=500 PROP_SIZE=1024
 # PROP_DEADLINE=5s DURATION=10 ROUNDS=2 CONNS=20 THREADS=2 WARMUP=5 READ_NODE=2
 # ROUNDS_INGEST=2 SYNC_JOBS=64 SPOT_CHECK=20 VERIFY=1 FO_BEFORE=3 FO_AFTER=10
-# FO_WRITERS=4 FO_READERS=2 KEEP=1 (keep scratch data).
+# FO_WRITERS=4 FO_READERS=2 KEEP=1 (keep scratch data) PROFILE=0 (seconds:
+# nodes get --debug-listen and the first ingest round takes CPU profiles of
+# node 1 and node 2, saved next to the results).
+#
+# The ingest part also reports each node's CPU (utime + stime) over the
+# cairn sync, per 1000 files, and its blob fsyncs; the read part reports the
+# read node's cache of remote blobs (cairn_remote_cache_*).
 #
 # Output: tables on stdout; everything raw (node logs, CSVs, wrk output,
 # table.md) under bench/.data/results/cluster-DATE/.
@@ -65,6 +71,7 @@ FO_AFTER=${FO_AFTER:-10}
 FO_WRITERS=${FO_WRITERS:-4}
 FO_READERS=${FO_READERS:-2}
 KERNEL_PKG=${KERNEL_PKG:-linux-source-6.1}
+PROFILE=${PROFILE:-0}
 CLUSTER_SECRET=${CAIRN_CLUSTER_SECRET:-cairn-bench-cluster-secret-0000000000}
 # The shared corpus directory stays at scale 1 for read.sh/ingest.sh.
 [ "$SCALE" = 1 ] || CORPUS_DIR=$DATA_DIR/corpus-scale$SCALE
@@ -99,7 +106,7 @@ FAILED=0
 # emit TEXT...: print to stdout and to table.md.
 emit() { printf '%s\n' "$@" | tee -a "$TABLE"; }
 
-declare -a NODE_URL NODE_PID NODE_LOG NODE_ID
+declare -a NODE_URL NODE_PID NODE_LOG NODE_ID NODE_DEBUG
 CLUSTER_N=0
 
 # pick_low_port: a free port in 20000-31999, below Linux's ephemeral range
@@ -128,6 +135,11 @@ cluster_start() {
 		NODE_LOG[i]=$OUT/$name-$CLUSTER_N-n$i.log
 		join=()
 		[ "$i" -eq 1 ] || join=(--join "${NODE_URL[1]}")
+		NODE_DEBUG[i]=""
+		if [ "$PROFILE" -gt 0 ]; then
+			NODE_DEBUG[i]=127.0.0.1:$(pick_low_port)
+			join+=(--debug-listen "${NODE_DEBUG[i]}")
+		fi
 		CAIRN_CLUSTER_SECRET=$CLUSTER_SECRET "$CAIRN_BIN" server --data "$CL_DIR/n$i" \
 			--listen "127.0.0.1:$port" "${join[@]}" >"${NODE_LOG[i]}" 2>&1 &
 		NODE_PID[i]=$!
@@ -340,14 +352,19 @@ part_read() {
 			echo "$r,$s,$reqs,$rps,$mbps,$p50,$p99,$status" >>"$csv"
 		done
 	done
-	BLOBS_AFTER=$(curl -fsS --max-time 5 "$curl_/_cairn/metrics" | awk '/^cairn_node_blobs/ {print $2}')
-	log "blobs on node $READ_NODE after the runs: $BLOBS_AFTER"
+	local mtx
+	mtx=$(curl -fsS --max-time 5 "$curl_/_cairn/metrics")
+	BLOBS_AFTER=$(awk '/^cairn_node_blobs/ {print $2}' <<<"$mtx")
+	# The in-memory cache of remote blobs (--remote-cache-bytes; 0 when the
+	# binary has none).
+	CACHE=$(awk '/^cairn_remote_cache_(hits_total|misses_total|entries|max_bytes) / {sub(/^cairn_remote_cache_/, "", $1); printf "%s%s %.0f", sep, $1, $2; sep = ", "}' <<<"$mtx")
+	log "blobs on node $READ_NODE after the runs: $BLOBS_AFTER; remote cache: ${CACHE:-none}"
 	local leader
 	leader=$(leader_node)
 	stop_pid "$NGINX_PID"
 	cluster_stop
 	emit "### Reads on one node of the cluster" "" \
-		"Random GET of the small corpus ($files files, SCALE=$SCALE, mean $mean B) through node $READ_NODE of a 3-node cluster (leader: node $leader): bucket small with --replicas 3 (every read local) and bucket small1 with --replicas 1 holding a second corpus of the same profile (seed $((SEED + 1)), mean $mean1 B; its own content, so about 2/3 of its reads are fetched from another node), vs nginx serving the seed-$SEED corpus from the local disk. Blobs per node after loading both (expect about $files + $files/3 each): $BLOBS; on node $READ_NODE after the runs: $BLOBS_AFTER (a local cache of remote blobs would raise it). wrk $THREADS threads, $CONNS connections, ${DURATION}s per run, $ROUNDS rounds alternating nginx, R=3, R=1; best round and mean." \
+		"Random GET of the small corpus ($files files, SCALE=$SCALE, mean $mean B) through node $READ_NODE of a 3-node cluster (leader: node $leader): bucket small with --replicas 3 (every read local) and bucket small1 with --replicas 1 holding a second corpus of the same profile (seed $((SEED + 1)), mean $mean1 B; its own content, so about 2/3 of its reads are fetched from another node), vs nginx serving the seed-$SEED corpus from the local disk. Blobs per node after loading both (expect about $files + $files/3 each): $BLOBS; on node $READ_NODE after the runs: $BLOBS_AFTER (the cache of remote blobs is in memory: it does not add to this count). Remote-blob cache of node $READ_NODE after the runs (warm-ups included): ${CACHE:-none (binary without one)}. wrk $THREADS threads, $CONNS connections, ${DURATION}s per run, $ROUNDS rounds alternating nginx, R=3, R=1; best round and mean." \
 		"$(date -u +%Y-%m-%dT%H:%MZ); $(machine_info); cairn binary built from git $BIN_REV" \
 		"command: PARTS=read SCALE=$SCALE DURATION=$DURATION ROUNDS=$ROUNDS CONNS=$CONNS bench/cluster.sh" ""
 	awk -F, '
@@ -392,6 +409,13 @@ cairn_count() {
 }
 
 now() { echo "$EPOCHREALTIME"; }
+# metric NODE NAME: the value of metric NAME on node NODE (0 if absent).
+metric() {
+	curl -fsS --max-time 5 "${NODE_URL[$1]}/_cairn/metrics" 2>/dev/null |
+		awk -v n="$2" '$1 == n {v = $2} END {printf "%.0f", v + 0}'
+}
+# cpu_ticks PID: user + system CPU of PID so far, in clock ticks.
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat" 2>/dev/null || echo 0; }
 elapsed() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.3f", b - a}'; }
 
 part_ingest() {
@@ -407,8 +431,10 @@ part_ingest() {
 	log "kernel: $files files, $links symlinks, $bytes bytes; reading tree and tarball once"
 	tar -cf - -C "$tree" . | cat >/dev/null
 	cat "$ktar" >/dev/null
-	local csv=$OUT/ingest.csv r t0 t1 dest got status leader=""
+	local csv=$OUT/ingest.csv r t0 t1 dest got status leader="" c0 c1 f0 i tck
+	tck=$(getconf CLK_TCK)
 	echo "round,method,seconds,status" >"$csv"
+	echo "round,n1_cpu_s,n2_cpu_s,n3_cpu_s,n1_fsyncs,n2_fsyncs,n3_fsyncs,batches,batched_blobs" >"$OUT/ingest-cpu.csv"
 	for r in $(seq 1 "$ROUNDS_INGEST"); do
 		scratch_dir dest ingest-tar
 		sync
@@ -426,12 +452,33 @@ part_ingest() {
 		bucket_create kernel 3
 		leader+="${leader:+, }$(leader_node)"
 		sync
+		c0=() f0=()
+		for i in 1 2 3; do
+			c0[i]=$(cpu_ticks "${NODE_PID[i]}")
+			f0[i]=$(metric "$i" cairn_fsync_duration_seconds_count)
+		done
 		t0=$(now)
 		status=ok
+		local prof=()
+		if [ "$PROFILE" -gt 0 ] && [ "$r" = 1 ]; then
+			# CPU profiles of node 1 (takes the writes) and node 2 (a
+			# replica), PROFILE s long, starting 3 s into the first round.
+			for i in 1 2; do
+				(sleep 3 && curl -fsS --max-time $((PROFILE + 30)) -o "$OUT/ingest-n$i.cpu.pprof" \
+					"http://${NODE_DEBUG[i]}/debug/pprof/profile?seconds=$PROFILE") &
+				prof+=($!)
+			done
+		fi
 		ccli 1 sync "$tree" kernel --no-progress --jobs "$SYNC_JOBS" >>"$OUT/ingest-cli-r$r.log" 2>&1 || status=FAIL
 		sync
 		t1=$(now)
 		echo "$r,cairn sync,$(elapsed "$t0" "$t1"),$status" >>"$csv"
+		c1=$r
+		for i in 1 2 3; do c1+=,$(awk -v a="${c0[i]}" -v b="$(cpu_ticks "${NODE_PID[i]}")" -v t="$tck" 'BEGIN {printf "%.1f", (b - a) / t}'); done
+		for i in 1 2 3; do c1+=,$(($(metric "$i" cairn_fsync_duration_seconds_count) - f0[i])); done
+		c1+=,$(metric 1 cairn_replica_put_batches_total),$(metric 1 cairn_replica_put_batched_blobs_total)
+		echo "$c1" >>"$OUT/ingest-cpu.csv"
+		log "ingest round $r: server CPU s (node 1, 2, 3): ${c1#*,}"
 		log "ingest round $r: cairn sync (3 nodes, R=3) + sync $(elapsed "$t0" "$t1") s ($status)"
 		if [ "$status" != ok ]; then
 			tail -n 20 "$OUT/ingest-cli-r$r.log" >&2
@@ -449,6 +496,10 @@ part_ingest() {
 				done
 			fi
 			spot_check "${NODE_URL[3]}/kernel" "$tree" "$OUT/kernel.paths" "$SPOT_CHECK"
+		fi
+		if [ ${#prof[@]} -gt 0 ]; then
+			wait "${prof[@]}" || log "a CPU profile could not be taken"
+			log "CPU profiles: $OUT/ingest-n1.cpu.pprof, $OUT/ingest-n2.cpu.pprof (go tool pprof $CAIRN_BIN FILE)"
 		fi
 		du -sh "$CL_DIR"/n1 "$CL_DIR"/n2 "$CL_DIR"/n3 >&2 || true
 		cluster_stop
@@ -477,6 +528,10 @@ part_ingest() {
 			printf "| %s | %s | %.2f | %.2f | %.0f | %s | %s |\n", (k == "tar -x" ? "tar -x + sync" : "cairn sync, 3 nodes R=3, + sync"), raw[k], best[k], sum[k] / cnt[k], files / best[k], rb, rm
 		}
 	}' "$csv" | tee -a "$TABLE"
+	emit "" "Server CPU (utime + stime from /proc/PID/stat over the cairn sync; node 1 takes the writes; less sensitive to other load than the wall time), blob-store fsyncs (cairn_fsync_duration_seconds_count) and node 1's batched blob writes (cairn_replica_put_batches_total / _batched_blobs_total; 0 for a binary without batching):" ""
+	awk -F, -v files="$files" '
+	NR == 1 { print "| round | CPU s node 1 / 2 / 3 | CPU s per 1000 files, node 1 / 2 / 3 | blob fsyncs node 1 / 2 / 3 | batches / blobs in them |"; print "|---|---|---|---|---|"; next }
+	{ printf "| %s | %s / %s / %s | %.3f / %.3f / %.3f | %s / %s / %s | %s / %s |\n", $1, $2, $3, $4, $2 / files * 1000, $3 / files * 1000, $4 / files * 1000, $5, $6, $7, $8, $9 }' "$OUT/ingest-cpu.csv" | tee -a "$TABLE"
 	emit ""
 }
 

@@ -67,6 +67,9 @@ func serverSettings() []setting {
 		s("kv-cache-bytes", "CAIRN_KV_CACHE_BYTES", "namespace (Pebble) block cache size in bytes", func(fs *pflag.FlagSet, c *serverOptions) {
 			fs.Int64Var(&c.KVCacheBytes, "kv-cache-bytes", d.KVCacheBytes, "")
 		}),
+		s("remote-cache-bytes", "CAIRN_REMOTE_CACHE_BYTES", "cluster mode: memory for a cache of blobs this node reads from other nodes (0 = off)", func(fs *pflag.FlagSet, c *serverOptions) {
+			fs.Int64Var(&c.RemoteCacheBytes, "remote-cache-bytes", d.RemoteCacheBytes, "")
+		}),
 		s("path-cache-entries", "CAIRN_PATH_CACHE_ENTRIES", "resolved paths kept in memory", func(fs *pflag.FlagSet, c *serverOptions) {
 			fs.IntVar(&c.PathCacheEntries, "path-cache-entries", d.PathCacheEntries, "")
 		}),

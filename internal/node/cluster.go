@@ -139,7 +139,8 @@ func startCluster(n *Node, cfg Config, onApply func(uint64, []meta.Command, []me
 		return nil, err
 	}
 	c.rep, err = replica.New(replica.Config{Self: placement.NodeID(id), Local: n.blobs,
-		Peers: replica.TransportPeers{C: c.client}, Map: c.pmap.Load, Logger: cfg.Logger})
+		Peers: replica.TransportPeers{C: c.client}, Map: c.pmap.Load, Logger: cfg.Logger,
+		CacheBytes: cfg.RemoteCacheBytes})
 	if err != nil {
 		c.raft.Close()
 		c.client.Close()

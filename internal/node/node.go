@@ -60,6 +60,7 @@ type Config struct {
 	Witness           bool          // cluster mode: a Raft voter that stores no blobs (witness.go)
 	DisableFastPath   bool          // serve every request through net/http (no GET fast path)
 	DisableMmap       bool          // read blobs with pread instead of memory maps
+	RemoteCacheBytes  int64         // cluster mode: in-memory cache of blobs read from other nodes; 0 = off; default 64 MiB
 	Logger            *slog.Logger
 }
 
@@ -67,6 +68,7 @@ type Config struct {
 func DefaultConfig() Config {
 	return Config{Listen: "127.0.0.1:8080", GCGrace: 15 * time.Minute, GCInterval: time.Minute,
 		MaxVolumeSize: 1 << 30, CompactRatio: 0.5, MinFreeBytes: 64 << 20, KVCacheBytes: 64 << 20,
+		RemoteCacheBytes: 64 << 20,
 		PathCacheEntries: 65536, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
 		WriteTimeout: 30 * time.Second, IdleTimeout: 120 * time.Second, MaxHeaderBytes: 64 << 10}
 }
@@ -230,6 +232,7 @@ func Start(cfg Config) (_ *Node, err error) {
 		}
 		n.log = n.cl.raft
 		replication = n.cl.rep
+		reg.MustRegister(n.cl.rep.Collector()) // remote-blob cache and write batching
 		if n.cl.removedLocally() {
 			err := n.cl.markRemoved("as this node's Raft configuration shows")
 			n.cl.close()

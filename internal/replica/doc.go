@@ -24,4 +24,15 @@
 // races it; the first full answer wins and the loser is cancelled. A
 // source that fails is skipped at once. Timeouts are milliseconds, not
 // tens of seconds: a hung node must not stall reads.
+//
+// Batching (batch.go): when Peers also implements BatchPeers, small blob
+// writes to the same node that overlap in time leave in one PutBlobs call,
+// group-commit style (no timer; a blob leaves at once unless MaxInflight
+// batches to that node are already out). Each caller still waits for its
+// own blob's ack, so the write rule above is unchanged.
+//
+// Cache (cache.go): with Config.CacheBytes, a node without a copy keeps
+// whole small blobs it fetched, checked against their hash, in a bounded
+// LRU; concurrent misses of one blob share one fetch. Blobs are immutable,
+// so there is nothing to invalidate.
 package replica

@@ -27,3 +27,8 @@ func (p TransportPeers) GetBlob(ctx context.Context, to placement.NodeID, h blob
 func (p TransportPeers) HasBlobs(ctx context.Context, to placement.NodeID, hs []blob.Hash) ([]bool, error) {
 	return p.C.HasBlobs(ctx, transport.NodeID(to), hs)
 }
+
+// PutBlobs implements BatchPeers.
+func (p TransportPeers) PutBlobs(ctx context.Context, to placement.NodeID, blobs []transport.BlobPut) ([]error, error) {
+	return p.C.PutBlobs(ctx, transport.NodeID(to), blobs)
+}

@@ -62,6 +62,19 @@ type Config struct {
 	// BackgroundTimeout bounds the sends that go on after Write returned.
 	// Default 30 s.
 	BackgroundTimeout time.Duration
+	// Batch tunes the coalescing of small blob writes to the same node into
+	// one PutBlobs call, used when Peers implements BatchPeers (see
+	// Batcher). Zero fields take DefaultBatchConfig's values.
+	Batch BatchConfig
+	// DisableBatching sends every blob with its own PutBlob call even when
+	// Peers implements BatchPeers.
+	DisableBatching bool
+	// CacheBytes bounds the local cache of blobs read from other nodes
+	// (see Cache), in bytes. Default 0: no cache.
+	CacheBytes int64
+	// CacheMaxItemBytes is the largest blob the cache admits. Default
+	// 256 KiB.
+	CacheMaxItemBytes int
 	// Logger; default slog.Default().
 	Logger *slog.Logger
 }
@@ -86,7 +99,9 @@ func (c *Config) Validate() error {
 // Replicator writes and reads blobs across the cluster. Safe for
 // concurrent use.
 type Replicator struct {
-	cfg Config
+	cfg   Config
+	batch *Batcher // nil: no batching
+	cache *Cache   // nil: no cache
 }
 
 // New returns a Replicator.
@@ -110,7 +125,23 @@ func New(cfg Config) (*Replicator, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &Replicator{cfg: cfg}, nil
+	r := &Replicator{cfg: cfg, cache: NewCache(cfg.CacheBytes, cfg.CacheMaxItemBytes)}
+	if bp, ok := cfg.Peers.(BatchPeers); ok && !cfg.DisableBatching {
+		r.batch = NewBatcher(cfg.Peers, bp, cfg.Batch)
+	}
+	return r, nil
+}
+
+// CacheStats returns the counters of the remote-blob cache (zero without
+// one).
+func (r *Replicator) CacheStats() CacheStats { return r.cache.Stats() }
+
+// BatchStats returns the counters of the write batcher (zero without one).
+func (r *Replicator) BatchStats() BatchStats {
+	if r.batch == nil {
+		return BatchStats{}
+	}
+	return r.batch.Stats()
 }
 
 // writeQuorum is how many copies a write needs: w if set (capped at R),
@@ -152,6 +183,10 @@ func (r *Replicator) Write(ctx context.Context, h blob.Hash, data []byte, rf, w 
 		err error
 	}
 	acks := make(chan ack, len(targets))
+	// The sends may outlive the call (stragglers, or a cancelled ctx), and
+	// the caller may reuse its buffer once Write returns: they get a
+	// private copy.
+	data = bytes.Clone(data)
 	// The sends outlive the call (stragglers finish in the background) but
 	// not BackgroundTimeout, and a caller's cancellation stops them only
 	// while the quorum is still pending.
@@ -195,11 +230,17 @@ func (r *Replicator) put(ctx context.Context, id placement.NodeID, h blob.Hash, 
 	}
 	ctx, cancel := context.WithTimeout(ctx, r.cfg.WriteTimeout)
 	defer cancel()
+	if r.batch != nil {
+		return r.batch.PutBlob(ctx, id, h, data)
+	}
 	return r.cfg.Peers.PutBlob(ctx, id, h, data)
 }
 
 // ReadAt reads len(p) bytes at off of blob h into p: from the local copy
-// when this node has one, else from remote replicas with hedging.
+// when this node has one, else from the cache of remote blobs, else from
+// remote replicas with hedging. With a cache, a read that lies within the
+// cache's item size fetches the whole blob (when it is that small), checks
+// it against h and keeps it.
 func (r *Replicator) ReadAt(ctx context.Context, h blob.Hash, p []byte, off int64) (int, error) {
 	if r.cfg.Local.Has(h) {
 		n, err := r.cfg.Local.ReadAt(h, p, off)
@@ -209,6 +250,9 @@ func (r *Replicator) ReadAt(ctx context.Context, h blob.Hash, p []byte, off int6
 		// A local copy that fails (corrupt, vanished) is not the end: fall
 		// through to the replicas.
 		r.cfg.Logger.Warn("local blob read failed; reading a replica", "hash", h.String(), "err", err)
+	}
+	if data, ok := r.cache.Get(h); ok {
+		return copyAt(p, data, off)
 	}
 	m := r.cfg.Map()
 	var sources []placement.NodeID
@@ -229,7 +273,46 @@ func (r *Replicator) ReadAt(ctx context.Context, h blob.Hash, p []byte, off int6
 	if len(sources) == 0 {
 		return 0, fmt.Errorf("%w: blob %s has no replica", ErrUnavailable, h)
 	}
-	return r.hedgedRead(ctx, h, p, off, sources)
+	if maxItem := int64(r.cache.MaxItemBytes()); maxItem > 0 && off >= 0 && off+int64(len(p)) <= maxItem {
+		// Ask for one byte more than the cache admits: a shorter answer
+		// is the whole blob. The fetch is shared by concurrent readers of
+		// the same blob and outlives the first one's ctx.
+		data, err := r.cache.Fill(h, ctx.Done(), func() ([]byte, bool, error) {
+			d, err := r.hedgedRead(context.WithoutCancel(ctx), h, 0, maxItem+1, false, sources)
+			return d, err == nil && int64(len(d)) <= maxItem, err
+		})
+		if errors.Is(err, errStopped) {
+			return 0, ctx.Err()
+		}
+		if err != nil {
+			return 0, err
+		}
+		return copyAt(p, data, off)
+	}
+	data, err := r.hedgedRead(ctx, h, off, int64(len(p)), true, sources)
+	if err != nil {
+		return 0, err
+	}
+	return copy(p, data), nil
+}
+
+// errStopped: a reader stopped waiting for another's fetch.
+var errStopped = errors.New("replica: stopped waiting")
+
+// copyAt copies data[off:] into p, as io.ReaderAt: io.EOF when data ends
+// before p is full.
+func copyAt(p, data []byte, off int64) (int, error) {
+	if off >= int64(len(data)) {
+		if len(p) == 0 && off == int64(len(data)) {
+			return 0, nil
+		}
+		return 0, io.EOF
+	}
+	n := copy(p, data[off:])
+	if n < len(p) {
+		return n, io.EOF
+	}
+	return n, nil
 }
 
 type readResult struct {
@@ -240,8 +323,10 @@ type readResult struct {
 
 // hedgedRead asks sources in order: a new request starts when the previous
 // one failed, or when none answered within HedgeAfter. The first complete
-// answer wins.
-func (r *Replicator) hedgedRead(ctx context.Context, h blob.Hash, p []byte, off int64, sources []placement.NodeID) (int, error) {
+// answer wins. exact: the answer must have n bytes; otherwise it may be
+// shorter (the blob ends first), and a short answer from off 0 is the
+// whole blob and must hash to h.
+func (r *Replicator) hedgedRead(ctx context.Context, h blob.Hash, off, n int64, exact bool, sources []placement.NodeID) ([]byte, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel() // stops the losers
 	results := make(chan readResult, len(sources))
@@ -251,7 +336,7 @@ func (r *Replicator) hedgedRead(ctx context.Context, h blob.Hash, p []byte, off 
 		next++
 		inflight++
 		go func() {
-			data, err := r.fetch(ctx, sources[i], h, off, int64(len(p)))
+			data, err := r.fetch(ctx, sources[i], h, off, n, exact)
 			results <- readResult{i, data, err}
 		}()
 	}
@@ -264,14 +349,14 @@ func (r *Replicator) hedgedRead(ctx context.Context, h blob.Hash, p []byte, off 
 		case res := <-results:
 			inflight--
 			if res.err == nil {
-				return copy(p, res.data), nil
+				return res.data, nil
 			}
 			errs = append(errs, fmt.Errorf("node %d: %w", sources[res.src], res.err))
 			if next < len(sources) {
 				start()
 				timer.Reset(r.cfg.HedgeAfter)
 			} else if inflight == 0 {
-				return 0, fmt.Errorf("%w: %w", ErrUnavailable, errors.Join(errs...))
+				return nil, fmt.Errorf("%w: %w", ErrUnavailable, errors.Join(errs...))
 			}
 		case <-timer.C:
 			if next < len(sources) {
@@ -279,12 +364,12 @@ func (r *Replicator) hedgedRead(ctx context.Context, h blob.Hash, p []byte, off 
 				timer.Reset(r.cfg.HedgeAfter)
 			}
 		case <-ctx.Done():
-			return 0, ctx.Err()
+			return nil, ctx.Err()
 		}
 	}
 }
 
-func (r *Replicator) fetch(ctx context.Context, id placement.NodeID, h blob.Hash, off, n int64) ([]byte, error) {
+func (r *Replicator) fetch(ctx context.Context, id placement.NodeID, h blob.Hash, off, n int64, exact bool) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, r.cfg.ReadTimeout)
 	defer cancel()
 	rc, err := r.cfg.Peers.GetBlob(ctx, id, h, off, n)
@@ -293,12 +378,22 @@ func (r *Replicator) fetch(ctx context.Context, id placement.NodeID, h blob.Hash
 	}
 	defer rc.Close()
 	var buf bytes.Buffer
-	buf.Grow(int(n))
+	if exact {
+		buf.Grow(int(n))
+	} else {
+		buf.Grow(int(min(n, 64<<10))) // the blob may be much smaller than n
+	}
 	if _, err := io.Copy(&buf, io.LimitReader(rc, n)); err != nil {
 		return nil, err
 	}
-	if int64(buf.Len()) != n {
-		return nil, fmt.Errorf("short read: %d of %d bytes", buf.Len(), n)
+	switch got := int64(buf.Len()); {
+	case got == n:
+	case exact:
+		return nil, fmt.Errorf("short read: %d of %d bytes", got, n)
+	case off == 0 && blob.Sum(buf.Bytes()) != h:
+		return nil, fmt.Errorf("%w: blob %s from node %d: bytes of %s", blob.ErrCorrupt, h, id, blob.Sum(buf.Bytes()))
+	default:
+		return bytes.Clone(buf.Bytes()), nil // a whole blob, kept by the cache: no spare capacity
 	}
 	return buf.Bytes(), nil
 }

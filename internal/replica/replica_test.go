@@ -59,6 +59,7 @@ type fakeNet struct {
 	hang, fail map[placement.NodeID]bool
 	gets       map[placement.NodeID]int
 	release    chan struct{} // closed: hung puts proceed
+	getGate    chan struct{} // not nil: GetBlob waits for it to close
 }
 
 func newFakeNet(ids ...placement.NodeID) *fakeNet {
@@ -94,7 +95,11 @@ func (f *fakeNet) PutBlob(ctx context.Context, to placement.NodeID, h blob.Hash,
 func (f *fakeNet) GetBlob(ctx context.Context, to placement.NodeID, h blob.Hash, off, n int64) (io.ReadCloser, error) {
 	f.mu.Lock()
 	f.gets[to]++
+	gate := f.getGate
 	f.mu.Unlock()
+	if gate != nil {
+		<-gate
+	}
 	hang, fail := f.behaviour(to)
 	if fail {
 		return nil, errors.New("injected failure")
@@ -103,9 +108,9 @@ func (f *fakeNet) GetBlob(ctx context.Context, to placement.NodeID, h blob.Hash,
 		<-ctx.Done()
 		return nil, ctx.Err()
 	}
-	if n < 0 { // to the end
-		n = f.nodes[to].size(h) - off
-		if n < 0 {
+	if size := f.nodes[to].size(h); n < 0 || off+n > size { // to the end, as BlobServer clamps
+		n = size - off
+		if size < 0 || n < 0 {
 			return nil, blob.ErrNotFound
 		}
 	}

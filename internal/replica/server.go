@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"sync"
 
 	"github.com/cairn-fs/cairn/internal/blob"
 	"github.com/cairn-fs/cairn/internal/transport"
@@ -57,4 +58,26 @@ func (s BlobServer) HasBlobs(ctx context.Context, from transport.NodeID, hs []bl
 		out[i] = s.Store.Has(h)
 	}
 	return out, nil
+}
+
+// PutBlobs implements transport.BatchHandler: the blobs are written
+// concurrently, so they share the blob store's group commit (one fsync for
+// the batch, or a few when it spans commits), and each is acknowledged once
+// durable.
+func (s BlobServer) PutBlobs(ctx context.Context, from transport.NodeID, blobs []transport.BlobPut) []error {
+	errs := make([]error, len(blobs))
+	if len(blobs) == 1 {
+		errs[0] = s.Store.Put(blobs[0].Hash, blobs[0].Data)
+		return errs
+	}
+	var wg sync.WaitGroup
+	for i := range blobs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = s.Store.Put(blobs[i].Hash, blobs[i].Data)
+		}()
+	}
+	wg.Wait()
+	return errs
 }

@@ -41,6 +41,14 @@ type Client interface {
 	// data hashes to h (ErrCorrupt if not). nil means the peer stored it
 	// (durably, if its handler waits for the fsync).
 	PutBlob(ctx context.Context, to NodeID, h blob.Hash, data []byte) error
+	// PutBlobs stores several blobs on node to in one call (one request,
+	// one answer; the receiver may write them all before one group
+	// commit). err is the outcome of the call as a whole (nothing is known
+	// to be stored); otherwise errs has one entry per blob, with PutBlob's
+	// meaning: nil means that blob is stored. A blob whose data do not hash
+	// to its Hash fails alone (ErrCorrupt). The caller must not modify the
+	// data until the call returns.
+	PutBlobs(ctx context.Context, to NodeID, blobs []BlobPut) (errs []error, err error)
 	// GetBlob streams n bytes (-1: to the end) of blob h from offset off on
 	// node to. The caller must Close the reader; a peer that fails mid-body
 	// gives a read error (io.ErrUnexpectedEOF), never a short clean body.
@@ -157,6 +165,10 @@ type call struct {
 	body     io.Reader
 	length   int64 // -1: chunked
 	streamed *snapshotBody
+	// getBody, if set, makes a fresh copy of body, so that net/http can
+	// resend a request that failed on a stale keep-alive connection before
+	// any byte was written (it does so by itself for bytes.Reader bodies).
+	getBody func() (io.ReadCloser, error)
 }
 
 // do sends cl with ctx and returns the response of a 2xx status; any other
@@ -172,6 +184,9 @@ func (c *HTTPClient) do(ctx context.Context, cl *call) (*http.Response, error) {
 	req.ContentLength = cl.length
 	if cl.body == nil {
 		req.ContentLength = 0
+	}
+	if cl.getBody != nil {
+		req.GetBody = cl.getBody
 	}
 	sig := c.sign.stamp(req, c.cfg.NodeID, cl.to, c.cfg.Now(), cl.content)
 	if s := cl.streamed; s != nil {
@@ -251,7 +266,9 @@ func (c *HTTPClient) PutBlob(ctx context.Context, to NodeID, h blob.Hash, data [
 	defer cancel()
 	resp, err := c.do(ctx, &call{
 		to: to, base: base, method: http.MethodPut, uri: pathBlob + h.String(),
-		content: hexDigest(data), body: bytes.NewReader(data), length: int64(len(data)),
+		// The body's digest is the blob's name: no second hash pass here. A
+		// caller's wrong hash is caught by the server (ErrCorrupt).
+		content: h.String(), body: bytes.NewReader(data), length: int64(len(data)),
 	})
 	if err != nil {
 		return err

@@ -1,5 +1,5 @@
 // Package transport carries node-to-node RPCs: Raft messages and snapshots,
-// blob replication (put, ranged get, has) and joins.
+// blob replication (put, batched put, ranged get, has) and joins.
 //
 // Client is what consensus and replica code call; Handler is what they
 // implement to serve; neither sees an *http.Request. HTTPClient (New) and
@@ -47,7 +47,8 @@
 //	Cairn-Nonce:          16 random bytes, 32 hex digits
 //	Cairn-Content-Sha256: 64 hex digits: SHA-256 of the whole body (of no
 //	                      bytes for GET); for a snapshot stream
-//	                      "STREAM:" + 64 hex digits: SHA-256 of the meta
+//	                      "STREAM:" + 64 hex digits: SHA-256 of the meta;
+//	                      for a blob batch, SHA-256 of its manifest
 //	Cairn-Signature:      64 hex digits: HMAC-SHA256(K, string-to-sign)
 //
 // The string to sign is the concatenation, with "\n" (0x0A) between fields
@@ -121,7 +122,20 @@
 //	PUT /_cairn/rpc/blob/<64 hex: SHA-256 of the blob>    PutBlob → Handler.PutBlob
 //	  Content-Length: n (at most MaxBlobBytes, 4 MiB); body: the blob.
 //	  The server checks SHA-256(body) against the name (422 if they differ)
-//	  before the handler is called.
+//	  before the handler is called. The client signs the name as the body
+//	  digest (it is the body's SHA-256; no second hash pass), so a body
+//	  that does not match is answered 422, not 401, when the signed digest
+//	  is the name; the handler is not called either way.
+//
+//	POST /_cairn/rpc/blobs        PutBlobs → Handler.PutBlob per blob, or BatchHandler.PutBlobs
+//	  body: manifest = uvarint(k) ; k × { 32-byte SHA-256 ; uvarint(len) },
+//	        then the k blobs' bytes back to back, in manifest order.
+//	  Cairn-Content-Sha256 signs the manifest; the bytes are checked blob by
+//	  blob against the signed hashes (a mismatch fails that blob alone,
+//	  422). At most MaxBodyBytes in all, MaxBlobBytes per blob. A Handler
+//	  that is not a BatchHandler gets one PutBlob per blob, concurrently.
+//	  200, body: k × { uint16 big-endian status (204 stored, else what
+//	  PutBlob would have answered) ; uvarint(len(msg)) ; msg (≤ 1 KiB) }.
 //
 //	GET /_cairn/rpc/blob/<64 hex>?off=<int64 >= 0>&n=<int64 >= -1>    GetBlob → Handler.GetBlob
 //	  n = -1: to the end. 200, Content-Length when the handler knows the

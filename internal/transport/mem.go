@@ -27,9 +27,12 @@ const (
 	OpGetBlob
 	OpHasBlobs
 	OpJoin
+	// OpPutBlobs is a batch of blobs (Client.PutBlobs): one fault decision
+	// for the whole batch.
+	OpPutBlobs
 )
 
-var opNames = [...]string{"raft", "snapshot", "putblob", "getblob", "hasblobs", "join"}
+var opNames = [...]string{"raft", "snapshot", "putblob", "getblob", "hasblobs", "join", "putblobs"}
 
 func (o Op) String() string {
 	if int(o) < len(opNames) {
