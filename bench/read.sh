@@ -32,6 +32,12 @@
 # short body; WRK_STRICT=1 makes random.lua count every non-2xx exactly, at a
 # cost in client CPU that narrows the gap between the servers).
 #
+# Server CPU: each run also records the server's CPU time (utime + stime
+# from /proc/PID/stat: the Cairn process, or nginx's worker processes) over
+# the run, divided by the requests: CPU µs per request, the mean over the
+# rounds in the table. It is less sensitive than req/s to other load on the
+# machine (the client shares its cores).
+#
 # Output: the markdown table on stdout; raw wrk output, results.csv and
 # table.md under bench/.data/results/read-DATE/. Exit status 1 when any run
 # had a failed request (non-2xx status, socket error or timeout).
@@ -64,7 +70,7 @@ fi
 OUT=$DATA_DIR/results/read-$(date +%Y%m%d-%H%M%S)
 mkdir -p "$OUT"
 CSV=$OUT/results.csv
-echo "profile,conns,round,server,requests,rps,mbps,p50_ms,p99_ms,status" >"$CSV"
+echo "profile,conns,round,server,requests,rps,mbps,p50_ms,p99_ms,status,cpu_us_per_req" >"$CSV"
 
 # Both servers serve the same URLs: /PROFILE/relative/path. nginx's root is
 # the corpus parent directory; Cairn has one public bucket per profile.
@@ -102,6 +108,18 @@ check_alive() {
 		tail -n 30 "$NGINX_RUN/error.log" >&2
 		die "nginx died"
 	fi
+}
+
+CLK_TCK=$(getconf CLK_TCK)
+# server_cpu SERVER: CPU clock ticks (utime + stime) used so far by the
+# server's processes (nginx: its workers, not the idle master).
+server_cpu() {
+	local pids p t=0
+	if [ "$1" = cairn ]; then pids=$CAIRN_PID; else pids=$(pgrep -P "$NGINX_PID" || true); fi
+	for p in $pids; do
+		t=$((t + $(awk '{print $14 + $15}' "/proc/$p/stat" 2>/dev/null || echo 0)))
+	done
+	echo "$t"
 }
 
 # run_wrk SERVER PROFILE CONNS SECONDS OUTFILE: one wrk run; prints the
@@ -147,8 +165,11 @@ for p in $PROFILES; do
 				f=$OUT/wrk-$p-c$c-r$r-$s.txt
 				status=ok
 				check_alive "$s"
+				cpu0=$(server_cpu "$s")
 				res=$(run_wrk "$s" "$p" "$c" "$DURATION" "$f") || { status=FAIL; FAILED=1; }
+				cpu1=$(server_cpu "$s")
 				read -r reqs rps mbps p50 p99 bytes <<<"$res"
+				cpu_us=$(awk -v t=$((cpu1 - cpu0)) -v k="$CLK_TCK" -v n="${reqs:-0}" 'BEGIN {printf "%.2f", (n > 0 ? t / k * 1e6 / n : 0)}')
 				# wrk counts only statuses >= 400 as errors. A 3xx or 304 would
 				# be a short body: check that responses average (nearly) the
 				# corpus mean file size. WRK_STRICT=1 counts every non-2xx
@@ -159,8 +180,8 @@ for p in $PROFILES; do
 					status=FAIL
 					FAILED=1
 				fi
-				log "$p c=$c round $r $s: $rps req/s, $mbps MB/s, p50 $p50 ms, p99 $p99 ms ($status)"
-				echo "$p,$c,$r,$s,$reqs,$rps,$mbps,$p50,$p99,$status" >>"$CSV"
+				log "$p c=$c round $r $s: $rps req/s, $mbps MB/s, p50 $p50 ms, p99 $p99 ms, server CPU $cpu_us µs/request ($status)"
+				echo "$p,$c,$r,$s,$reqs,$rps,$mbps,$p50,$p99,$status,$cpu_us" >>"$CSV"
 			done
 		done
 	done
@@ -179,7 +200,7 @@ done
 		k = $1 SUBSEP $2 SUBSEP $4
 		if (!(($1 SUBSEP $2) in seen)) { seen[$1 SUBSEP $2] = 1; order[++n] = $1 SUBSEP $2 }
 		if ($10 != "ok") { fail[k] = 1; next }
-		sum[k] += $6; cnt[k]++
+		sum[k] += $6; cnt[k]++; cpu[k] += $11
 		if (!(k in best) || $6 > best[k]) { best[k] = $6; mb[k] = $7; p50[k] = $8; p99[k] = $9 }
 	}
 	function f(x, fmt) { return (x == "" ? "—" : sprintf(fmt, x)) }
@@ -187,25 +208,26 @@ done
 	END {
 		cairn = (servers ~ /cairn/)
 		if (cairn) {
-			print "| profile | conns | nginx req/s | Cairn req/s | Cairn/nginx req/s (best) | (mean) | nginx MB/s | Cairn MB/s | nginx p50 ms | Cairn p50 ms | nginx p99 ms | Cairn p99 ms | Cairn/nginx p99 |"
-			print "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+			print "| profile | conns | nginx req/s | Cairn req/s | Cairn/nginx req/s (best) | (mean) | nginx MB/s | Cairn MB/s | nginx p50 ms | Cairn p50 ms | nginx p99 ms | Cairn p99 ms | Cairn/nginx p99 | nginx CPU µs/req | Cairn CPU µs/req |"
+			print "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
 		} else {
-			print "| profile | conns | nginx req/s | nginx MB/s | nginx p50 ms | nginx p99 ms |"
-			print "|---|---:|---:|---:|---:|---:|"
+			print "| profile | conns | nginx req/s | nginx MB/s | nginx p50 ms | nginx p99 ms | nginx CPU µs/req |"
+			print "|---|---:|---:|---:|---:|---:|---:|"
 		}
 		for (i = 1; i <= n; i++) {
 			split(order[i], a, SUBSEP)
 			kn = order[i] SUBSEP "nginx"; kc = order[i] SUBSEP "cairn"
 			bn = (kn in best) ? best[kn] : ""; bc = (kc in best) ? best[kc] : ""
 			if (!cairn) {
-				printf "| %s | %s | %s | %s | %s | %s |\n", a[1], a[2], f(bn, "%.0f"), f(mb[kn], "%.1f"), f(p50[kn], "%.2f"), f(p99[kn], "%.2f")
+				printf "| %s | %s | %s | %s | %s | %s | %s |\n", a[1], a[2], f(bn, "%.0f"), f(mb[kn], "%.1f"), f(p50[kn], "%.2f"), f(p99[kn], "%.2f"), f((kn in cnt) ? cpu[kn] / cnt[kn] : "", "%.1f")
 				continue
 			}
 			mn = (kn in cnt) ? sum[kn] / cnt[kn] : ""; mc = (kc in cnt) ? sum[kc] / cnt[kc] : ""
-			printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", a[1], a[2],
+			printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", a[1], a[2],
 				f(bn, "%.0f"), f(bc, "%.0f"), ratio(bc, bn), ratio(mc, mn),
 				f(mb[kn], "%.1f"), f(mb[kc], "%.1f"), f(p50[kn], "%.2f"), f(p50[kc], "%.2f"),
-				f(p99[kn], "%.2f"), f(p99[kc], "%.2f"), ratio(p99[kc], p99[kn])
+				f(p99[kn], "%.2f"), f(p99[kc], "%.2f"), ratio(p99[kc], p99[kn]),
+				f((kn in cnt) ? cpu[kn] / cnt[kn] : "", "%.1f"), f((kc in cnt) ? cpu[kc] / cnt[kc] : "", "%.1f")
 		}
 		for (k in fail) { split(k, a, SUBSEP); printf "\nFAILED: %s, %s connections, %s (see the raw wrk output)\n", a[1], a[2], a[3] }
 	}' "$CSV"

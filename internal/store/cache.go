@@ -11,23 +11,29 @@ import (
 // file is a map lookup instead of one KV read per path component. Entries
 // are dropped when an applied command changes their path; gen makes a
 // lookup that raced with an apply unable to insert a stale inode.
+//
+// An entry is the immutable *object Open returns (inode plus ObjectInfo),
+// so that opening a cached file neither allocates nor rebuilds its
+// ObjectInfo; directories are cached the same way (Open refuses them).
 type pathCache struct {
 	mu      sync.RWMutex
 	max     int
 	gen     uint64
-	paths   map[string]*meta.Inode
+	paths   map[string]*object
 	buckets map[string]*meta.Bucket
 }
 
 func newPathCache(max int) *pathCache {
-	return &pathCache{max: max, paths: make(map[string]*meta.Inode), buckets: make(map[string]*meta.Bucket)}
+	return &pathCache{max: max, paths: make(map[string]*object), buckets: make(map[string]*meta.Bucket)}
 }
 
-func (c *pathCache) get(key string) (*meta.Inode, bool) {
+// get looks key ("bucket/path") up; the conversion of the byte slice does
+// not allocate.
+func (c *pathCache) get(key []byte) (*object, bool) {
 	c.mu.RLock()
-	ino, ok := c.paths[key]
+	o, ok := c.paths[string(key)]
 	c.mu.RUnlock()
-	return ino, ok
+	return o, ok
 }
 
 func (c *pathCache) generation() uint64 {
@@ -36,7 +42,7 @@ func (c *pathCache) generation() uint64 {
 	return c.gen
 }
 
-func (c *pathCache) put(key string, ino *meta.Inode, gen uint64) {
+func (c *pathCache) put(key string, o *object, gen uint64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if gen != c.gen {
@@ -44,9 +50,9 @@ func (c *pathCache) put(key string, ino *meta.Inode, gen uint64) {
 	}
 	if len(c.paths) >= c.max {
 		// Simple and bounded: start over. Hot paths come back at once.
-		c.paths = make(map[string]*meta.Inode)
+		c.paths = make(map[string]*object)
 	}
-	c.paths[key] = ino
+	c.paths[key] = o
 }
 
 func (c *pathCache) bucket(name string) (*meta.Bucket, bool) {
@@ -76,7 +82,7 @@ func (c *pathCache) drop(key string) {
 func (c *pathCache) clear() {
 	c.mu.Lock()
 	c.gen++
-	c.paths = make(map[string]*meta.Inode)
+	c.paths = make(map[string]*object)
 	c.buckets = make(map[string]*meta.Bucket)
 	c.mu.Unlock()
 }

@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"github.com/cairn-fs/cairn/internal/blob"
 	"io"
+	"os"
 	"sort"
+	"sync/atomic"
 
 	"github.com/cairn-fs/cairn/internal/meta"
 	"github.com/cairn-fs/cairn/internal/vfs"
@@ -17,11 +19,21 @@ import (
 const sendfileMin = 64 << 10
 
 // object is one version of a file: its inode's extents are immutable.
+// The path cache holds one per cached path, and Open returns it to every
+// reader: apart from memo, it never changes.
 type object struct {
 	s    *Local
 	info ObjectInfo
 	ino  *meta.Inode
+	memo atomic.Value
 }
+
+// Memo returns a slot in which a front end may keep what it derives from
+// this version of the file (its encoded response head, say), for as long
+// as the store keeps the version cached: a cached file's Open returns the
+// same object, with the same slot, until the path changes. Every value
+// stored must have the same concrete type (atomic.Value).
+func (o *object) Memo() *atomic.Value { return &o.memo }
 
 func (o *object) Info() ObjectInfo { return o.info }
 func (o *object) Close() error     { return nil }
@@ -131,6 +143,45 @@ func (o *object) sendfile(w io.Writer, e meta.Extent, inner, want int64) (int64,
 		return 0, err
 	}
 	return io.Copy(w, &io.LimitedReader{R: dup, N: want})
+}
+
+// LocalSpan reports where bytes [off, off+n) of the content lie when they
+// are one contiguous piece of a volume file of this node (n > 0, inside
+// one extent whose blob is local, on the OS file system): the file, the
+// offset of the first byte in it, and release, which the caller must call
+// exactly once when done with f (until then the volume stays open and
+// compaction does not remove it). The caller may send the bytes with
+// sendfile(2) at an explicit offset (never through f's own offset, which
+// is shared) and must not close, write or seek f. The needle's header (its
+// magic and full hash) is checked as ReadAt checks it.
+//
+// ok is false, and nothing is held, in every other case (the range spans
+// extents, the blob is remote or missing, the header does not check, an
+// in-memory file system): the caller then uses ReadAt or WriteRangeTo,
+// which report any error.
+func (o *object) LocalSpan(off, n int64) (f *os.File, fileOff int64, release func(), ok bool) {
+	if off < 0 || n <= 0 || off+n > o.ino.Size {
+		return nil, 0, nil, false
+	}
+	i := o.extentAt(off)
+	if i >= len(o.ino.Extents) {
+		return nil, 0, nil, false
+	}
+	e := o.ino.Extents[i]
+	inner := off - e.Offset
+	if inner+n > e.Length {
+		return nil, 0, nil, false
+	}
+	vf, base, size, rel, err := o.s.blobs.Locate(e.Hash)
+	if err != nil {
+		return nil, 0, nil, false
+	}
+	osf, isOS := vf.(vfs.OSFile)
+	if !isOS || inner+n > size {
+		rel()
+		return nil, 0, nil, false
+	}
+	return osf.OSFile(), base + inner, rel, true
 }
 
 // readBlob reads from the local copy, or, in a cluster, from a replica when

@@ -80,6 +80,11 @@ type Config struct {
 	// instead of answering GETs and HEADs of files on the fast path
 	// (doc.go). Default false. For comparison and as an escape hatch.
 	DisableFastPath bool
+	// DisableSendfile makes the fast path copy bodies through its write
+	// buffer (up to 64 KiB) or WriteRangeTo instead of sending them from
+	// the volume file with sendfile(2) (doc.go). Default false. For
+	// comparison and tests.
+	DisableSendfile bool
 
 	// ExtraHandlers serves further node endpoints, such as cluster RPC. Keys
 	// are paths under NodePrefix ("/_cairn/rpc/"); a key ending in "/"

@@ -65,22 +65,41 @@
 //     from a once-a-second cache, Content-Length of error bodies,
 //     Connection), checked byte for byte against net/http by
 //     TestFastPathDifferential. A body of up to 64 KiB is read into the
-//     buffer with one Object.ReadAt (one pread) and leaves with its header
-//     in one write(2); a larger one follows the header through
-//     Object.WriteRangeTo on the connection (sendfile for large extents).
-//     Answers to pipelined requests already buffered are batched into one
-//     write.
+//     buffer with one Object.ReadAt (a copy out of the volume's memory map)
+//     and leaves with its header in one write(2). A larger one, when the
+//     store can lend it as one piece of a local volume file (store's
+//     object.LocalSpan; Linux, TCP), leaves with sendfile(2) at an explicit
+//     offset after the header sent with MSG_MORE (fastsend_linux.go: no
+//     descriptor per request, no user-space copy); otherwise it follows the
+//     header through Object.WriteRangeTo. (Sendfile of small bodies too was
+//     measured: about 1 µs less CPU per GET at 20 connections, but slower
+//     at 1–5 connections, as head and body take two system calls; see
+//     bench/BENCHMARKS.md, 2026-11-22 session 2.) Answers to pipelined
+//     requests already buffered are batched into one write.
+//   - The head of a plain 200 (no conditional or Range field) is encoded
+//     once per cached version of a file and kept in the store object's
+//     memo slot (store's object.Memo; the store hands every reader of a
+//     cached version the same object): a GET of a hot file touches one
+//     encoded block instead of the inode's strings, the hex SHA-256 and
+//     the MIME table. It is re-encoded if the bucket's Cache-Control
+//     changed.
 //   - Timeouts: ReadHeaderTimeout from the first byte of a request to the
 //     end of its header block (slowloris; the first request's clock starts
 //     at accept), IdleTimeout between requests, WriteTimeout per write,
-//     extended while the body progresses, as below. Shutdown closes the
+//     extended while the body progresses, as below. The idle deadline is
+//     reset lazily (only when the one set lies more than IdleTimeout/8
+//     early; if that one passes first, the exact one is set and the wait
+//     goes on), sparing a runtime timer update per request. Shutdown closes the
 //     listeners and idle connections, lets answers in progress end, then
 //     shuts the http.Server down.
 //   - Metrics and access log lines are the same as net/http's. A GET
-//     allocates about once on the fast path (the path string, which the
-//     store may keep), plus what the store's Open allocates.
+//     allocates about once on the fast path (the path string), plus what
+//     the store's Open allocates (nothing for a cached file of
+//     store.Local; TestServeFastRealStoreAllocs), plus two for a body sent
+//     with sendfile (blob.Store.Locate's release function).
 //
-// Config.DisableFastPath sends every connection to net/http.
+// Config.DisableFastPath sends every connection to net/http;
+// Config.DisableSendfile keeps the fast path off sendfile.
 //
 // # Slow clients
 //

@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
+	"os"
 	"sort"
 	"strings"
 	"sync"
@@ -35,6 +36,11 @@ type fakeFile struct {
 	// readErr, if set, fails every read of the body (a blob with no
 	// reachable replica).
 	readErr error
+
+	// file holds data for LocalSpan, written on first use (an unlinked
+	// temporary file).
+	fileOnce sync.Once
+	file     *os.File
 }
 
 func newFakeStore() *fakeStore {
@@ -395,5 +401,32 @@ func (o *fakeObject) WriteRangeTo(w io.Writer, off, n int64) (int64, error) {
 }
 
 func (o *fakeObject) Close() error { return nil }
+
+// LocalSpan implements the store's zero-copy span (store's
+// object.LocalSpan) from a temporary file holding the data, so that the
+// fast path's sendfile route is tested against the fake too; none for a
+// file whose reads fail, which must get an error answer.
+func (o *fakeObject) LocalSpan(off, n int64) (*os.File, int64, func(), bool) {
+	ff := o.ff
+	if ff.readErr != nil || off < 0 || n <= 0 || off+n > int64(len(ff.data)) {
+		return nil, 0, nil, false
+	}
+	ff.fileOnce.Do(func() {
+		f, err := os.CreateTemp("", "cairn-fake-*")
+		if err != nil {
+			return
+		}
+		_ = os.Remove(f.Name())
+		if _, err := f.WriteAt(ff.data, 0); err != nil {
+			f.Close()
+			return
+		}
+		ff.file = f
+	})
+	if ff.file == nil {
+		return nil, 0, nil, false
+	}
+	return ff.file, off, func() {}, true
+}
 
 var _ store.Store = (*fakeStore)(nil)

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -51,8 +52,9 @@ type fastState struct {
 	handoff   *handoffListener
 	startOnce sync.Once
 
-	// served and handedOff count fast-path answers and hand-offs (tests).
-	served, handedOff atomic.Int64
+	// served and handedOff count fast-path answers and hand-offs, sentFile
+	// the answers whose body went out with sendfile (tests).
+	served, handedOff, sentFile atomic.Int64
 
 	date  dateCache
 	rbufs sync.Pool // *[fastReadBufSize]byte
@@ -129,6 +131,9 @@ func (s *Server) newFastConn(c net.Conn) *fastConn {
 	fc.s, fc.c = s, c
 	fc.sink = connSink{c: c}
 	fc.dl = deadlineWriter{w: &fc.sink, ctl: c, timeout: s.cfg.WriteTimeout}
+	if !s.cfg.DisableSendfile {
+		fc.initFileSender(c)
+	}
 	fc.rbuf = f.rbufs.Get().(*[fastReadBufSize]byte)
 	fc.limit = min(fastReadBufSize, s.cfg.MaxHeaderBytes)
 	fc.state.Store(connActive)
@@ -202,6 +207,8 @@ type fastConn struct {
 	wbuf  *[]byte // pending answers; nil when none is held
 	sink  connSink
 	dl    deadlineWriter // sends large bodies; keeps the write deadline
+	fs    fileSender     // sends large bodies from volume files (sendfile)
+	rdl   time.Time      // the read deadline set on c (zero: none)
 	// broken: a write failed or a body was cut short; close.
 	broken  bool
 	remote  string // RemoteAddr, for the access log; "" until needed
@@ -221,7 +228,7 @@ func (fc *fastConn) release() {
 	if cap(pathBuf) > 4<<10 {
 		pathBuf = nil
 	}
-	*fc = fastConn{pathBuf: pathBuf}
+	*fc = fastConn{pathBuf: pathBuf, fs: fc.fs.recycle()}
 	f.conn.Put(fc)
 }
 
@@ -261,8 +268,7 @@ func (fc *fastConn) serve() {
 			if first {
 				d = s.cfg.ReadHeaderTimeout
 			}
-			fc.setReadDeadline(d)
-			n, _ := fc.c.Read(fc.rbuf[:])
+			n := fc.readIdle(d)
 			if n <= 0 {
 				return
 			}
@@ -333,7 +339,50 @@ func (fc *fastConn) setReadDeadline(d time.Duration) {
 	if d > 0 {
 		t = time.Now().Add(d)
 	}
+	fc.setReadDeadlineAt(t)
+}
+
+// setReadDeadlineAt sets the read deadline t (zero: none) and records it.
+func (fc *fastConn) setReadDeadlineAt(t time.Time) {
+	fc.rdl = t
 	_ = fc.c.SetReadDeadline(t)
+}
+
+// readIdle waits up to d (d <= 0: for ever) for the next request and reads
+// what has arrived into the empty read buffer; it returns 0 when the
+// connection is done (closed, failed, timed out).
+//
+// The deadline is set lazily: a deadline already set for an earlier wait
+// is kept when it lies at most d/8 before now+d (resetting a deadline
+// modifies a runtime timer, on every request otherwise). If that older
+// deadline passes before now+d, the exact one is set and the wait goes on,
+// so the connection still gets its full d.
+//
+// (It always tries read(2) first, although after an answer the next
+// request has rarely arrived yet and the read fails with EAGAIN: waiting
+// for readiness first would lose an edge that came before the wait, as
+// the runtime's poller clears the readiness when a read or wait starts.)
+func (fc *fastConn) readIdle(d time.Duration) int {
+	var want time.Time
+	if d > 0 {
+		want = time.Now().Add(d)
+		if fc.rdl.IsZero() || fc.rdl.After(want) || want.Sub(fc.rdl) > d/8 {
+			fc.setReadDeadlineAt(want)
+		}
+	} else if !fc.rdl.IsZero() {
+		fc.setReadDeadlineAt(time.Time{})
+	}
+	for {
+		n, err := fc.c.Read(fc.rbuf[:])
+		if n > 0 {
+			return n
+		}
+		if d > 0 && errors.Is(err, os.ErrDeadlineExceeded) && !fc.rdl.Equal(want) && time.Now().Before(want) {
+			fc.setReadDeadlineAt(want) // the older deadline came first
+			continue
+		}
+		return 0
+	}
 }
 
 // writeBuf returns the pending-answers buffer, taking one from the pool if

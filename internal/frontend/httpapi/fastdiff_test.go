@@ -78,7 +78,7 @@ type diffFixture struct {
 	fastLog        syncBuffer
 }
 
-func newDiffFixture(t *testing.T) *diffFixture {
+func newDiffFixture(t *testing.T, sendfile bool) *diffFixture {
 	e := newEnv(t, nil)
 	e.put("/pub/f.txt", "hello world")
 	e.put("/pub/mid.css", strings.Repeat("body{margin:0}\n", 1000))
@@ -96,6 +96,7 @@ func newDiffFixture(t *testing.T) *diffFixture {
 		c.AccessLogFlushInterval = time.Hour
 	})
 	d.fast = newServerOn(t, e.fs, func(c *Config) {
+		c.DisableSendfile = !sendfile
 		c.AccessLog = &d.fastLog
 		c.AccessLogFlushInterval = time.Hour
 	})
@@ -110,7 +111,13 @@ func newDiffFixture(t *testing.T) *diffFixture {
 // the same request metrics; and that the fast path answered the requests
 // it should (no silent hand-off).
 func TestFastPathDifferential(t *testing.T) {
-	d := newDiffFixture(t)
+	for _, sendfile := range []bool{true, false} {
+		t.Run("sendfile="+strconv.FormatBool(sendfile), func(t *testing.T) { testFastPathDifferential(t, sendfile) })
+	}
+}
+
+func testFastPathDifferential(t *testing.T, sendfile bool) {
+	d := newDiffFixture(t, sendfile)
 	etag := `"` + md5hex("hello world") + `"`
 	lm := d.fs.now.Format(http.TimeFormat)
 	old := d.fs.now.Add(-time.Hour).Format(http.TimeFormat)
@@ -245,6 +252,10 @@ func TestFastPathDifferential(t *testing.T) {
 				t.Errorf("answers differ\nnet/http:\n%s\nfast path:\n%s", clip(slow), clip(fast))
 			}
 		})
+	}
+
+	if got := d.fast.fast.sentFile.Load(); (got > 0) != sendfile {
+		t.Errorf("%d bodies sent with sendfile; sendfile on: %v", got, sendfile)
 	}
 
 	// The access logs and the request metrics agree too.

@@ -7,9 +7,11 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/cairn-fs/cairn/internal/store"
@@ -25,6 +27,23 @@ const (
 )
 
 var nodePrefixBytes = []byte(NodePrefix)
+
+// fastSendfileMin is the smallest body the fast path sends with sendfile
+// from the volume file (fastsend_linux.go); smaller ones are copied into
+// the write buffer and leave with their head in one write(2). Measured on
+// the 15 KB corpus (bench/BENCHMARKS.md, 2026-11-22 session 2): sendfile
+// of a small body saved about 1 µs of CPU per GET at 20 connections but
+// cost throughput and latency at 1–5 connections (head and body are two
+// system calls), so it starts where the body would not fit the write
+// buffer: the bodies WriteRangeTo sent before, opening a descriptor per
+// request.
+const fastSendfileMin = fastMaxBody + 1
+
+// localSpanner is implemented by store Objects whose bytes can be sent
+// from a volume file (store's object.LocalSpan).
+type localSpanner interface {
+	LocalSpan(off, n int64) (f *os.File, fileOff int64, release func(), ok bool)
+}
 
 // serveFast answers a parsed GET or HEAD of a file into fc's write buffer,
 // with the same decisions as ServeHTTP (openRead, planObject, the status
@@ -84,7 +103,18 @@ func (s *Server) serveFast(fc *fastConn, req *fastReq) fastOutcome {
 		ifModifiedSince:   view(req.hdr[fhIfModifiedSince]),
 		ifUnmodifiedSince: view(req.hdr[fhIfUnmodifiedSince]),
 	}
-	plan := planObject(res.bucket, obj.Info(), &rh, fc.planBuf[:0])
+	var plan objectPlan
+	var memo *headMemo
+	if plainRead(&rh) {
+		memo = objectMemo(obj, &res.bucket, fc.planBuf[:0])
+	}
+	if memo != nil {
+		// A plain GET or HEAD of a cached file: its fields are encoded
+		// already, and nothing of planObject's is needed but the range.
+		plan.status, plan.off, plan.n = http.StatusOK, 0, memo.size
+	} else {
+		plan = planObject(res.bucket, obj.Info(), &rh, fc.planBuf[:0])
+	}
 	switch plan.status {
 	case http.StatusPreconditionFailed:
 		a.status, a.code, a.err = plan.status, "PreconditionFailed", store.ErrPrecondition
@@ -100,10 +130,39 @@ func (s *Server) serveFast(fc *fastConn, req *fastReq) fastOutcome {
 	a.status = plan.status
 	b := fc.writeBuf()
 	headStart := len(b)
-	b = appendObjectHead(b, req, &plan, s.fast.date.get(start))
+	if memo != nil {
+		b = appendStatusLine(b, req.http10, http.StatusOK)
+		b = append(b, memo.fields...)
+		b = appendHeadEnd(b, req, s.fast.date.get(start))
+	} else {
+		b = appendObjectHead(b, req, &plan, s.fast.date.get(start))
+	}
 	if req.head || plan.status == http.StatusNotModified || plan.n == 0 {
 		*fc.wbuf = b
 		return s.fastFinish(fc, req, &a)
+	}
+	if plan.n >= fastSendfileMin && fc.canSendFile() {
+		if ls, ok := obj.(localSpanner); ok {
+			if f, foff, release, ok := ls.LocalSpan(plan.off, plan.n); ok {
+				// The body is where LocalSpan checked it: it leaves from the
+				// volume file after the head, copied by no one in user space.
+				*fc.wbuf = b
+				sent, headSent, err := fc.sendFile(f, foff, plan.n)
+				release()
+				s.fast.sentFile.Add(1)
+				a.bytes = sent
+				if err != nil {
+					if headSent {
+						if errors.Is(err, io.ErrUnexpectedEOF) {
+							err = fmt.Errorf("%w: volume file shorter than the blob: %w", store.ErrCorrupt, err)
+						}
+						s.logBodyError(ctx, p, err)
+					}
+					a.cut = true
+				}
+				return s.fastFinish(fc, req, &a)
+			}
+		}
 	}
 	n := int(plan.n)
 	if plan.n <= fastMaxBody {
@@ -248,6 +307,22 @@ func (s *Server) fastErrorStatus(fc *fastConn, req *fastReq, a *fastAnswer) {
 // Connection.
 func appendObjectHead(b []byte, req *fastReq, p *objectPlan, date []byte) []byte {
 	b = appendStatusLine(b, req.http10, p.status)
+	b = appendObjectFields(b, p)
+	return appendHeadEnd(b, req, date)
+}
+
+// appendHeadEnd ends a head after its handler fields: Date, Connection and
+// the blank line.
+func appendHeadEnd(b []byte, req *fastReq, date []byte) []byte {
+	b = append(b, "Date: "...)
+	b = append(b, date...)
+	b = append(b, "\r\n"...)
+	b = appendConnection(b, req)
+	return append(b, "\r\n"...)
+}
+
+// appendObjectFields encodes the handler's fields of appendObjectHead.
+func appendObjectFields(b []byte, p *objectPlan) []byte {
 	if p.status != http.StatusNotModified {
 		b = append(b, "Accept-Ranges: bytes\r\n"...)
 	}
@@ -272,11 +347,53 @@ func appendObjectHead(b []byte, req *fastReq, p *objectPlan, date []byte) []byte
 			b = appendFieldBytes(b, "Repr-Digest: ", v)
 		}
 	}
-	b = append(b, "Date: "...)
-	b = append(b, date...)
-	b = append(b, "\r\n"...)
-	b = appendConnection(b, req)
-	return append(b, "\r\n"...)
+	return b
+}
+
+// memoer is implemented by store Objects that keep a slot for the front
+// end's derived data (store's object.Memo): the same object, with the same
+// slot, is returned for every read of a cached version of a file.
+type memoer interface {
+	Memo() *atomic.Value
+}
+
+// headMemo is the memo kept in an object's slot: the handler's fields of
+// a plain 200 answer to a GET or HEAD of it (appendObjectFields), which
+// depend only on the file's version and the bucket's Cache-Control.
+type headMemo struct {
+	cacheControl string
+	size         int64
+	fields       []byte
+}
+
+// plainRead reports whether rh can only lead to a 200 with the whole file:
+// no conditional and no Range field (If-Range matters only with Range).
+func plainRead(rh *readHeaders) bool {
+	return rh.rangeSpec == "" && rh.ifMatch == "" && rh.ifNoneMatch == "" &&
+		rh.ifModifiedSince == "" && rh.ifUnmodifiedSince == ""
+}
+
+// objectMemo returns the head memo of obj for bucket b, building and
+// storing it if the slot holds none or one made for another Cache-Control;
+// nil if obj keeps no memo.
+func objectMemo(obj store.Object, b *store.BucketInfo, scratch []byte) *headMemo {
+	mo, ok := obj.(memoer)
+	if !ok {
+		return nil
+	}
+	slot := mo.Memo()
+	if m, _ := slot.Load().(*headMemo); m != nil && m.cacheControl == b.CacheControl {
+		return m
+	}
+	var none readHeaders
+	plan := planObject(*b, obj.Info(), &none, scratch)
+	if plan.status != http.StatusOK {
+		return nil // cannot happen without conditionals; do not cache it
+	}
+	m := &headMemo{cacheControl: b.CacheControl, size: plan.n}
+	m.fields = appendObjectFields(make([]byte, 0, 256), &plan)
+	slot.Store(m)
+	return m
 }
 
 // appendConnection adds the Connection field net/http adds: "keep-alive"

@@ -1,0 +1,172 @@
+//go:build linux
+
+package httpapi
+
+import (
+	"io"
+	"net"
+	"os"
+	"syscall"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// fileSender is the fast path's zero-copy body send (doc.go, "Fast path"):
+// the pending answers, this one's head last, leave with one send(2) flagged
+// MSG_MORE, and the body follows from the volume file with sendfile(2) at
+// an explicit offset, so that no user-space copy of it is made and the
+// descriptor's own offset is neither used nor moved (no dup per request).
+// Its state lives in the connection so that the callbacks given to the
+// socket's RawConn are made once per pooled connection, not per request.
+type fileSender struct {
+	rc syscall.RawConn // the socket; nil: no zero-copy send on this connection
+	// file and fd cache the descriptor of the last volume file sent from:
+	// while the caller holds the file (LocalSpan's release), the same
+	// *os.File is open and keeps its descriptor.
+	file *os.File
+	fd   int
+
+	head    []byte // what remains of the head to send
+	off     int64  // file offset of the next body byte (sendfile moves it)
+	left    int64  // body bytes of the current chunk still to send
+	err     error  // the failure of the last callback
+	headFn  func(uintptr) bool
+	chunkFn func(uintptr) bool
+}
+
+// initFileSender prepares zero-copy sends on c if it is a TCP connection.
+func (fc *fastConn) initFileSender(c net.Conn) {
+	fs := &fc.fs
+	fs.rc = nil
+	tc, ok := c.(*net.TCPConn)
+	if !ok {
+		return
+	}
+	rc, err := tc.SyscallConn()
+	if err != nil {
+		return
+	}
+	fs.rc = rc
+	if fs.headFn == nil {
+		fs.headFn = fs.sendHead
+		fs.chunkFn = fs.sendChunk
+	}
+}
+
+// recycle returns the sender for the pooled connection's next use: the
+// callbacks, bound to this fileSender, stay; the rest goes.
+func (fs *fileSender) recycle() fileSender {
+	return fileSender{headFn: fs.headFn, chunkFn: fs.chunkFn}
+}
+
+// canSendFile reports whether the connection can send bodies with sendFile.
+func (fc *fastConn) canSendFile() bool { return fc.fs.rc != nil }
+
+// fileFD returns f's descriptor without the side effects of f.Fd (which
+// switches it to blocking mode, a system call).
+func (fs *fileSender) fileFD(f *os.File) (int, error) {
+	if f == fs.file {
+		return fs.fd, nil
+	}
+	sc, err := f.SyscallConn()
+	if err != nil {
+		return 0, err
+	}
+	fd := -1
+	if err := sc.Control(func(u uintptr) { fd = int(u) }); err != nil {
+		return 0, err
+	}
+	fs.file, fs.fd = f, fd
+	return fd, nil
+}
+
+// sendFile writes the pending answers (this answer's head last) and then n
+// bytes of f from offset off, keeping the write deadline as flush and
+// deadlineWriter do. It reports the body bytes sent; headSent is false if
+// nothing at all went out (the head failed). An error means the
+// connection must close.
+func (fc *fastConn) sendFile(f *os.File, off, n int64) (sent int64, headSent bool, err error) {
+	fs := &fc.fs
+	if _, err := fs.fileFD(f); err != nil { // sets fs.fd
+		return 0, false, err
+	}
+	fc.dl.extend(time.Now())
+	fs.head, fs.err = *fc.wbuf, nil
+	if err := fs.rc.Write(fs.headFn); err != nil || fs.err != nil {
+		*fc.wbuf = (*fc.wbuf)[:0]
+		fs.head = nil
+		fc.broken = true
+		return 0, false, firstErr(fs.err, err)
+	}
+	*fc.wbuf = (*fc.wbuf)[:0]
+	fs.head = nil
+	fs.off = off
+	for sent < n {
+		if sent > 0 {
+			fc.dl.extend(time.Now())
+		}
+		chunk := min(n-sent, deadlineChunk)
+		fs.left, fs.err = chunk, nil
+		werr := fs.rc.Write(fs.chunkFn)
+		sent += chunk - fs.left
+		if werr != nil || fs.err != nil {
+			fc.broken = true
+			return sent, true, firstErr(fs.err, werr)
+		}
+	}
+	return sent, true, nil
+}
+
+func firstErr(a, b error) error {
+	if a != nil {
+		return a
+	}
+	return b
+}
+
+// sendHead is the RawConn callback that sends fs.head with MSG_MORE: the
+// body follows at once, and the kernel holds the head for it rather than
+// sending it in a segment of its own. false: wait until writable.
+func (fs *fileSender) sendHead(fd uintptr) bool {
+	for len(fs.head) > 0 {
+		n, _, errno := syscall.Syscall6(syscall.SYS_SENDTO, fd,
+			uintptr(unsafe.Pointer(unsafe.SliceData(fs.head))), uintptr(len(fs.head)),
+			unix.MSG_MORE|unix.MSG_NOSIGNAL, 0, 0)
+		switch errno {
+		case 0:
+			fs.head = fs.head[n:]
+		case syscall.EINTR:
+		case syscall.EAGAIN:
+			return false
+		default:
+			fs.err = os.NewSyscallError("sendto", errno)
+			return true
+		}
+	}
+	return true
+}
+
+// sendChunk is the RawConn callback that sends fs.left bytes of the file
+// from fs.off. false: wait until writable.
+func (fs *fileSender) sendChunk(fd uintptr) bool {
+	for fs.left > 0 {
+		n, err := unix.Sendfile(int(fd), fs.fd, &fs.off, int(fs.left))
+		if n > 0 {
+			fs.left -= int64(n)
+		}
+		switch {
+		case err == syscall.EINTR:
+		case err == syscall.EAGAIN:
+			return false
+		case err != nil:
+			fs.err = os.NewSyscallError("sendfile", err)
+			return true
+		case n == 0:
+			fs.err = io.ErrUnexpectedEOF // the file ends before the blob
+			return true
+		}
+	}
+	return true
+}

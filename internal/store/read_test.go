@@ -1,0 +1,175 @@
+package store
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"math/rand"
+	"testing"
+
+	"github.com/cairn-fs/cairn/internal/blob"
+	"github.com/cairn-fs/cairn/internal/consensus"
+	"github.com/cairn-fs/cairn/internal/kv"
+	"github.com/cairn-fs/cairn/internal/meta"
+	"github.com/cairn-fs/cairn/internal/vfs"
+)
+
+// newOSEnv is newEnv with the blob store on the real file system (so that
+// LocalSpan has OS files to lend).
+func newOSEnv(t *testing.T) *env {
+	t.Helper()
+	bs, err := blob.Open(blob.Config{Dir: t.TempDir(), FS: vfs.OS(), MinFreeBytes: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := kv.NewMem()
+	var st *Local
+	lg, err := consensus.NewLocal(consensus.LocalConfig{KV: db, OnApply: func(i uint64, c []meta.Command, r []meta.Result) {
+		st.Applied(i, c, r)
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err = New(Config{Blobs: bs, KV: db, Log: lg, GCGrace: 0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close(); lg.Close(); db.Close(); bs.Close() })
+	if err := st.CreateBucket(context.Background(), BucketInfo{Name: "bkt"}); err != nil {
+		t.Fatal(err)
+	}
+	return &env{s: st, blobs: bs}
+}
+
+func TestLocalSpan(t *testing.T) {
+	e := newOSEnv(t)
+	rng := rand.New(rand.NewSource(1))
+	small := randBytes(rng, 15000)
+	big := randBytes(rng, blob.MaxSize+5000) // two extents
+	mustPut(t, e.s, "small", small)
+	mustPut(t, e.s, "big", big)
+	ctx := context.Background()
+	check := func(path string, data []byte, off, n int64, wantOK bool) {
+		t.Helper()
+		o, err := e.s.Open(ctx, "bkt", path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f, foff, release, ok := o.(*object).LocalSpan(off, n)
+		if ok != wantOK {
+			t.Fatalf("%s [%d,+%d): ok %v, want %v", path, off, n, ok, wantOK)
+		}
+		if !ok {
+			return
+		}
+		got := make([]byte, n)
+		if _, err := f.ReadAt(got, foff); err != nil {
+			t.Fatal(err)
+		}
+		release()
+		if !bytes.Equal(got, data[off:off+n]) {
+			t.Fatalf("%s [%d,+%d): the span holds other bytes", path, off, n)
+		}
+	}
+	check("small", small, 0, 15000, true)
+	check("small", small, 100, 900, true)
+	check("small", small, 14999, 1, true)
+	check("small", small, 0, 0, false)       // empty
+	check("small", small, 1, 15000, false)   // past the end
+	check("small", small, -1, 10, false)     // negative
+	check("big", big, 0, blob.MaxSize, true) // the first extent
+	check("big", big, blob.MaxSize, 5000, true)
+	check("big", big, blob.MaxSize-10, 20, false) // spans two extents: ReadAt's job
+
+	// A blob this node lacks (deleted under the namespace): no span, and
+	// ReadAt reports the error.
+	o, err := e.s.Open(ctx, "bkt", "small")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ob := o.(*object)
+	if err := e.blobs.Delete(ob.ino.Extents[0].Hash); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, _, ok := ob.LocalSpan(0, 10); ok {
+		t.Fatal("span of a deleted blob")
+	}
+	if _, err := o.ReadAt(make([]byte, 10), 0); err == nil {
+		t.Fatal("ReadAt of a deleted blob succeeded")
+	}
+
+	// No span on an in-memory file system.
+	m := newEnv(t)
+	mustPut(t, m.s, "small", small)
+	o, err = m.s.Open(ctx, "bkt", "small")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, _, ok := o.(*object).LocalSpan(0, 10); ok {
+		t.Fatal("span from vfs.Mem")
+	}
+}
+
+// TestOpenSharesCachedObject: a cached file's Open returns one shared
+// object (no allocation) with one memo slot, and a new version gets a new
+// object; directories, invalid paths and consistent reads behave as before.
+func TestOpenSharesCachedObject(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	mustPut(t, e.s, "d/f.txt", []byte("one"))
+	o1, err := e.s.Open(ctx, "bkt", "d/f.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	o2, err := e.s.Open(ctx, "bkt", "d/f.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o1 != o2 {
+		t.Fatal("two Opens of a cached file returned different objects")
+	}
+	o1.(*object).Memo().Store("derived")
+	if allocs := testing.AllocsPerRun(100, func() {
+		if _, err := e.s.Open(ctx, "bkt", "d/f.txt"); err != nil {
+			t.Fatal(err)
+		}
+	}); allocs != 0 {
+		t.Fatalf("Open of a cached file allocates %v times", allocs)
+	}
+
+	mustPut(t, e.s, "d/f.txt", []byte("two"))
+	o3, err := e.s.Open(ctx, "bkt", "d/f.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o3 == o1 || o3.(*object).Memo().Load() != nil {
+		t.Fatal("a new version kept the old object or its memo")
+	}
+	if got := readAll(t, e.s, "d/f.txt"); string(got) != "two" {
+		t.Fatalf("read %q", got)
+	}
+	if o1.Info().Size != 3 || o3.Info().Path != "d/f.txt" || o3.Info().Bucket != "bkt" {
+		t.Fatalf("info %+v", o3.Info())
+	}
+
+	if _, err := e.s.Open(ctx, "bkt", "d"); !errors.Is(err, ErrIsDir) {
+		t.Fatalf("Open of a directory: %v", err)
+	}
+	if _, err := e.s.Open(ctx, "bkt", "d//f.txt"); !errors.Is(err, ErrInvalidName) {
+		t.Fatalf("Open of an invalid path: %v", err)
+	}
+	if _, err := e.s.Open(ctx, "Bad_Bucket", "x"); !errors.Is(err, ErrNoBucket) {
+		t.Fatalf("Open in an invalid bucket: %v", err)
+	}
+	c1, err := e.s.Open(WithConsistent(ctx), "bkt", "d/f.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c1 == o3 || c1.Info() != o3.Info() {
+		t.Fatal("a consistent read shared the cached object or differs from it")
+	}
+	st, err := e.s.Stat(ctx, "bkt", "d")
+	if err != nil || !st.IsDir || st.Path != "d" {
+		t.Fatalf("Stat of a directory: %+v, %v", st, err)
+	}
+}
