@@ -38,6 +38,9 @@ type clusterNode struct {
 	repair *replica.Repairer
 	reader *meta.Reader
 	lv     *liveness // failure detector (liveness.go)
+	// store is the node's store once it exists (replica puts guard
+	// against its deleter).
+	store atomic.Pointer[store.Local]
 
 	mapMu sync.Mutex // serializes rebuildMaps
 	pmap  atomic.Pointer[placement.Map]
@@ -157,7 +160,8 @@ func startCluster(n *Node, cfg Config, onApply func(uint64, []meta.Command, []me
 		c.client.Close()
 		return nil, err
 	}
-	c.server, err = transport.NewServer(tcfg, rpcHandler{c: c, BlobServer: replica.BlobServer{Store: n.blobs}, witness: cfg.Witness})
+	c.server, err = transport.NewServer(tcfg, rpcHandler{c: c, witness: cfg.Witness,
+		GuardedBlobServer: replica.GuardedBlobServer{BlobServer: replica.BlobServer{Store: n.blobs}, Guard: c.guardReplicaPut}})
 	if err != nil {
 		c.raft.Close()
 		c.client.Close()
@@ -345,7 +349,7 @@ func (c *clusterNode) close() error {
 // rpcHandler answers node-to-node calls.
 type rpcHandler struct {
 	c *clusterNode
-	replica.BlobServer
+	replica.GuardedBlobServer
 	witness bool // refuses blob copies (witness.go)
 }
 
@@ -354,7 +358,30 @@ func (h rpcHandler) PutBlob(ctx context.Context, from transport.NodeID, hash blo
 	if h.witness {
 		return errWitnessBlob
 	}
-	return h.BlobServer.PutBlob(ctx, from, hash, data)
+	return h.GuardedBlobServer.PutBlob(ctx, from, hash, data)
+}
+
+// PutBlobs stores a batch of blobs a peer sent, unless this node is a
+// witness.
+func (h rpcHandler) PutBlobs(ctx context.Context, from transport.NodeID, blobs []transport.BlobPut) []error {
+	if h.witness {
+		errs := make([]error, len(blobs))
+		for i := range errs {
+			errs[i] = errWitnessBlob
+		}
+		return errs
+	}
+	return h.GuardedBlobServer.PutBlobs(ctx, from, blobs)
+}
+
+// guardReplicaPut is store.Local.GuardReplicaPut once the store exists;
+// before that nothing deletes blobs, so there is nothing to guard.
+func (c *clusterNode) guardReplicaPut(ctx context.Context, minIndex uint64, hs []blob.Hash) (func(), error) {
+	st := c.store.Load()
+	if st == nil {
+		return func() {}, nil
+	}
+	return st.GuardReplicaPut(ctx, minIndex, hs)
 }
 
 func (h rpcHandler) StepRaft(ctx context.Context, from transport.NodeID, msgs []*raftpb.Message) error {

@@ -252,6 +252,9 @@ func Start(cfg Config) (_ *Node, err error) {
 		return nil, err
 	}
 	n.store = st
+	if n.cl != nil {
+		n.cl.store.Store(st)
+	}
 
 	switch cfg.AccessLog {
 	case "":

@@ -193,7 +193,13 @@ func (b *Batcher) run(to placement.NodeID, nq *nodeQueue, batch []*batchItem) {
 // sendBatch makes one PutBlobs call and answers its callers. The call's
 // context ends when every caller's has (each caller's deadline bounds it).
 func (b *Batcher) sendBatch(to placement.NodeID, batch []*batchItem) {
-	ctx, cancel := context.WithCancel(context.Background())
+	// The batch's minimum applied index is the highest of its callers'
+	// (waiting for a later index is safe for the others).
+	var minIndex uint64
+	for _, it := range batch {
+		minIndex = max(minIndex, transport.MinIndex(it.ctx))
+	}
+	ctx, cancel := context.WithCancel(transport.WithMinIndex(context.Background(), minIndex))
 	defer cancel()
 	var left atomic.Int64
 	left.Store(int64(len(batch)))

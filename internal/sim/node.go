@@ -177,7 +177,8 @@ func (s *Sim) start(n *node) error {
 	inc.raftP.Store(inc.raft)
 	inc.stP.Store(inc.st)
 	n.inc = inc
-	s.net.Register(transport.NodeID(n.id), nodeURL(n.id), handler{inc: inc, BlobServer: replica.BlobServer{Store: inc.blobs}})
+	s.net.Register(transport.NodeID(n.id), nodeURL(n.id), handler{inc: inc,
+		GuardedBlobServer: replica.GuardedBlobServer{BlobServer: replica.BlobServer{Store: inc.blobs}, Guard: inc.st.GuardReplicaPut}})
 	return nil
 }
 
@@ -320,7 +321,7 @@ func (s *Sim) stop(n *node) error {
 // handler answers node-to-node calls, as internal/node's rpcHandler.
 type handler struct {
 	inc *incarnation
-	replica.BlobServer
+	replica.GuardedBlobServer
 }
 
 func (h handler) StepRaft(ctx context.Context, from transport.NodeID, msgs []*raftpb.Message) error {

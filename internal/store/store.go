@@ -19,6 +19,7 @@ import (
 	"github.com/cairn-fs/cairn/internal/kv"
 	"github.com/cairn-fs/cairn/internal/meta"
 	"github.com/cairn-fs/cairn/internal/replica"
+	"github.com/cairn-fs/cairn/internal/transport"
 )
 
 // Config configures a Local store.
@@ -98,6 +99,7 @@ type Local struct {
 	cache *pathCache
 	pins  *pins
 	del   *deleter
+	reap  *reapGuard // blobs whose approved deletion has not run yet
 	bufs  sync.Pool
 	stop  chan struct{}
 	wg    sync.WaitGroup
@@ -139,7 +141,7 @@ func New(cfg Config) (*Local, error) {
 	}
 	s := &Local{cfg: cfg, blobs: cfg.Blobs, kv: cfg.KV, log: cfg.Log,
 		meta: meta.NewReader(cfg.KV), cache: newPathCache(cfg.PathCacheEntries),
-		pins: newPins(), stop: make(chan struct{})}
+		pins: newPins(), reap: newReapGuard(), stop: make(chan struct{})}
 	s.bufs.New = func() any { b := make([]byte, blob.MaxSize); return &b }
 	s.del = newDeleter(s.deleteBlob)
 	if cfg.GCInterval > 0 {
@@ -168,9 +170,10 @@ func (s *Local) Applied(index uint64, cmds []meta.Command, res []meta.Result) {
 		if len(r.Freed) > 0 {
 			// Deleting costs an fsync per blob (shared by group commit):
 			// do it off the apply goroutine so namespace writes never wait.
-			s.del.add(r.Freed)
+			s.del.add(s.reap.reaped(index, r.Freed))
 		}
 	}
+	s.reap.appliedTo(index)
 }
 
 // Invalidate drops every cached path and bucket. The host calls it when the
@@ -183,9 +186,13 @@ func (s *Local) Invalidate() { s.cache.clear() }
 // reference shows in the refcount.
 func (s *Local) deleteBlob(h blob.Hash) {
 	if !s.pins.startDelete(h) {
+		s.reap.take(h) // an upload holds it: skipped, forget it
 		return
 	}
 	defer s.pins.endDelete(h)
+	if !s.reap.take(h) {
+		return // a replica put spared it since the reap (GuardReplicaPut)
+	}
 	if n, err := s.meta.RefCount(h); err != nil || n > 0 {
 		return
 	}
@@ -383,15 +390,52 @@ func checkPath(bucket, path string) error {
 }
 
 // lookup resolves bucket/path through the path cache, or past it for a
-// consistent read (WithConsistent).
+// consistent read (WithConsistent). It does not validate the path (List
+// calls it with directories derived from a prefix): an invalid path is
+// looked up in the namespace but never cached.
 func (s *Local) lookup(ctx context.Context, bucket, path string) (*meta.Inode, error) {
-	if IsConsistent(ctx) {
-		ino, err := s.meta.Lookup(bucket, path)
-		return ino, mapErr(err)
+	o, err := s.lookupObject(ctx, bucket, path, false)
+	if err != nil {
+		return nil, err
 	}
-	key := bucket + "/" + path
-	if ino, ok := s.cache.get(key); ok {
-		return ino, nil
+	return o.ino, nil
+}
+
+// pathKeyMax bounds the "bucket/path" keys built on the stack for a cache
+// lookup; longer ones are built on the heap.
+const pathKeyMax = 512
+
+// lookupObject resolves bucket/path to the immutable object of its inode
+// (a file or a directory), through the path cache, or past it for a
+// consistent read (WithConsistent). With check, an invalid bucket name or
+// path fails (checkPath). Only valid paths are cached, and a bucket name
+// holds no '/', so a cache hit ("bucket/path" names one valid pair) skips
+// the check; it allocates nothing.
+func (s *Local) lookupObject(ctx context.Context, bucket, path string, check bool) (*object, error) {
+	if IsConsistent(ctx) {
+		if check {
+			if err := checkPath(bucket, path); err != nil {
+				return nil, err
+			}
+		}
+		ino, err := s.meta.Lookup(bucket, path)
+		if err != nil {
+			return nil, mapErr(err)
+		}
+		return s.newObject(bucket, path, ino), nil
+	}
+	var kb [pathKeyMax]byte
+	key := append(append(append(kb[:0], bucket...), '/'), path...)
+	if o, ok := s.cache.get(key); ok {
+		return o, nil
+	}
+	cacheable := true
+	if check {
+		if err := checkPath(bucket, path); err != nil {
+			return nil, err
+		}
+	} else {
+		cacheable = checkPath(bucket, path) == nil
 	}
 	// Read the generation before the store: an apply that lands in between
 	// makes the insert a no-op, so a stale inode is never cached.
@@ -400,8 +444,17 @@ func (s *Local) lookup(ctx context.Context, bucket, path string) (*meta.Inode, e
 	if err != nil {
 		return nil, mapErr(err)
 	}
-	s.cache.put(key, ino, gen)
-	return ino, nil
+	o := s.newObject(bucket, path, ino)
+	if cacheable {
+		s.cache.put(string(key), o, gen)
+	}
+	return o, nil
+}
+
+// newObject returns the immutable object of ino; it keeps its own copies
+// of bucket and path (the caller's strings may be reused buffers).
+func (s *Local) newObject(bucket, path string, ino *meta.Inode) *object {
+	return &object{s: s, info: objectInfo(strings.Clone(bucket), strings.Clone(path), ino), ino: ino}
 }
 
 func objectInfo(bucket, path string, ino *meta.Inode) ObjectInfo {
@@ -412,29 +465,25 @@ func objectInfo(bucket, path string, ino *meta.Inode) ObjectInfo {
 
 // Stat implements Store.
 func (s *Local) Stat(ctx context.Context, bucket, path string) (ObjectInfo, error) {
-	if err := checkPath(bucket, path); err != nil {
-		return ObjectInfo{}, err
-	}
-	ino, err := s.lookup(ctx, bucket, path)
+	o, err := s.lookupObject(ctx, bucket, path, true)
 	if err != nil {
 		return ObjectInfo{}, err
 	}
-	return objectInfo(bucket, path, ino), nil
+	return o.info, nil
 }
 
-// Open implements Store.
+// Open implements Store. Opening a cached file allocates nothing: the
+// returned Object is shared by every reader of that version (it is
+// immutable and its Close does nothing).
 func (s *Local) Open(ctx context.Context, bucket, path string) (Object, error) {
-	if err := checkPath(bucket, path); err != nil {
-		return nil, err
-	}
-	ino, err := s.lookup(ctx, bucket, path)
+	o, err := s.lookupObject(ctx, bucket, path, true)
 	if err != nil {
 		return nil, err
 	}
-	if ino.Type == meta.TypeDir {
+	if o.ino.Type == meta.TypeDir {
 		return nil, ErrIsDir
 	}
-	return &object{s: s, info: objectInfo(bucket, path, ino), ino: ino}, nil
+	return o, nil
 }
 
 // Mkdir implements Store.
@@ -496,6 +545,10 @@ func (s *Local) Put(ctx context.Context, bucket, path string, r io.Reader, opts 
 		replicas = DefaultReplicas
 	}
 	startIndex := s.log.AppliedIndex()
+	// Replicas store the blobs only once they have applied startIndex
+	// (GuardReplicaPut): a reap this upload saw cannot delete, under it, a
+	// copy a replica deduplicated against.
+	ctx = transport.WithMinIndex(ctx, startIndex)
 	held := make(map[blob.Hash]struct{})
 	defer func() {
 		for h := range held {

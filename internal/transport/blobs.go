@@ -201,7 +201,7 @@ func (c *HTTPClient) PutBlobs(ctx context.Context, to NodeID, blobs []BlobPut) (
 	ctx, cancel := withDefault(ctx, c.cfg.BlobTimeout)
 	defer cancel()
 	resp, err := c.do(ctx, &call{
-		to: to, base: base, method: http.MethodPost, uri: pathBlobs,
+		to: to, base: base, method: http.MethodPost, uri: withMinIndexQuery(ctx, pathBlobs),
 		content: hexDigest(manifest), body: body(), length: int64(len(manifest)) + total,
 		getBody: func() (io.ReadCloser, error) { return io.NopCloser(body()), nil },
 	})
@@ -250,7 +250,7 @@ func (s *Server) servePutBlobs(w http.ResponseWriter, r *http.Request, v verifie
 		s.fail(w, r, fmt.Errorf("%w: blob batch manifest does not match %s", errAuth, hdrContent))
 		return
 	}
-	errs := checkAndPut(r.Context(), s.h, v.from, blobs)
+	errs := checkAndPut(minIndexContext(r), s.h, v.from, blobs)
 	out := encodeBatchAnswer(errs)
 	w.Header().Set("Content-Type", "application/octet-stream")
 	w.Header().Set("Content-Length", strconv.Itoa(len(out)))

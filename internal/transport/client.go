@@ -265,7 +265,7 @@ func (c *HTTPClient) PutBlob(ctx context.Context, to NodeID, h blob.Hash, data [
 	ctx, cancel := withDefault(ctx, c.cfg.BlobTimeout)
 	defer cancel()
 	resp, err := c.do(ctx, &call{
-		to: to, base: base, method: http.MethodPut, uri: pathBlob + h.String(),
+		to: to, base: base, method: http.MethodPut, uri: withMinIndexQuery(ctx, pathBlob+h.String()),
 		// The body's digest is the blob's name: no second hash pass here. A
 		// caller's wrong hash is caught by the server (ErrCorrupt).
 		content: h.String(), body: bytes.NewReader(data), length: int64(len(data)),

@@ -31,7 +31,8 @@ type fakeHandler struct {
 	snapMeta  [][]byte
 	snapErr   error // the error the last snapshot body ended with
 	joins     []JoinRequest
-	cutAfter  int64 // GetBlob: return a reader that fails after this many bytes (0: off)
+	cutAfter  int64    // GetBlob: return a reader that fails after this many bytes (0: off)
+	minIdx    []uint64 // MinIndex of each PutBlob's context
 }
 
 func newFakeHandler() *fakeHandler {
@@ -61,11 +62,12 @@ func (f *fakeHandler) ApplySnapshot(_ context.Context, from NodeID, meta []byte,
 	return nil
 }
 
-func (f *fakeHandler) PutBlob(_ context.Context, from NodeID, h blob.Hash, data []byte) error {
+func (f *fakeHandler) PutBlob(ctx context.Context, from NodeID, h blob.Hash, data []byte) error {
 	f.calls.Add(1)
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.blobs[h] = bytes.Clone(data)
+	f.minIdx = append(f.minIdx, MinIndex(ctx))
 	return nil
 }
 

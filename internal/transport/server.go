@@ -431,7 +431,7 @@ func (s *Server) servePutBlob(w http.ResponseWriter, r *http.Request, v verified
 		s.fail(w, r, fmt.Errorf("%w: blob %s: got bytes of %s", ErrCorrupt, h, blob.Hash(sum)))
 		return
 	}
-	if err := s.h.PutBlob(r.Context(), v.from, h, data); err != nil {
+	if err := s.h.PutBlob(minIndexContext(r), v.from, h, data); err != nil {
 		s.fail(w, r, err)
 		return
 	}

@@ -1,0 +1,54 @@
+package replica
+
+import (
+	"context"
+
+	"github.com/cairn-fs/cairn/internal/blob"
+	"github.com/cairn-fs/cairn/internal/transport"
+)
+
+// PutGuard readies the node's store for blobs hs that a peer's upload
+// sends, once the node has applied minIndex (transport.MinIndex of the
+// call); release is called once they are stored. store.Local's
+// GuardReplicaPut is one: it keeps a reap this node applied from deleting
+// a copy that the upload deduplicated against.
+type PutGuard func(ctx context.Context, minIndex uint64, hs []blob.Hash) (release func(), err error)
+
+// GuardedBlobServer is a BlobServer whose puts pass Guard first (nil: no
+// guard).
+type GuardedBlobServer struct {
+	BlobServer
+	Guard PutGuard
+}
+
+// PutBlob implements transport.Handler.
+func (s GuardedBlobServer) PutBlob(ctx context.Context, from transport.NodeID, h blob.Hash, data []byte) error {
+	if s.Guard != nil {
+		release, err := s.Guard(ctx, transport.MinIndex(ctx), []blob.Hash{h})
+		if err != nil {
+			return err
+		}
+		defer release()
+	}
+	return s.BlobServer.PutBlob(ctx, from, h, data)
+}
+
+// PutBlobs implements transport.BatchHandler.
+func (s GuardedBlobServer) PutBlobs(ctx context.Context, from transport.NodeID, blobs []transport.BlobPut) []error {
+	if s.Guard != nil {
+		hs := make([]blob.Hash, len(blobs))
+		for i := range blobs {
+			hs[i] = blobs[i].Hash
+		}
+		release, err := s.Guard(ctx, transport.MinIndex(ctx), hs)
+		if err != nil {
+			errs := make([]error, len(blobs))
+			for i := range errs {
+				errs[i] = err
+			}
+			return errs
+		}
+		defer release()
+	}
+	return s.BlobServer.PutBlobs(ctx, from, blobs)
+}

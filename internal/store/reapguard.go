@@ -1,0 +1,118 @@
+package store
+
+import (
+	"context"
+	"sync"
+
+	"github.com/cairn-fs/cairn/internal/blob"
+)
+
+// reapGuard keeps a reap this node applies from deleting a copy of a blob
+// that a peer's upload, accepted by the log, relies on.
+//
+// The race it closes, found by internal/sim: an upload that saw a reap of
+// blob h at index X (it started from index S >= X, so the log accepts its
+// reference to h) sends h to a replica that lags behind X. The replica
+// stores h (or keeps the copy it has), then applies the reap and deletes
+// h: the refcount is still 0 there, the upload's commit comes later in the
+// log. The file is acknowledged with one copy fewer, or none.
+//
+// Each replica put carries the upload's start index S. A put whose S this
+// node has already applied cancels any deletion still queued for h (the
+// reaps it could be hit by are applied: doomed). A put from further ahead
+// is remembered (ahead[h] = S) until this node applies S: a reap at X <= S
+// applied meanwhile does not doom h. Sparing a copy is always safe: an
+// upload that is then refused leaves an orphan, which the orphan sweep
+// collects. The deleter takes a blob's approval only after startDelete has
+// blocked pins, and puts hold a pin, so a put and a deletion never
+// interleave.
+type reapGuard struct {
+	mu      sync.Mutex
+	applied uint64                 // last index passed to applied
+	doomed  map[blob.Hash]struct{} // approved for deletion, not yet deleted
+	ahead   map[blob.Hash]uint64   // replica puts from start indexes > applied
+	minAhd  uint64                 // smallest value in ahead (0: empty)
+}
+
+func newReapGuard() *reapGuard {
+	return &reapGuard{doomed: map[blob.Hash]struct{}{}, ahead: map[blob.Hash]uint64{}}
+}
+
+// reaped records that the entry at index approved deleting hs; it returns
+// those a replica put asks to keep are left out.
+func (g *reapGuard) reaped(index uint64, hs []blob.Hash) []blob.Hash {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	out := hs[:0:0]
+	for _, h := range hs {
+		if s, ok := g.ahead[h]; ok && s >= index {
+			continue
+		}
+		g.doomed[h] = struct{}{}
+		out = append(out, h)
+	}
+	return out
+}
+
+// appliedTo records that index is applied, forgetting the puts it covers.
+func (g *reapGuard) appliedTo(index uint64) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.applied = max(g.applied, index)
+	if g.minAhd == 0 || g.minAhd > g.applied {
+		return
+	}
+	g.minAhd = 0
+	for h, s := range g.ahead {
+		if s <= g.applied {
+			delete(g.ahead, h)
+		} else if g.minAhd == 0 || s < g.minAhd {
+			g.minAhd = s
+		}
+	}
+}
+
+// put records a replica put of h from an upload that started at index
+// start (0: unknown, e.g. a repair copy: treated as applied).
+func (g *reapGuard) put(h blob.Hash, start uint64) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if start <= g.applied {
+		delete(g.doomed, h)
+		return
+	}
+	if s, ok := g.ahead[h]; !ok || start > s {
+		g.ahead[h] = start
+	}
+	if g.minAhd == 0 || start < g.minAhd {
+		g.minAhd = start
+	}
+}
+
+// take reports whether h's deletion is still wanted, and forgets it.
+func (g *reapGuard) take(h blob.Hash) bool {
+	g.mu.Lock()
+	_, ok := g.doomed[h]
+	delete(g.doomed, h)
+	g.mu.Unlock()
+	return ok
+}
+
+// GuardReplicaPut readies this node to store blobs hs that a peer's upload
+// sends it as a replica; call release once they are stored. minIndex is
+// the index the upload started from (transport.MinIndex; 0: none, e.g. a
+// repair copy). Each blob is pinned (waiting out a deletion in progress,
+// after which the put writes a fresh copy) and spared from the reaps the
+// upload saw, applied here or not yet (see reapGuard). It never waits for
+// the log.
+func (s *Local) GuardReplicaPut(ctx context.Context, minIndex uint64, hs []blob.Hash) (release func(), err error) {
+	for _, h := range hs {
+		s.pins.pin(h)
+		s.reap.put(h, minIndex)
+	}
+	return func() {
+		for _, h := range hs {
+			s.pins.unpin(h)
+		}
+	}, nil
+}

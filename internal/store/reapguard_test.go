@@ -1,0 +1,95 @@
+package store
+
+import (
+	"context"
+	"testing"
+
+	"github.com/cairn-fs/cairn/internal/blob"
+)
+
+// The race internal/sim found (see reapGuard): a replica stores, or keeps,
+// a blob for a peer's upload that started after a reap of it, then applies
+// that reap (refcount still 0 here) and deletes the copy the upload relies
+// on. The reap's approval and the deleter are driven by hand here, in each
+// order that matters.
+func TestReapGuardSparesReplicaPut(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	data := []byte("a blob shared by an old, deleted file and a new upload")
+	h := blob.Sum(data)
+	hs := []blob.Hash{h}
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	put := func(start uint64) {
+		t.Helper()
+		release, err := e.s.GuardReplicaPut(ctx, start, hs)
+		must(err)
+		must(e.blobs.Put(h, data))
+		release()
+	}
+	deleteIfApproved := func(approved []blob.Hash) {
+		for _, h := range approved {
+			e.s.deleteBlob(h)
+		}
+	}
+	e.s.reap.appliedTo(100)
+
+	// Unguarded: an approved deletion runs (for blobs nobody wrote again).
+	must(e.blobs.Put(h, data))
+	deleteIfApproved(e.s.reap.reaped(101, hs))
+	e.s.reap.appliedTo(101)
+	if e.blobs.Has(h) {
+		t.Fatal("an approved deletion with no replica put since did not run")
+	}
+
+	// The reap is applied here, then the upload (start 102 >= 101) puts
+	// the blob before the deleter reaches it: the deletion is cancelled.
+	must(e.blobs.Put(h, data))
+	approved := e.s.reap.reaped(102, hs)
+	e.s.reap.appliedTo(102)
+	put(102)
+	deleteIfApproved(approved)
+	if !e.blobs.Has(h) {
+		t.Fatal("the deleter removed a copy a replica put relied on")
+	}
+
+	// This node lags: the upload (start 110) puts the blob before this
+	// node applies the reap at 105 that the upload saw: not approved here.
+	put(110)
+	if got := e.s.reap.reaped(105, hs); len(got) != 0 {
+		t.Fatalf("a reap the upload saw approved deleting %v here", got)
+	}
+	e.s.reap.appliedTo(105)
+	// A later reap (at 111, after the upload's start: the log refuses
+	// the upload's reference) is approved again.
+	e.s.reap.appliedTo(110)
+	if got := e.s.reap.reaped(111, hs); len(got) != 1 {
+		t.Fatal("a reap after the upload's start was not approved")
+	}
+	e.s.reap.appliedTo(111)
+	if len(e.s.reap.ahead) != 0 {
+		t.Fatalf("puts covered by the applied index still remembered: %v", e.s.reap.ahead)
+	}
+
+	// The deleter reaches an approved blob while a put holds it (pinned):
+	// the deletion is skipped and forgotten.
+	must(e.blobs.Put(h, data))
+	release, err := e.s.GuardReplicaPut(ctx, 0, hs)
+	must(err)
+	e.s.deleteBlob(h)
+	release()
+	if !e.blobs.Has(h) {
+		t.Fatal("the deleter removed a pinned copy")
+	}
+	e.s.deleteBlob(h) // a second pass finds nothing approved
+	if !e.blobs.Has(h) {
+		t.Fatal("a stale approval deleted the copy later")
+	}
+	if n := len(e.s.reap.doomed); n != 0 {
+		t.Fatalf("%d approvals left behind", n)
+	}
+}

@@ -1,0 +1,39 @@
+package transport
+
+import (
+	"context"
+	"slices"
+	"testing"
+
+	"github.com/cairn-fs/cairn/internal/blob"
+)
+
+// The uploader's start index reaches the receiving handler's context, over
+// HTTP (a signed query parameter) for single and batched puts, and absent
+// when none was set.
+func TestMinIndexTravels(t *testing.T) {
+	n := startNode(t, 2, nil)
+	c := newClient(t, 1, nil, n)
+	a, b := []byte("first"), []byte("second")
+	ctx := WithMinIndex(context.Background(), 4242)
+	if err := c.PutBlob(ctx, 2, blob.Sum(a), a); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.PutBlob(context.Background(), 2, blob.Sum(b), b); err != nil {
+		t.Fatal(err)
+	}
+	errs, err := c.PutBlobs(WithMinIndex(context.Background(), 77), 2, []BlobPut{{blob.Sum(a), a}, {blob.Sum(b), b}})
+	if err != nil || errs[0] != nil || errs[1] != nil {
+		t.Fatalf("PutBlobs: %v %v", err, errs)
+	}
+	n.h.mu.Lock()
+	got := slices.Clone(n.h.minIdx)
+	n.h.mu.Unlock()
+	if want := []uint64{4242, 0, 77, 77}; !slices.Equal(got, want) {
+		t.Fatalf("handler saw min indexes %v, want %v", got, want)
+	}
+
+	if MinIndex(WithMinIndex(context.Background(), 0)) != 0 {
+		t.Fatal("WithMinIndex(0) carries an index")
+	}
+}
