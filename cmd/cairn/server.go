@@ -100,6 +100,9 @@ func serverSettings() []setting {
 		s("secret-file", "CAIRN_SECRET_FILE", "file holding the cluster secret shared by all nodes (or set CAIRN_CLUSTER_SECRET); setting one turns on cluster mode", func(fs *pflag.FlagSet, c *serverOptions) {
 			fs.StringVar(&c.SecretFile, "secret-file", "", "")
 		}),
+		s("advertise", "CAIRN_ADVERTISE", "public URL (http://HOST:PORT) peers and clients reach this node at, recorded in the cluster map; default: from --listen (a wildcard host such as 0.0.0.0 advertises this machine's first private address)", func(fs *pflag.FlagSet, c *serverOptions) {
+			fs.StringVar(&c.Advertise, "advertise", "", "")
+		}),
 		s("cluster-listen", "CAIRN_CLUSTER_LISTEN", "node-to-node RPC address HOST:PORT, cluster mode only; peers reach this node there and the public listener then serves only joins under /_cairn/rpc/ (default: RPC shares --listen)", func(fs *pflag.FlagSet, c *serverOptions) {
 			fs.StringVar(&c.ClusterListen, "cluster-listen", "", "")
 		}),

@@ -35,6 +35,7 @@ import (
 type Config struct {
 	DataDir           string        // data directory; required
 	Listen            string        // HTTP listen address; default 127.0.0.1:8080
+	Advertise         string        // public URL recorded in the cluster map; "" = from Listen (advertise.go)
 	AdminKey          string        // admin key; "" reads or creates DataDir/admin.key
 	AccessLog         string        // access log file; "" = none, "-" = stdout
 	GCGrace           time.Duration // unreferenced blobs are kept this long; default 15m
@@ -199,7 +200,26 @@ func Start(cfg Config) (_ *Node, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("listen on %s: %w", cfg.Listen, err)
 	}
-	n.URL = "http://" + n.ln.Addr().String()
+	// host stands in for a wildcard listen host (advertise.go).
+	var host string
+	switch {
+	case cfg.Advertise != "":
+		if n.URL, err = parseAdvertise(cfg.Advertise); err != nil {
+			return nil, err
+		}
+		host = hostOf(n.URL)
+	case !isWildcard(n.ln.Addr()):
+		host, _, _ = net.SplitHostPort(n.ln.Addr().String())
+	default:
+		addrs, _ := net.InterfaceAddrs()
+		host = defaultHost(addrs)
+	}
+	if n.URL == "" {
+		n.URL = advertisedURL(n.ln.Addr(), host)
+		if isWildcard(n.ln.Addr()) {
+			cfg.Logger.Warn("listening on every interface: advertising this node at an address picked from its interfaces; set --advertise if peers or clients reach it elsewhere", "url", n.URL)
+		}
+	}
 	n.ClusterURL = n.URL
 	if cfg.ClusterListen != "" {
 		if cfg.ClusterSecret == "" {
@@ -209,7 +229,7 @@ func Start(cfg Config) (_ *Node, err error) {
 		if err != nil {
 			return nil, fmt.Errorf("cluster listen on %s: %w", cfg.ClusterListen, err)
 		}
-		n.ClusterURL = "http://" + n.cln.Addr().String()
+		n.ClusterURL = advertisedURL(n.cln.Addr(), host)
 	}
 	var st *store.Local
 	onApply := func(index uint64, cmds []meta.Command, res []meta.Result) {
