@@ -20,6 +20,13 @@
 // created durably (file fsync + directory fsync). Config.OnFsync observes
 // the duration of every fsync of volume data.
 //
+// PutMany (a replica's batch of blobs from one PutBlobs call) does the same
+// for many blobs under one acquisition of the mutex: the blobs not stored
+// yet are encoded back to back and written with one pwrite
+// (volume.AppendMany, all or nothing; one per volume when the batch crosses
+// a volume roll), then it waits once for the highest sequence. Each blob's
+// error is nil only once it is durable, as with Put.
+//
 // # Failures
 //
 // A failed write or fsync is never retried: the store becomes read-only

@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -979,6 +980,128 @@ func (s *Store) Put(h Hash, data []byte) error {
 	s.noteAppend(need)
 	s.mu.Unlock()
 	return s.waitDurable(seq)
+}
+
+// PutMany stores blob data[i] under hs[i] for every i, like that many
+// concurrent Puts, and returns one error per blob (nil: durable) once all
+// are durable or failed. The blobs not yet stored are appended under one
+// lock with one write per volume they land in (normally one), then share
+// one group-committed fsync. The caller guarantees hs[i] == Sum(data[i]).
+// Errors per blob are Put's; ErrNoSpace fails only the blobs that did not
+// fit.
+func (s *Store) PutMany(hs []Hash, data [][]byte) []error {
+	errs := make([]error, len(hs))
+	seqs := make([]uint64, len(hs)) // > 0: wait for this append
+	var scratch [volume.HeaderSize]byte
+
+	// A run of new blobs to append to the active volume with one write.
+	var (
+		runIdx  []int
+		runH    [][32]byte
+		runData [][]byte
+		runNeed int64
+		offs    []int64
+	)
+	flush := func() {
+		if len(runIdx) == 0 {
+			return
+		}
+		a := s.active.Load()
+		offs = slices.Grow(offs[:0], len(runIdx))[:len(runIdx)]
+		if err := a.v.AppendMany(runH, runData, offs); err != nil {
+			err = s.appendFailed(err)
+			for _, i := range runIdx {
+				errs[i] = err
+			}
+		} else {
+			for j, i := range runIdx {
+				h := hs[i]
+				need := volume.NeedleSize(len(data[i]))
+				l := loc{vol: a.v.ID(), off: uint32(offs[j] >> 3), n: uint32(len(data[i]))}
+				s.idx.insert(&h, l)
+				a.live.Add(need)
+				seqs[i] = s.recordAppend(&h, l, opPut)
+				s.noteAppend(need)
+			}
+		}
+		runIdx, runH, runData, runNeed = runIdx[:0], runH[:0], runData[:0], 0
+	}
+
+	s.mu.Lock()
+	s.trimPending()
+	var inRun map[Hash]int // blob → its index, for duplicates inside the batch
+	var dups [][2]int      // (i, j): blob i is blob j's duplicate
+	for i := range hs {
+		h := hs[i]
+		if len(data[i]) > MaxSize {
+			errs[i] = fmt.Errorf("blob %s: %d bytes: %w", h, len(data[i]), ErrTooLarge)
+			continue
+		}
+		if err := s.checkWritable(); err != nil {
+			errs[i] = err
+			continue
+		}
+		if j, ok := inRun[h]; ok { // same blob earlier in this batch
+			dups = append(dups, [2]int{i, j}) // answered like j, below
+			continue
+		}
+		if _, ok := s.findVerified(&h, scratch[:]); ok {
+			for _, op := range s.pending {
+				if op.kind == opPut && op.h == h {
+					seqs[i] = op.seq
+				}
+			}
+			continue
+		}
+		need := volume.NeedleSize(len(data[i]))
+		if err := s.checkSpace(need); err != nil {
+			errs[i] = err
+			continue
+		}
+		if len(runIdx) > 0 {
+			a := s.active.Load()
+			if a.v.Size()+runNeed+need > s.cfg.MaxVolumeSize {
+				flush() // this blob goes to a new volume
+			}
+		}
+		if len(runIdx) == 0 {
+			if err := s.ensureRoom(need); err != nil {
+				errs[i] = err
+				continue
+			}
+		}
+		if inRun == nil {
+			inRun = make(map[Hash]int, len(hs))
+		}
+		inRun[h] = i
+		runIdx = append(runIdx, i)
+		runH = append(runH, h)
+		runData = append(runData, data[i])
+		runNeed += need
+	}
+	flush()
+	s.mu.Unlock()
+	for _, d := range dups {
+		errs[d[0]], seqs[d[0]] = errs[d[1]], seqs[d[1]]
+	}
+
+	var last uint64
+	for _, q := range seqs {
+		last = max(last, q)
+	}
+	if last == 0 {
+		return errs
+	}
+	if err := s.waitDurable(last); err != nil {
+		// Appends made durable before the failure keep their nil.
+		synced := s.synced.Load()
+		for i, q := range seqs {
+			if q > synced && errs[i] == nil {
+				errs[i] = err
+			}
+		}
+	}
+	return errs
 }
 
 // Delete removes blob h: it appends a tombstone, takes h out of the index

@@ -337,3 +337,79 @@ func must(t *testing.T, err error) {
 		t.Fatal(err)
 	}
 }
+
+// TestBatchGetAgainstModel interleaves a batch's Sets, Deletes and Gets
+// (repeated reads of the same keys, as meta.Apply does) with commits of
+// other batches, and checks every Get against a model: the store's latest
+// committed state with the batch's own writes on top.
+func TestBatchGetAgainstModel(t *testing.T) {
+	forEach(t, func(t *testing.T, s Store) {
+		rng := rand.New(rand.NewPCG(3, 4))
+		model := map[string]string{}
+		key := func() []byte { return fmt.Appendf(nil, "k%d", rng.IntN(12)) }
+		check := func(round int, bt Batch, pending map[string]*string) {
+			t.Helper()
+			view := maps(model, pending)
+			for i := 0; i < 12; i++ {
+				k := fmt.Sprintf("k%d", i)
+				v, err := bt.Get([]byte(k))
+				want, ok := view[k]
+				switch {
+				case !ok && !errors.Is(err, ErrNotFound):
+					t.Fatalf("round %d: get %s = %q, %v; want not found", round, k, v, err)
+				case ok && (err != nil || string(v) != want):
+					t.Fatalf("round %d: get %s = %q, %v; want %q", round, k, v, err, want)
+				case ok && v == nil:
+					t.Fatalf("round %d: get %s returned nil for a present value", round, k)
+				}
+				if ok && len(v) > 0 {
+					v[0] ^= 0xff // the caller owns the copy
+				}
+			}
+		}
+		for round := 0; round < 300; round++ {
+			bt := s.NewBatch()
+			pending := map[string]*string{}
+			for step := rng.IntN(10); step >= 0; step-- {
+				switch rng.IntN(5) {
+				case 0:
+					k := key()
+					must(t, bt.Delete(k))
+					pending[string(k)] = nil
+				case 1, 2:
+					k := key()
+					v := fmt.Sprint(rng.IntN(3)) // "" sometimes below
+					if rng.IntN(4) == 0 {
+						v = ""
+					}
+					must(t, bt.Set(k, []byte(v)))
+					pending[string(k)] = &v
+				case 3:
+					// Another batch commits while bt is open: bt's reads
+					// of keys it has not written must see it.
+					o := s.NewBatch()
+					k := key()
+					if rng.IntN(3) == 0 {
+						must(t, o.Delete(k))
+						delete(model, string(k))
+					} else {
+						v := fmt.Sprint(100 + rng.IntN(100))
+						must(t, o.Set(k, []byte(v)))
+						model[string(k)] = v
+					}
+					must(t, o.Commit(false))
+				}
+				check(round, bt, pending)
+			}
+			if rng.IntN(4) == 0 {
+				must(t, bt.Close())
+			} else {
+				must(t, bt.Commit(false))
+				model = maps(model, pending)
+			}
+			if got, want := scanAll(t, s, nil, nil), modelScan(model, nil, nil); got != want {
+				t.Fatalf("round %d: got %q want %q", round, got, want)
+			}
+		}
+	})
+}

@@ -1,10 +1,12 @@
 package kv
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"sync/atomic"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/bloom"
@@ -92,6 +94,11 @@ func (c PebbleConfig) Validate() error {
 // pebbleStore is the Pebble-backed Store.
 type pebbleStore struct {
 	db *pebble.DB
+	// started and finished count the batch commits begun and returned. A
+	// batch caches a value it read from db only when no commit was in
+	// flight around the read, and trusts the cache only while started is
+	// unchanged (see pebbleBatch.Get).
+	started, finished atomic.Uint64
 }
 
 // OpenPebble opens (creating if needed) the Pebble database in dir. It
@@ -196,7 +203,9 @@ func (s *pebbleStore) Scan(lower, upper []byte, fn func(k, v []byte) bool) error
 }
 
 // NewBatch implements Store.
-func (s *pebbleStore) NewBatch() Batch { return &pebbleBatch{b: s.db.NewIndexedBatch()} }
+func (s *pebbleStore) NewBatch() Batch {
+	return &pebbleBatch{s: s, b: s.db.NewIndexedBatch(), w: map[string][]byte{}}
+}
 
 // Snapshot implements Store.
 func (s *pebbleStore) Snapshot() Snapshot { return &pebbleSnapshot{s: s.db.NewSnapshot()} }
@@ -209,12 +218,72 @@ func (s *pebbleStore) Close() error {
 	return nil
 }
 
+// pebbleBatch is an indexed Pebble batch plus two maps that make point
+// reads cheap. Pebble's Batch.Get builds a whole iterator stack (batch,
+// memtables, levels) for every key; the namespace apply reads the same few
+// keys (bucket, parent directories, counters) for every file of a batch.
+//
+//   - w mirrors the batch's own writes (nil value: deleted). A key in w is
+//     answered from it: that is exactly what the indexed batch would return.
+//   - r caches values read from the DB (nil value: absent) for keys the
+//     batch has not written. A key not in w cannot be affected by the batch,
+//     so a plain DB Get returns what Batch.Get would. r is filled only by a
+//     read that no commit overlapped and is dropped as soon as any commit
+//     of the store starts (rGen != s.started), so a cached answer is always
+//     the one a fresh read would give: Batch semantics are unchanged.
+//
+// Scan still goes through the indexed batch (ranges, ordering).
 type pebbleBatch struct {
+	s      *pebbleStore
 	b      *pebble.Batch
+	w      map[string][]byte
+	r      map[string][]byte
+	rGen   uint64
 	closed bool
 }
 
-func (b *pebbleBatch) Get(key []byte) ([]byte, error) { return pebbleGet(b.b, key) }
+// absent marks a cached DB miss in pebbleBatch.r.
+var absent = []byte(nil)
+
+func (b *pebbleBatch) Get(key []byte) ([]byte, error) {
+	if v, ok := b.w[string(key)]; ok {
+		if v == nil {
+			return nil, ErrNotFound
+		}
+		return bytes.Clone(v), nil
+	}
+	if b.r != nil {
+		if b.s.started.Load() != b.rGen {
+			clear(b.r)
+		} else if v, ok := b.r[string(key)]; ok {
+			if v == nil {
+				return nil, ErrNotFound
+			}
+			return bytes.Clone(v), nil
+		}
+	}
+	s0 := b.s.started.Load()
+	quiet := b.s.finished.Load() == s0
+	v, err := pebbleGet(b.s.db, key)
+	if err != nil && !errors.Is(err, ErrNotFound) {
+		return nil, err
+	}
+	if quiet && b.s.started.Load() == s0 {
+		if b.r == nil {
+			b.r = map[string][]byte{}
+		}
+		if b.rGen != s0 {
+			clear(b.r)
+			b.rGen = s0
+		}
+		if err != nil {
+			b.r[string(key)] = absent
+		} else {
+			b.r[string(key)] = bytes.Clone(v) // non-nil: make([]byte, 0) for ""
+		}
+	}
+	return v, err
+}
 
 func (b *pebbleBatch) Scan(lower, upper []byte, fn func(k, v []byte) bool) error {
 	return pebbleScan(b.b, lower, upper, fn)
@@ -224,6 +293,9 @@ func (b *pebbleBatch) Set(key, value []byte) error {
 	if err := b.b.Set(key, value, nil); err != nil {
 		return fmt.Errorf("kv: batch set: %w", err)
 	}
+	v := make([]byte, len(value)) // non-nil even when empty: nil means deleted
+	copy(v, value)
+	b.w[string(key)] = v
 	return nil
 }
 
@@ -231,6 +303,7 @@ func (b *pebbleBatch) Delete(key []byte) error {
 	if err := b.b.Delete(key, nil); err != nil {
 		return fmt.Errorf("kv: batch delete: %w", err)
 	}
+	b.w[string(key)] = nil
 	return nil
 }
 
@@ -239,10 +312,14 @@ func (b *pebbleBatch) Commit(sync bool) error {
 	if sync {
 		wo = pebble.Sync
 	}
-	if err := b.b.Commit(wo); err != nil {
+	b.s.started.Add(1)
+	err := b.b.Commit(wo)
+	b.s.finished.Add(1)
+	if err != nil {
 		return fmt.Errorf("kv: commit: %w", err)
 	}
 	b.closed = true
+	b.w, b.r = nil, nil
 	if err := b.b.Close(); err != nil {
 		return fmt.Errorf("kv: close committed batch: %w", err)
 	}
@@ -254,6 +331,7 @@ func (b *pebbleBatch) Close() error {
 		return nil
 	}
 	b.closed = true
+	b.w, b.r = nil, nil
 	if err := b.b.Close(); err != nil {
 		return fmt.Errorf("kv: close batch: %w", err)
 	}

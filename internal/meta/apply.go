@@ -139,9 +139,13 @@ func Apply(b kv.Batch, index uint64, cmds []Command) ([]Result, error) {
 		return nil, err
 	}
 	results := make([]Result, len(cmds))
+	var st applyState
 	for i := range cmds {
 		t := &txn{b: b, w: map[string][]byte{}}
-		a := &applier{t: t, r: NewReader(t), index: index, cmd: &cmds[i], now: cmds[i].TimeNs}
+		a := &applier{t: t, r: NewReader(t), st: &st, index: index, cmd: &cmds[i], now: cmds[i].TimeNs}
+		if cmds[i].Op == OpReap {
+			st.reapedKnown = false // a reap writes and prunes markers
+		}
 		res, err := a.apply()
 		if err != nil {
 			var kf *kvFailure
@@ -179,10 +183,18 @@ func ensureRoot(b kv.Batch) error {
 	return nil
 }
 
+// applyState is what one Apply call learns once for all its commands.
+type applyState struct {
+	// reapedKnown: anyReaped says whether a reaped marker (x key) exists.
+	// Only OpReap writes or deletes markers; Apply forgets it before one.
+	reapedKnown, anyReaped bool
+}
+
 // applier applies one command through a txn.
 type applier struct {
 	t     *txn
 	r     *Reader
+	st    *applyState
 	index uint64
 	cmd   *Command
 	now   int64
@@ -322,9 +334,16 @@ func (a *applier) adjustRefs(delta map[blob.Hash]int64) error {
 		if d == 0 {
 			continue
 		}
-		old, err := a.r.RefCount(h)
+		v, known, err := a.r.get(refKey(h))
 		if err != nil {
 			return err
+		}
+		var old uint64
+		if known {
+			if len(v) != 8 {
+				return errCorrupt("%q: %d-byte value", refKey(h), len(v))
+			}
+			old = binary.BigEndian.Uint64(v)
 		}
 		nv := int64(old) + d
 		if nv < 0 {
@@ -332,7 +351,10 @@ func (a *applier) adjustRefs(delta map[blob.Hash]int64) error {
 		}
 		a.t.set(refKey(h), u64(uint64(nv)))
 		switch {
-		case old == 0 && nv > 0:
+		case old == 0 && nv > 0 && known:
+			// Only a blob with a refcount entry can be queued: the queue
+			// entry is written with a count of 0 and both go together
+			// (reap), so a blob without one (new, or reaped) skips the read.
 			if err := a.dequeueGarbage(h); err != nil {
 				return err
 			}
@@ -489,7 +511,7 @@ func (a *applier) checkReaped(exts []Extent) error {
 		} else if ok {
 			continue
 		}
-		at, ok, err := a.r.get(reapedKey(x.Hash))
+		at, ok, err := a.reapedMarker(x.Hash)
 		if err != nil {
 			return err
 		}
@@ -505,6 +527,24 @@ func (a *applier) checkReaped(exts []Extent) error {
 		}
 	}
 	return nil
+}
+
+// reapedMarker returns blob h's reaped marker like a.r.get. While no
+// marker exists at all (found with one scan per Apply), it answers "absent"
+// without a read: an ingest then skips one negative lookup per blob.
+func (a *applier) reapedMarker(h blob.Hash) ([]byte, bool, error) {
+	if !a.st.reapedKnown {
+		found := false
+		p := []byte{pReaped}
+		if err := a.t.Scan(p, prefixEnd(p), func(_, _ []byte) bool { found = true; return false }); err != nil {
+			return nil, false, err
+		}
+		a.st.reapedKnown, a.st.anyReaped = true, found
+	}
+	if !a.st.anyReaped {
+		return nil, false, nil
+	}
+	return a.r.get(reapedKey(h))
 }
 
 func (a *applier) putFile() (Result, error) {

@@ -60,16 +60,30 @@ func (s BlobServer) HasBlobs(ctx context.Context, from transport.NodeID, hs []bl
 	return out, nil
 }
 
-// PutBlobs implements transport.BatchHandler: the blobs are written
-// concurrently, so they share the blob store's group commit (one fsync for
-// the batch, or a few when it spans commits), and each is acknowledged once
-// durable.
+// batchPutter is the batch write of blob.Store: every new blob of the
+// batch appended under one lock with one write, then one group-committed
+// fsync; one error per blob.
+type batchPutter interface {
+	PutMany(hs []blob.Hash, data [][]byte) []error
+}
+
+// PutBlobs implements transport.BatchHandler. With a store that has
+// PutMany (blob.Store) the batch is one append and one fsync; otherwise
+// the blobs are written concurrently, so they share the store's group
+// commit. Either way each blob's error is nil only once it is durable.
 func (s BlobServer) PutBlobs(ctx context.Context, from transport.NodeID, blobs []transport.BlobPut) []error {
-	errs := make([]error, len(blobs))
 	if len(blobs) == 1 {
-		errs[0] = s.Store.Put(blobs[0].Hash, blobs[0].Data)
-		return errs
+		return []error{s.Store.Put(blobs[0].Hash, blobs[0].Data)}
 	}
+	if bp, ok := s.Store.(batchPutter); ok {
+		hs := make([]blob.Hash, len(blobs))
+		data := make([][]byte, len(blobs))
+		for i := range blobs {
+			hs[i], data[i] = blobs[i].Hash, blobs[i].Data
+		}
+		return bp.PutMany(hs, data)
+	}
+	errs := make([]error, len(blobs))
 	var wg sync.WaitGroup
 	for i := range blobs {
 		wg.Add(1)

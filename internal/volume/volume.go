@@ -245,6 +245,53 @@ func (v *Volume) Append(h [32]byte, data []byte) (int64, error) {
 	return v.append(h, FlagLive, data)
 }
 
+// AppendMany appends one live needle per blob (hs[i], data[i]) with a
+// single write, in order, and stores each needle's offset in offs (len(offs)
+// >= len(hs)). It is all or nothing like Append: on a failed write the
+// file is truncated back (or the volume marked broken) and no needle is
+// appended. Not durable until Sync.
+func (v *Volume) AppendMany(hs [][32]byte, data [][]byte, offs []int64) error {
+	for _, d := range data {
+		if len(d) > MaxDataLen {
+			return ErrTooLarge
+		}
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.closed.Load() {
+		return ErrClosed
+	}
+	if v.broken {
+		return ErrBroken
+	}
+	off := v.size.Load()
+	var need int64
+	for _, d := range data {
+		need += NeedleSize(len(d))
+	}
+	if off+need > MaxVolumeSize {
+		return ErrFull
+	}
+	buf := v.buf[:0]
+	for i := range hs {
+		offs[i] = off + int64(len(buf))
+		buf = AppendNeedle(buf, hs[i], FlagLive, data[i])
+	}
+	v.buf = buf
+	if _, err := v.f.WriteAt(buf, off); err != nil {
+		if terr := v.f.Truncate(off); terr != nil {
+			v.broken = true
+			return fmt.Errorf("append to volume %d: %w (undo: %v): %w", v.id, err, terr, ErrBroken)
+		}
+		return fmt.Errorf("append to volume %d at %d: %w", v.id, off, err)
+	}
+	if cap(v.buf) > 8<<20 {
+		v.buf = nil // do not pin huge buffers
+	}
+	v.size.Store(off + need)
+	return nil
+}
+
 // AppendTombstone appends a tombstone needle for h, like Append.
 func (v *Volume) AppendTombstone(h [32]byte) (int64, error) {
 	return v.append(h, FlagTombstone, nil)
