@@ -17,11 +17,11 @@ import (
 // h: the refcount is still 0 there, the upload's commit comes later in the
 // log. The file is acknowledged with one copy fewer, or none.
 //
-// Each replica put carries the upload's start index S. A put whose S this
-// node has already applied cancels any deletion still queued for h (the
-// reaps it could be hit by are applied: doomed). A put from further ahead
-// is remembered (ahead[h] = S) until this node applies S: a reap at X <= S
-// applied meanwhile does not doom h. Sparing a copy is always safe: an
+// Each replica put carries the upload's start index S and cancels any
+// deletion still queued for h (a reap applied here: doomed). A put from
+// further ahead than this node has applied is also remembered (ahead[h] =
+// S) until this node applies S: a reap at X <= S applied meanwhile does
+// not doom h. Sparing a copy is always safe: an
 // upload that is then refused leaves an orphan, which the orphan sweep
 // collects. The deleter takes a blob's approval only after startDelete has
 // blocked pins, and puts hold a pin, so a put and a deletion never
@@ -77,8 +77,11 @@ func (g *reapGuard) appliedTo(index uint64) {
 func (g *reapGuard) put(h blob.Hash, start uint64) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	// Whatever reap doomed h here is applied, so at an index up to
+	// applied: cancel it (sparing is safe even for a reap past start,
+	// whose upload the log refuses: the copy becomes an orphan).
+	delete(g.doomed, h)
 	if start <= g.applied {
-		delete(g.doomed, h)
 		return
 	}
 	if s, ok := g.ahead[h]; !ok || start > s {

@@ -57,6 +57,18 @@ func TestReapGuardSparesReplicaPut(t *testing.T) {
 		t.Fatal("the deleter removed a copy a replica put relied on")
 	}
 
+	// The reap is applied here (queued), this node lags behind the
+	// upload's start (104 > 103): the queued deletion is cancelled too
+	// (found by internal/sim, seeds 1116 and 1158, R=1).
+	approved = e.s.reap.reaped(103, hs)
+	e.s.reap.appliedTo(103)
+	put(104)
+	deleteIfApproved(approved)
+	if !e.blobs.Has(h) {
+		t.Fatal("the deleter removed a copy put by an upload from ahead of this node")
+	}
+	e.s.reap.appliedTo(104)
+
 	// This node lags: the upload (start 110) puts the blob before this
 	// node applies the reap at 105 that the upload saw: not approved here.
 	put(110)
