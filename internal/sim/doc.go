@@ -112,6 +112,6 @@
 // to replace a lost voter, force-new-cluster and witnesses; disk faults
 // other than crashes (EIO, ENOSPC, read-only stores); clock skew between
 // nodes (one fake clock); losing a disk for good; more than one node down
-// at once; linearizability of reads (a porcupine check of the history is
-// the next step).
+// at once; linearizability of reads (test/e2e checks a recorded history
+// with porcupine on real processes under faults).
 package sim
