@@ -78,6 +78,8 @@ func (s *Sim) logger() *slog.Logger {
 const (
 	blobDir = "/blobs"
 	metaDir = "/meta"
+	// replicaPutWait is store.Config.ReplicaPutWait in the sim (real time).
+	replicaPutWait = 100 * time.Millisecond
 )
 
 // start boots n over its disks.
@@ -166,7 +168,10 @@ func (s *Sim) start(n *node) error {
 	}
 	if err == nil {
 		inc.st, err = store.New(store.Config{Blobs: inc.blobs, KV: inc.kv, Log: inc.raft, Replication: inc.rep,
-			GCGrace: gcGrace, GCInterval: gcInterval, Now: s.clock.Now, Logger: log})
+			GCGrace: gcGrace, GCInterval: gcInterval, Now: s.clock.Now, Logger: log,
+			// Real time: a replica cut off from the leader refuses a put
+			// soon, rather than hold the run for the default 5 s.
+			ReplicaPutWait: replicaPutWait})
 	}
 	if err != nil {
 		inc.raft.Close()

@@ -2,9 +2,11 @@ package store
 
 import (
 	"context"
+	"fmt"
 	"sync"
 
 	"github.com/cairn-fs/cairn/internal/blob"
+	"github.com/cairn-fs/cairn/internal/consensus"
 )
 
 // reapGuard keeps a reap this node applies from deleting a copy of a blob
@@ -17,11 +19,13 @@ import (
 // h: the refcount is still 0 there, the upload's commit comes later in the
 // log. The file is acknowledged with one copy fewer, or none.
 //
-// Each replica put carries the upload's start index S and cancels any
-// deletion still queued for h (a reap applied here: doomed). A put from
-// further ahead than this node has applied is also remembered (ahead[h] =
-// S) until this node applies S: a reap at X <= S applied meanwhile does
-// not doom h. Sparing a copy is always safe: an
+// Each replica put carries the upload's start index S. The replica first
+// waits until it has applied S (GuardReplicaPut), then cancels any
+// deletion still queued for h (a reap applied here: doomed). Should the
+// guard's view of the applied index still be behind S (it advances only
+// with entries that carry commands), the put is also remembered (ahead[h]
+// = S) until S is applied: a reap at X <= S applied meanwhile does not doom
+// h. Sparing a copy is always safe: an
 // upload that is then refused leaves an orphan, which the orphan sweep
 // collects. The deleter takes a blob's approval only after startDelete has
 // blocked pins, and puts hold a pin, so a put and a deletion never
@@ -104,11 +108,27 @@ func (g *reapGuard) take(h blob.Hash) bool {
 // GuardReplicaPut readies this node to store blobs hs that a peer's upload
 // sends it as a replica; call release once they are stored. minIndex is
 // the index the upload started from (transport.MinIndex; 0: none, e.g. a
-// repair copy). Each blob is pinned (waiting out a deletion in progress,
-// after which the put writes a fresh copy) and spared from the reaps the
-// upload saw, applied here or not yet (see reapGuard). It never waits for
-// the log.
+// repair copy). It first waits until this node has applied minIndex
+// (usually at once: a replica lags the uploader by milliseconds), so that
+// every reap the upload saw is applied here and recorded as applied on
+// disk: a crash after the put cannot replay such a reap over the copy.
+// Then each blob is pinned (waiting out a deletion in progress, after
+// which the put writes a fresh copy) and its queued deletion, if any, is
+// cancelled (see reapGuard). A node that cannot apply minIndex in time
+// refuses the put (ErrUnavailable): the uploader counts it as a failed
+// replica, as it would a dead one.
 func (s *Local) GuardReplicaPut(ctx context.Context, minIndex uint64, hs []blob.Hash) (release func(), err error) {
+	if minIndex > s.log.AppliedIndex() {
+		if ri, ok := s.log.(consensus.ReadIndexer); ok {
+			wctx, cancel := context.WithTimeout(ctx, s.cfg.ReplicaPutWait)
+			err := ri.WaitApplied(wctx, minIndex)
+			cancel()
+			if err != nil {
+				return nil, fmt.Errorf("%w: replica put: this node has applied index %d, not yet the upload's start %d: %v",
+					ErrUnavailable, s.log.AppliedIndex(), minIndex, err)
+			}
+		}
+	}
 	for _, h := range hs {
 		s.pins.pin(h)
 		s.reap.put(h, minIndex)

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"testing"
 
 	"github.com/cairn-fs/cairn/internal/blob"
@@ -24,12 +25,15 @@ func TestReapGuardSparesReplicaPut(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// put is GuardReplicaPut after its wait for the start index (which a
+	// single-node log cannot show: it never runs ahead of its applied
+	// index; see TestGuardReplicaPutWaitsForStartIndex).
 	put := func(start uint64) {
 		t.Helper()
-		release, err := e.s.GuardReplicaPut(ctx, start, hs)
-		must(err)
+		e.s.pins.pin(h)
+		e.s.reap.put(h, start)
 		must(e.blobs.Put(h, data))
-		release()
+		e.s.pins.unpin(h)
 	}
 	deleteIfApproved := func(approved []blob.Hash) {
 		for _, h := range approved {
@@ -103,5 +107,22 @@ func TestReapGuardSparesReplicaPut(t *testing.T) {
 	}
 	if n := len(e.s.reap.doomed); n != 0 {
 		t.Fatalf("%d approvals left behind", n)
+	}
+}
+
+// A replica put that names a start index past what this node applied
+// waits for it, and fails cleanly (503-class) when it cannot be reached.
+func TestGuardReplicaPutWaitsForStartIndex(t *testing.T) {
+	e := newEnv(t)
+	applied := e.s.log.AppliedIndex()
+	release, err := e.s.GuardReplicaPut(context.Background(), applied, nil)
+	if err != nil {
+		t.Fatalf("start index already applied: %v", err)
+	}
+	release()
+	// consensus.Local never runs ahead of its applied index: a later one
+	// fails at once.
+	if _, err := e.s.GuardReplicaPut(context.Background(), applied+5, nil); !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("start index beyond the log: %v, want ErrUnavailable", err)
 	}
 }

@@ -45,6 +45,9 @@ type Config struct {
 	// ReadBarrierTimeout bounds Barrier (a consistent read's wait for the
 	// leader's read index). Default 3 s.
 	ReadBarrierTimeout time.Duration
+	// ReplicaPutWait bounds how long a replica put waits for this node to
+	// apply the uploader's start index (GuardReplicaPut). Default 5s.
+	ReplicaPutWait time.Duration
 	// Replication, if set, writes each blob to its replicas and reads blobs
 	// this node lacks from them (a cluster). Nil: blobs are local only.
 	Replication Replication
@@ -57,7 +60,8 @@ type Config struct {
 // DefaultConfig returns a Config with defaults and no dependencies set.
 func DefaultConfig() Config {
 	return Config{GCGrace: 15 * time.Minute, GCInterval: time.Minute,
-		PathCacheEntries: 65536, ParallelBlobWrites: 4, ReadBarrierTimeout: 3 * time.Second}
+		PathCacheEntries: 65536, ParallelBlobWrites: 4, ReadBarrierTimeout: 3 * time.Second,
+		ReplicaPutWait: 5 * time.Second}
 }
 
 // Validate reports a missing dependency or a bad value.
@@ -132,6 +136,9 @@ func New(cfg Config) (*Local, error) {
 	}
 	if cfg.ReadBarrierTimeout <= 0 {
 		cfg.ReadBarrierTimeout = d.ReadBarrierTimeout
+	}
+	if cfg.ReplicaPutWait <= 0 {
+		cfg.ReplicaPutWait = d.ReplicaPutWait
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
