@@ -151,7 +151,7 @@ func startCluster(n *Node, cfg Config, onApply func(uint64, []meta.Command, []me
 	}
 	c.repair, err = replica.NewRepairer(replica.RepairConfig{Self: placement.NodeID(id), Local: n.blobs,
 		Peers: replica.TransportPeers{C: c.client}, Map: c.pmap.Load, Logger: cfg.Logger,
-		Interval: cfg.RepairInterval,
+		Interval: cfg.RepairInterval, AppliedIndex: c.raft.AppliedIndex,
 		Referenced: func(ctx context.Context, fn func(blob.Hash, int) bool) error {
 			return c.reader.ReferencedBlobs(store.DefaultReplicas, fn)
 		}})

@@ -33,6 +33,20 @@ func (s GuardedBlobServer) PutBlob(ctx context.Context, from transport.NodeID, h
 	return s.BlobServer.PutBlob(ctx, from, h, data)
 }
 
+// HasBlobs implements transport.Handler. A hand-off drops its copy of a
+// blob once the new owner confirms one, so a confirmation is held to the
+// put's rule: the copy is spared from the reaps the asker has applied.
+func (s GuardedBlobServer) HasBlobs(ctx context.Context, from transport.NodeID, hs []blob.Hash) ([]bool, error) {
+	if s.Guard != nil {
+		release, err := s.Guard(ctx, transport.MinIndex(ctx), hs)
+		if err != nil {
+			return nil, err
+		}
+		defer release()
+	}
+	return s.BlobServer.HasBlobs(ctx, from, hs)
+}
+
 // PutBlobs implements transport.BatchHandler.
 func (s GuardedBlobServer) PutBlobs(ctx context.Context, from transport.NodeID, blobs []transport.BlobPut) []error {
 	if s.Guard != nil {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/cairn-fs/cairn/internal/blob"
 	"github.com/cairn-fs/cairn/internal/placement"
+	"github.com/cairn-fs/cairn/internal/transport"
 )
 
 // Repair and rebalance.
@@ -80,6 +81,13 @@ type RepairConfig struct {
 	// iterator across it (meta.Reader.ReferencedBlobs does not). A stable
 	// order (meta's: by hash) makes passes deterministic.
 	Referenced func(ctx context.Context, fn func(h blob.Hash, replicas int) bool) error
+	// AppliedIndex, if set, is this node's applied index: the pushes and
+	// confirmations of a hand-off carry it (transport.WithMinIndex), so a
+	// target confirms or takes a copy only once it has applied every reap
+	// this node saw, and spares the copy from them. Without it a lagging
+	// target could confirm an old copy that a reap it applies later
+	// deletes, after this node dropped its own.
+	AppliedIndex func() uint64
 	// DeadPastGrace, if set, says whether dead node id has been down past
 	// the grace period. A stand-in (a target that is not a home node) pulls
 	// a blob it lacks only when one of the blob's absent home nodes is, so
@@ -488,7 +496,7 @@ func (r *Repairer) handOff(ctx context.Context, p *pacer, batch []handoff, st *R
 }
 
 func (r *Repairer) hasBlobs(ctx context.Context, to placement.NodeID, hs []blob.Hash) ([]bool, error) {
-	ctx, cancel := context.WithTimeout(ctx, r.cfg.RequestTimeout)
+	ctx, cancel := context.WithTimeout(r.withApplied(ctx), r.cfg.RequestTimeout)
 	defer cancel()
 	has, err := r.cfg.Peers.HasBlobs(ctx, to, hs)
 	if err == nil && len(has) != len(hs) {
@@ -497,7 +505,17 @@ func (r *Repairer) hasBlobs(ctx context.Context, to placement.NodeID, hs []blob.
 	return has, err
 }
 
+// withApplied returns ctx carrying this node's applied index as the
+// minimum the target must have applied (see RepairConfig.AppliedIndex).
+func (r *Repairer) withApplied(ctx context.Context) context.Context {
+	if r.cfg.AppliedIndex == nil {
+		return ctx
+	}
+	return transport.WithMinIndex(ctx, r.cfg.AppliedIndex())
+}
+
 func (r *Repairer) putBlob(ctx context.Context, to placement.NodeID, h blob.Hash, data []byte) error {
+	ctx = r.withApplied(ctx)
 	ctx, cancel := context.WithTimeout(ctx, r.cfg.RequestTimeout)
 	defer cancel()
 	return r.cfg.Peers.PutBlob(ctx, to, h, data)

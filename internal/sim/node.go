@@ -161,7 +161,7 @@ func (s *Sim) start(n *node) error {
 		Map: inc.pmap.Load, Logger: log})
 	if err == nil {
 		inc.repair, err = replica.NewRepairer(replica.RepairConfig{Self: placement.NodeID(n.id), Local: inc.blobs,
-			Peers: peers, Map: inc.pmap.Load, Logger: log,
+			Peers: peers, Map: inc.pmap.Load, Logger: log, AppliedIndex: inc.raft.AppliedIndex,
 			Referenced: func(ctx context.Context, fn func(blob.Hash, int) bool) error {
 				return inc.reader.ReferencedBlobs(store.DefaultReplicas, fn)
 			}})

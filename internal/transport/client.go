@@ -333,7 +333,7 @@ func (c *HTTPClient) HasBlobs(ctx context.Context, to NodeID, hs []blob.Hash) ([
 	ctx, cancel := withDefault(ctx, c.cfg.ControlTimeout)
 	defer cancel()
 	resp, err := c.do(ctx, &call{
-		to: to, base: base, method: http.MethodPost, uri: pathHas,
+		to: to, base: base, method: http.MethodPost, uri: withMinIndexQuery(ctx, pathHas),
 		content: hexDigest(body), body: bytes.NewReader(body), length: int64(len(body)),
 	})
 	if err != nil {

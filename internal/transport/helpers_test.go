@@ -104,10 +104,11 @@ func (f *fakeHandler) GetBlob(_ context.Context, from NodeID, h blob.Hash, off, 
 	return io.NopCloser(bytes.NewReader(b)), int64(len(b)), nil
 }
 
-func (f *fakeHandler) HasBlobs(_ context.Context, from NodeID, hs []blob.Hash) ([]bool, error) {
+func (f *fakeHandler) HasBlobs(ctx context.Context, from NodeID, hs []blob.Hash) ([]bool, error) {
 	f.calls.Add(1)
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.minIdx = append(f.minIdx, MinIndex(ctx))
 	out := make([]bool, len(hs))
 	for i, h := range hs {
 		_, out[i] = f.blobs[h]

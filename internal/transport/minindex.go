@@ -11,8 +11,10 @@ import (
 // blob. The uploader sets it to the index its upload started from, so any
 // reap the upload saw is applied on the receiver (and its deletion queued
 // there) before the receiver decides that a copy it already holds will do
-// (see store.Local.GuardReplicaPut). Over HTTP it travels as the signed
-// query parameter "min" of PutBlob and PutBlobs; in memory, in the context.
+// (see store.Local.GuardReplicaPut). A repair hand-off confirms copies with
+// HasBlobs under the same rule. Over HTTP it travels as the signed query
+// parameter "min" of PutBlob, PutBlobs and HasBlobs; in memory, in the
+// context.
 
 type minIndexKey struct{}
 

@@ -9,8 +9,8 @@ import (
 )
 
 // The uploader's start index reaches the receiving handler's context, over
-// HTTP (a signed query parameter) for single and batched puts, and absent
-// when none was set.
+// HTTP (a signed query parameter) for single and batched puts and for
+// HasBlobs (a hand-off's confirmation), and is absent when none was set.
 func TestMinIndexTravels(t *testing.T) {
 	n := startNode(t, 2, nil)
 	c := newClient(t, 1, nil, n)
@@ -26,10 +26,13 @@ func TestMinIndexTravels(t *testing.T) {
 	if err != nil || errs[0] != nil || errs[1] != nil {
 		t.Fatalf("PutBlobs: %v %v", err, errs)
 	}
+	if _, err := c.HasBlobs(WithMinIndex(context.Background(), 9), 2, []blob.Hash{blob.Sum(a)}); err != nil {
+		t.Fatal(err)
+	}
 	n.h.mu.Lock()
 	got := slices.Clone(n.h.minIdx)
 	n.h.mu.Unlock()
-	if want := []uint64{4242, 0, 77, 77}; !slices.Equal(got, want) {
+	if want := []uint64{4242, 0, 77, 77, 9}; !slices.Equal(got, want) {
 		t.Fatalf("handler saw min indexes %v, want %v", got, want)
 	}
 

@@ -490,7 +490,7 @@ func (s *Server) serveHas(w http.ResponseWriter, r *http.Request, v verified) {
 	for i := range hs {
 		copy(hs[i][:], body[32*i:])
 	}
-	has, err := s.h.HasBlobs(r.Context(), v.from, hs)
+	has, err := s.h.HasBlobs(minIndexContext(r), v.from, hs)
 	if err == nil && len(has) != len(hs) {
 		err = fmt.Errorf("HasBlobs answered %d of %d hashes", len(has), len(hs))
 	}
