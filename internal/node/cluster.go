@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"github.com/cairn-fs/cairn/internal/blob"
-	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -22,7 +21,6 @@ import (
 	"github.com/cairn-fs/cairn/internal/replica"
 	"github.com/cairn-fs/cairn/internal/store"
 	"github.com/cairn-fs/cairn/internal/transport"
-	"go.etcd.io/raft/v3/raftpb"
 )
 
 // clusterNode is the cluster half of a node: the Raft log, the RPC
@@ -160,7 +158,7 @@ func startCluster(n *Node, cfg Config, onApply func(uint64, []meta.Command, []me
 		c.client.Close()
 		return nil, err
 	}
-	c.server, err = transport.NewServer(tcfg, rpcHandler{c: c, witness: cfg.Witness,
+	c.server, err = transport.NewServer(tcfg, rpcHandler{c: c, witness: cfg.Witness, RaftHandler: transport.RaftHandler{Log: c.raft},
 		GuardedBlobServer: replica.GuardedBlobServer{BlobServer: replica.BlobServer{Store: n.blobs}, Guard: c.guardReplicaPut}})
 	if err != nil {
 		c.raft.Close()
@@ -349,6 +347,7 @@ func (c *clusterNode) close() error {
 // rpcHandler answers node-to-node calls.
 type rpcHandler struct {
 	c *clusterNode
+	transport.RaftHandler
 	replica.GuardedBlobServer
 	witness bool // refuses blob copies (witness.go)
 }
@@ -382,23 +381,6 @@ func (c *clusterNode) guardReplicaPut(ctx context.Context, minIndex uint64, hs [
 		return func() {}, nil
 	}
 	return st.GuardReplicaPut(ctx, minIndex, hs)
-}
-
-func (h rpcHandler) StepRaft(ctx context.Context, from transport.NodeID, msgs []*raftpb.Message) error {
-	for _, m := range msgs {
-		if err := h.c.raft.Step(ctx, m); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-func (h rpcHandler) ApplySnapshot(ctx context.Context, from transport.NodeID, metaBytes []byte, body io.Reader) error {
-	msg, err := transport.DecodeSnapshotMeta(metaBytes)
-	if err != nil {
-		return err
-	}
-	return h.c.raft.ApplySnapshot(ctx, msg, body)
 }
 
 // Join admits a node: its record goes into the cluster map (so every node

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"runtime"
@@ -13,7 +12,6 @@ import (
 	"time"
 
 	pvfs "github.com/cockroachdb/pebble/v2/vfs"
-	"go.etcd.io/raft/v3/raftpb"
 
 	"github.com/cairn-fs/cairn/internal/blob"
 	"github.com/cairn-fs/cairn/internal/consensus"
@@ -182,7 +180,7 @@ func (s *Sim) start(n *node) error {
 	inc.raftP.Store(inc.raft)
 	inc.stP.Store(inc.st)
 	n.inc = inc
-	s.net.Register(transport.NodeID(n.id), nodeURL(n.id), handler{inc: inc,
+	s.net.Register(transport.NodeID(n.id), nodeURL(n.id), handler{inc: inc, RaftHandler: transport.RaftHandler{Log: inc.raft},
 		GuardedBlobServer: replica.GuardedBlobServer{BlobServer: replica.BlobServer{Store: inc.blobs}, Guard: inc.st.GuardReplicaPut}})
 	return nil
 }
@@ -326,24 +324,8 @@ func (s *Sim) stop(n *node) error {
 // handler answers node-to-node calls, as internal/node's rpcHandler.
 type handler struct {
 	inc *incarnation
+	transport.RaftHandler
 	replica.GuardedBlobServer
-}
-
-func (h handler) StepRaft(ctx context.Context, from transport.NodeID, msgs []*raftpb.Message) error {
-	for _, m := range msgs {
-		if err := h.inc.raft.Step(ctx, m); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-func (h handler) ApplySnapshot(ctx context.Context, from transport.NodeID, metaBytes []byte, body io.Reader) error {
-	msg, err := transport.DecodeSnapshotMeta(metaBytes)
-	if err != nil {
-		return err
-	}
-	return h.inc.raft.ApplySnapshot(ctx, msg, body)
 }
 
 func (h handler) Join(ctx context.Context, from transport.NodeID, req transport.JoinRequest) (transport.JoinResponse, error) {
