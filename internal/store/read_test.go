@@ -8,9 +8,6 @@ import (
 	"testing"
 
 	"github.com/cairn-fs/cairn/internal/blob"
-	"github.com/cairn-fs/cairn/internal/consensus"
-	"github.com/cairn-fs/cairn/internal/kv"
-	"github.com/cairn-fs/cairn/internal/meta"
 	"github.com/cairn-fs/cairn/internal/vfs"
 )
 
@@ -18,27 +15,7 @@ import (
 // LocalSpan has OS files to lend).
 func newOSEnv(t *testing.T) *env {
 	t.Helper()
-	bs, err := blob.Open(blob.Config{Dir: t.TempDir(), FS: vfs.OS(), MinFreeBytes: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	db := kv.NewMem()
-	var st *Local
-	lg, err := consensus.NewLocal(consensus.LocalConfig{KV: db, OnApply: func(i uint64, c []meta.Command, r []meta.Result) {
-		st.Applied(i, c, r)
-	}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err = New(Config{Blobs: bs, KV: db, Log: lg, GCGrace: 0})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close(); lg.Close(); db.Close(); bs.Close() })
-	if err := st.CreateBucket(context.Background(), BucketInfo{Name: "bkt"}); err != nil {
-		t.Fatal(err)
-	}
-	return &env{s: st, blobs: bs}
+	return newEnvOn(t, blob.Config{Dir: t.TempDir(), FS: vfs.OS(), MinFreeBytes: 1})
 }
 
 func TestLocalSpan(t *testing.T) {

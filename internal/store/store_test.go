@@ -43,7 +43,13 @@ type env struct {
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	bs, err := blob.Open(blob.Config{Dir: "/blobs", FS: vfs.NewMem(), MinFreeBytes: 1})
+	return newEnvOn(t, blob.Config{Dir: "/blobs", FS: vfs.NewMem(), MinFreeBytes: 1})
+}
+
+// newEnvOn is newEnv with its blob store opened with bcfg.
+func newEnvOn(t *testing.T, bcfg blob.Config) *env {
+	t.Helper()
+	bs, err := blob.Open(bcfg)
 	if err != nil {
 		t.Fatal(err)
 	}
