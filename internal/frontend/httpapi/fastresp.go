@@ -198,6 +198,15 @@ func (s *Server) serveFast(fc *fastConn, req *fastReq) fastOutcome {
 		a.bytes = int64(m)
 		return s.fastFinish(fc, req, &a)
 	}
+	// A large body not sent from a local file (a remote blob, most
+	// likely): read its first byte before the head goes out, so that a
+	// blob no replica can serve is an error answer, not a cut 200.
+	if err := probeBody(obj, plan.off); err != nil {
+		s.logBodyError(ctx, p, err)
+		*fc.wbuf = b[:headStart]
+		s.fastError(fc, req, &a, err)
+		return s.fastFinish(fc, req, &a)
+	}
 	*fc.wbuf = b
 	if !fc.flush() {
 		a.cut = true

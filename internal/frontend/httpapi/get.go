@@ -314,6 +314,22 @@ func planObject(b store.BucketInfo, info store.ObjectInfo, h *readHeaders, buf [
 	return finish(status)
 }
 
+// probeBody reads the byte of obj at off: a body whose first blob no
+// replica can serve (or a corrupt one) fails here, before any header is
+// sent. For a local blob it is one small read from the page cache; for a
+// remote one, a round trip more (the blob cache then usually serves the
+// body).
+func probeBody(obj store.Object, off int64) error {
+	var one [1]byte
+	if n, err := obj.ReadAt(one[:], off); n < 1 {
+		if err == nil || errors.Is(err, io.EOF) {
+			err = fmt.Errorf("%w: short read", store.ErrCorrupt)
+		}
+		return err
+	}
+	return nil
+}
+
 // smallBodies holds the buffers serveObject reads small bodies into.
 var smallBodies = sync.Pool{New: func() any { b := make([]byte, fastMaxBody); return &b }}
 
@@ -368,6 +384,15 @@ func (s *Server) serveObject(rs *reqState, b store.BucketInfo, obj store.Object)
 			if err == nil || errors.Is(err, io.EOF) {
 				err = fmt.Errorf("%w: short read", store.ErrCorrupt)
 			}
+			s.logBodyError(r.Context(), r.URL.Path, err)
+			s.writeError(rs, err)
+			return
+		}
+	}
+	if body == nil && r.Method != http.MethodHead && p.n > 0 {
+		// A large body: its first byte is read before the headers go out
+		// (see probeBody).
+		if err := probeBody(obj, p.off); err != nil {
 			s.logBodyError(r.Context(), r.URL.Path, err)
 			s.writeError(rs, err)
 			return
