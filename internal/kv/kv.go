@@ -35,6 +35,9 @@ type Store interface {
 	NewBatch() Batch
 	// Snapshot returns a consistent read-only view; Close it when done.
 	Snapshot() Snapshot
+	// Sync makes every batch committed before the call durable (batches
+	// committed without sync survive a crash only once synced).
+	Sync() error
 	Close() error
 }
 

@@ -77,6 +77,9 @@ func (s *memStore) NewBatch() Batch { return &memBatch{s: s, w: newTree()} }
 // Snapshot implements Store.
 func (s *memStore) Snapshot() Snapshot { return memSnapshot{t: s.cur.Load()} }
 
+// Sync implements Store: memory has nothing to sync.
+func (s *memStore) Sync() error { return nil }
+
 // Close implements Store.
 func (s *memStore) Close() error { return nil }
 

@@ -36,10 +36,16 @@ type reapGuard struct {
 	doomed  map[blob.Hash]struct{} // approved for deletion, not yet deleted
 	ahead   map[blob.Hash]uint64   // replica puts from start indexes > applied
 	minAhd  uint64                 // smallest value in ahead (0: empty)
+	// reapedAt: the index of the last reap of a blob applied since the KV
+	// was last synced (at index synced). Applies are committed without
+	// sync: a crash can undo them, and the log then replays the reap. A
+	// put of such a blob syncs first, so the replay cannot happen after it.
+	reapedAt map[blob.Hash]uint64
+	synced   uint64
 }
 
 func newReapGuard() *reapGuard {
-	return &reapGuard{doomed: map[blob.Hash]struct{}{}, ahead: map[blob.Hash]uint64{}}
+	return &reapGuard{doomed: map[blob.Hash]struct{}{}, ahead: map[blob.Hash]uint64{}, reapedAt: map[blob.Hash]uint64{}}
 }
 
 // reaped records that the entry at index approved deleting hs; it returns
@@ -49,6 +55,7 @@ func (g *reapGuard) reaped(index uint64, hs []blob.Hash) []blob.Hash {
 	defer g.mu.Unlock()
 	out := hs[:0:0]
 	for _, h := range hs {
+		g.reapedAt[h] = index
 		if s, ok := g.ahead[h]; ok && s >= index {
 			continue
 		}
@@ -96,6 +103,44 @@ func (g *reapGuard) put(h blob.Hash, start uint64) {
 	}
 }
 
+// needSync reports whether a reap of one of hs was applied since the KV was
+// last synced.
+func (g *reapGuard) needSync(hs []blob.Hash) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, h := range hs {
+		if x, ok := g.reapedAt[h]; ok && x > g.synced {
+			return true
+		}
+	}
+	return false
+}
+
+// maxUnsyncedReaps bounds reapGuard.reapedAt: past it, Applied syncs.
+const maxUnsyncedReaps = 1 << 16
+
+// unsyncedReaps returns the number of blobs in reapedAt.
+func (g *reapGuard) unsyncedReaps() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return len(g.reapedAt)
+}
+
+// didSync records that the KV was synced with index applied.
+func (g *reapGuard) didSync(index uint64) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if index <= g.synced {
+		return
+	}
+	g.synced = index
+	for h, x := range g.reapedAt {
+		if x <= index {
+			delete(g.reapedAt, h)
+		}
+	}
+}
+
 // take reports whether h's deletion is still wanted, and forgets it.
 func (g *reapGuard) take(h blob.Hash) bool {
 	g.mu.Lock()
@@ -128,6 +173,20 @@ func (s *Local) GuardReplicaPut(ctx context.Context, minIndex uint64, hs []blob.
 					ErrUnavailable, s.log.AppliedIndex(), minIndex, err)
 			}
 		}
+	}
+	if s.reap.needSync(hs) {
+		// This node applied a reap of one of hs and has not made it
+		// durable: a crash would undo it and replay it over the copy.
+		s.syncMu.Lock()
+		if s.reap.needSync(hs) {
+			index := s.log.AppliedIndex()
+			if err := s.kv.Sync(); err != nil {
+				s.syncMu.Unlock()
+				return nil, fmt.Errorf("%w: replica put: sync the namespace: %v", ErrUnavailable, err)
+			}
+			s.reap.didSync(index)
+		}
+		s.syncMu.Unlock()
 	}
 	for _, h := range hs {
 		s.pins.pin(h)

@@ -104,9 +104,11 @@ type Local struct {
 	pins  *pins
 	del   *deleter
 	reap  *reapGuard // blobs whose approved deletion has not run yet
-	bufs  sync.Pool
-	stop  chan struct{}
-	wg    sync.WaitGroup
+	// syncMu serializes the KV syncs of GuardReplicaPut.
+	syncMu sync.Mutex
+	bufs   sync.Pool
+	stop   chan struct{}
+	wg     sync.WaitGroup
 	// beforePropose, if set (tests), runs in Put between the blob writes
 	// and the namespace command.
 	beforePropose func()
@@ -181,6 +183,12 @@ func (s *Local) Applied(index uint64, cmds []meta.Command, res []meta.Result) {
 		}
 	}
 	s.reap.appliedTo(index)
+	if s.reap.unsyncedReaps() > maxUnsyncedReaps {
+		// Bound the memory of reapedAt: one sync makes them all durable.
+		if err := s.kv.Sync(); err == nil {
+			s.reap.didSync(index)
+		}
+	}
 }
 
 // Invalidate drops every cached path and bucket. The host calls it when the
