@@ -393,20 +393,7 @@ part_read() {
 
 # ---------------------------------------------------------------- ingest
 # cairn_count NODE BUCKET: the number of files in BUCKET (listing API).
-cairn_count() {
-	local url=${NODE_URL[$1]} bucket=$2 after="" page n=0
-	for _ in $(seq 1 10000); do
-		page=$(curl -fsS -G --max-time 60 -H 'Accept: application/json' \
-			-H "Authorization: Bearer $CAIRN_ADMIN_KEY" \
-			--data-urlencode recursive=1 --data-urlencode limit=10000 \
-			--data-urlencode "after=$after" "$url/$bucket/") || return 1
-		n=$((n + $(grep -o '"is_dir":false' <<<"$page" | wc -l)))
-		grep -q '"truncated":true' <<<"$page" || { echo "$n"; return 0; }
-		after=$(sed -n 's/.*"next_token":"\([^"]*\)".*/\1/p' <<<"$page")
-		[ -n "$after" ] || return 1
-	done
-	return 1
-}
+cairn_count() { cairn_count_at "${NODE_URL[$1]}" "$2"; }
 
 now() { echo "$EPOCHREALTIME"; }
 # metric NODE NAME: the value of metric NAME on node NODE (0 if absent).

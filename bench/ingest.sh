@@ -119,20 +119,7 @@ time_local() {
 }
 
 # cairn_count BUCKET: print the number of files in BUCKET (listing API).
-cairn_count() {
-	local bucket=$1 after="" page n=0
-	for _ in $(seq 1 10000); do
-		page=$(curl -fsS -G --max-time 60 -H 'Accept: application/json' \
-			-H "Authorization: Bearer $CAIRN_ADMIN_KEY" \
-			--data-urlencode recursive=1 --data-urlencode limit=10000 \
-			--data-urlencode "after=$after" "$CAIRN_URL/$bucket/") || return 1
-		n=$((n + $(grep -o '"is_dir":false' <<<"$page" | wc -l)))
-		grep -q '"truncated":true' <<<"$page" || { echo "$n"; return 0; }
-		after=$(sed -n 's/.*"next_token":"\([^"]*\)".*/\1/p' <<<"$page")
-		[ -n "$after" ] || return 1
-	done
-	return 1
-}
+cairn_count() { cairn_count_at "$CAIRN_URL" "$1"; }
 
 # time_cairn WORKLOAD ROUND SRC: cairn sync SRC into a fresh node, timed.
 time_cairn() {

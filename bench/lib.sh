@@ -276,3 +276,20 @@ machine_info() {
 		"$(wrk -v 2>&1 | head -n1 | awk '{print $1, $2}')" \
 		"$(git -C "$REPO_DIR" rev-parse --short HEAD 2>/dev/null || echo unknown)"
 }
+
+# cairn_count_at URL BUCKET: the number of files in BUCKET, listed through
+# the node at URL (every page of a recursive listing).
+cairn_count_at() {
+	local url=$1 bucket=$2 after="" page n=0
+	for _ in $(seq 1 10000); do
+		page=$(curl -fsS -G --max-time 60 -H 'Accept: application/json' \
+			-H "Authorization: Bearer $CAIRN_ADMIN_KEY" \
+			--data-urlencode recursive=1 --data-urlencode limit=10000 \
+			--data-urlencode "after=$after" "$url/$bucket/") || return 1
+		n=$((n + $(grep -o '"is_dir":false' <<<"$page" | wc -l)))
+		grep -q '"truncated":true' <<<"$page" || { echo "$n"; return 0; }
+		after=$(sed -n 's/.*"next_token":"\([^"]*\)".*/\1/p' <<<"$page")
+		[ -n "$after" ] || return 1
+	done
+	return 1
+}
