@@ -39,7 +39,7 @@
 # ROUNDS_INGEST=2 SYNC_JOBS=64 SPOT_CHECK=20 VERIFY=1 FO_BEFORE=3 FO_AFTER=10
 # FO_WRITERS=4 FO_READERS=2 KEEP=1 (keep scratch data) PROFILE=0 (seconds:
 # nodes get --debug-listen and the first ingest round takes CPU profiles of
-# node 1 and node 2, saved next to the results).
+# node 1 and node 2, and of the whole cairn sync, saved next to the results).
 #
 # The ingest part also reports each node's CPU (utime + stime) over the
 # cairn sync, per 1000 files, and its blob fsyncs; the read part reports the
@@ -403,6 +403,9 @@ metric() {
 }
 # cpu_ticks PID: user + system CPU of PID so far, in clock ticks.
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat" 2>/dev/null || echo 0; }
+# machine_ticks: "busy total" clock ticks of all CPUs so far (/proc/stat; idle
+# and iowait count as not busy).
+machine_ticks() { awk '$1 == "cpu" {t = 0; for (i = 2; i <= NF; i++) t += $i; print t - $5 - $6, t}' /proc/stat; }
 elapsed() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.3f", b - a}'; }
 
 part_ingest() {
@@ -421,7 +424,7 @@ part_ingest() {
 	local csv=$OUT/ingest.csv r t0 t1 dest got status leader="" c0 c1 f0 i tck
 	tck=$(getconf CLK_TCK)
 	echo "round,method,seconds,status" >"$csv"
-	echo "round,n1_cpu_s,n2_cpu_s,n3_cpu_s,n1_fsyncs,n2_fsyncs,n3_fsyncs,batches,batched_blobs" >"$OUT/ingest-cpu.csv"
+	echo "round,n1_cpu_s,n2_cpu_s,n3_cpu_s,n1_fsyncs,n2_fsyncs,n3_fsyncs,batches,batched_blobs,client_cpu_s,machine_busy" >"$OUT/ingest-cpu.csv"
 	for r in $(seq 1 "$ROUNDS_INGEST"); do
 		scratch_dir dest ingest-tar
 		sync
@@ -456,7 +459,14 @@ part_ingest() {
 				prof+=($!)
 			done
 		fi
-		ccli 1 sync "$tree" kernel --no-progress --jobs "$SYNC_JOBS" >>"$OUT/ingest-cli-r$r.log" 2>&1 || status=FAIL
+		local m0 m1 cli_cpu
+		m0=$(machine_ticks)
+		# The client's CPU (user + system) from bash's own `time`.
+		local cliprof=""
+		[ "$PROFILE" -gt 0 ] && [ "$r" = 1 ] && cliprof=$OUT/ingest-client.cpu.pprof
+		cli_cpu=$({ TIMEFORMAT='%U %S'; time CAIRN_CPUPROFILE=$cliprof ccli 1 sync "$tree" kernel --no-progress --jobs "$SYNC_JOBS" >>"$OUT/ingest-cli-r$r.log" 2>&1 || echo FAIL >"$OUT/ingest-status"; } 2>&1 | awk '{printf "%.1f", $1 + $2}')
+		if [ -f "$OUT/ingest-status" ]; then status=FAIL; rm -f "$OUT/ingest-status"; fi
+		m1=$(machine_ticks)
 		sync
 		t1=$(now)
 		echo "$r,cairn sync,$(elapsed "$t0" "$t1"),$status" >>"$csv"
@@ -464,6 +474,7 @@ part_ingest() {
 		for i in 1 2 3; do c1+=,$(awk -v a="${c0[i]}" -v b="$(cpu_ticks "${NODE_PID[i]}")" -v t="$tck" 'BEGIN {printf "%.1f", (b - a) / t}'); done
 		for i in 1 2 3; do c1+=,$(($(metric "$i" cairn_fsync_duration_seconds_count) - f0[i])); done
 		c1+=,$(metric 1 cairn_replica_put_batches_total),$(metric 1 cairn_replica_put_batched_blobs_total)
+		c1+=,$cli_cpu,$(awk -v a="$m0" -v b="$m1" 'BEGIN {split(a, x, " "); split(b, y, " "); if (y[2] > x[2]) printf "%.2f", (y[1] - x[1]) / (y[2] - x[2]); else print 0}')
 		echo "$c1" >>"$OUT/ingest-cpu.csv"
 		log "ingest round $r: server CPU s (node 1, 2, 3): ${c1#*,}"
 		log "ingest round $r: cairn sync (3 nodes, R=3) + sync $(elapsed "$t0" "$t1") s ($status)"
@@ -486,7 +497,7 @@ part_ingest() {
 		fi
 		if [ ${#prof[@]} -gt 0 ]; then
 			wait "${prof[@]}" || log "a CPU profile could not be taken"
-			log "CPU profiles: $OUT/ingest-n1.cpu.pprof, $OUT/ingest-n2.cpu.pprof (go tool pprof $CAIRN_BIN FILE)"
+			log "CPU profiles: $OUT/ingest-n1.cpu.pprof, $OUT/ingest-n2.cpu.pprof, $OUT/ingest-client.cpu.pprof (whole sync) (go tool pprof $CAIRN_BIN FILE)"
 		fi
 		du -sh "$CL_DIR"/n1 "$CL_DIR"/n2 "$CL_DIR"/n3 >&2 || true
 		cluster_stop
@@ -515,10 +526,10 @@ part_ingest() {
 			printf "| %s | %s | %.2f | %.2f | %.0f | %s | %s |\n", (k == "tar -x" ? "tar -x + sync" : "cairn sync, 3 nodes R=3, + sync"), raw[k], best[k], sum[k] / cnt[k], files / best[k], rb, rm
 		}
 	}' "$csv" | tee -a "$TABLE"
-	emit "" "Server CPU (utime + stime from /proc/PID/stat over the cairn sync; node 1 takes the writes; less sensitive to other load than the wall time), blob-store fsyncs (cairn_fsync_duration_seconds_count) and node 1's batched blob writes (cairn_replica_put_batches_total / _batched_blobs_total; 0 for a binary without batching):" ""
+	emit "" "Server CPU (utime + stime from /proc/PID/stat over the cairn sync; node 1 takes the writes; less sensitive to other load than the wall time), blob-store fsyncs (cairn_fsync_duration_seconds_count) node 1's batched blob writes (cairn_replica_put_batches_total / _batched_blobs_total; 0 for a binary without batching), the client's CPU (cairn sync) and the share of the machine's CPUs busy over the cairn sync (all processes, /proc/stat; 1.00 = both cores saturated):" ""
 	awk -F, -v files="$files" '
-	NR == 1 { print "| round | CPU s node 1 / 2 / 3 | CPU s per 1000 files, node 1 / 2 / 3 | blob fsyncs node 1 / 2 / 3 | batches / blobs in them |"; print "|---|---|---|---|---|"; next }
-	{ printf "| %s | %s / %s / %s | %.3f / %.3f / %.3f | %s / %s / %s | %s / %s |\n", $1, $2, $3, $4, $2 / files * 1000, $3 / files * 1000, $4 / files * 1000, $5, $6, $7, $8, $9 }' "$OUT/ingest-cpu.csv" | tee -a "$TABLE"
+	NR == 1 { print "| round | CPU s node 1 / 2 / 3 | CPU s per 1000 files, node 1 / 2 / 3 | blob fsyncs node 1 / 2 / 3 | batches / blobs in them | client CPU s | machine busy |"; print "|---|---|---|---|---|---:|---:|"; next }
+	{ printf "| %s | %s / %s / %s | %.3f / %.3f / %.3f | %s / %s / %s | %s / %s | %s | %s |\n", $1, $2, $3, $4, $2 / files * 1000, $3 / files * 1000, $4 / files * 1000, $5, $6, $7, $8, $9, $10, $11 }' "$OUT/ingest-cpu.csv" | tee -a "$TABLE"
 	emit ""
 }
 

@@ -123,6 +123,20 @@ type request struct {
 // do sends rq and returns the response if its status is 2xx or 3xx (the
 // caller closes the body); otherwise it returns an *Error and closes the body.
 func (c *Client) do(ctx context.Context, rq request) (*http.Response, error) {
+	resp, err := c.send(ctx, rq)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode >= 400 {
+		defer resp.Body.Close()
+		return nil, readError(resp)
+	}
+	return resp, nil
+}
+
+// send sends rq and returns the response whatever its status (the caller
+// closes the body).
+func (c *Client) send(ctx context.Context, rq request) (*http.Response, error) {
 	u := rq.url
 	if len(rq.query) > 0 {
 		u += "?" + rq.query.Encode()
@@ -146,15 +160,7 @@ func (c *Client) do(ctx context.Context, rq request) (*http.Response, error) {
 		req.Header.Set("Authorization", "Bearer "+c.key)
 	}
 	req.Header.Set("User-Agent", c.userAgent)
-	resp, err := c.hc.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	if resp.StatusCode >= 400 {
-		defer resp.Body.Close()
-		return nil, readError(resp)
-	}
-	return resp, nil
+	return c.hc.Do(req)
 }
 
 // readError builds an *Error from a failed response, reading at most 64 KiB

@@ -15,6 +15,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -51,6 +52,11 @@ type SyncOptions struct {
 	Jobs int
 	// PageSize is the listing page size; 0 means 10000 (the server's cap).
 	PageSize int
+	// NoBatch uploads every file with its own PUT. By default files of up
+	// to BatchFileBytes go in tar archives of up to BatchFiles files /
+	// BatchBytes bytes, one bulk upload (Extract) each, Jobs/8 (at least
+	// one) at once; a server without bulk upload gets single PUTs.
+	NoBatch bool
 
 	// OnPlan, if set, is called once, before any upload, with the plan.
 	OnPlan func(SyncPlan)
@@ -188,6 +194,8 @@ type syncer struct {
 
 	mu    sync.Mutex
 	stats SyncStats
+	// noBulk: the server has no bulk upload (Extract); single PUTs only.
+	noBulk atomic.Bool
 }
 
 // Sync makes bucket/prefix hold the same regular files as opts.LocalDir:
@@ -347,7 +355,14 @@ func (s *syncer) run(ctx context.Context) error {
 		s.removeDir(ctx, rel, remotes)
 	}
 
-	// 5. Uploads.
+	// 5. Uploads: small files in bulk, the rest one by one.
+	var batches [][]syncTask
+	if !s.opts.NoBatch && !s.opts.DryRun {
+		batches, tasks = planBatches(tasks)
+	}
+	if len(batches) > 0 {
+		runPool(ctx, max(1, jobs/8), len(batches), func(i int) { s.uploadBatch(ctx, batches[i]) })
+	}
 	runPool(ctx, jobs, len(tasks), func(i int) { s.upload(ctx, tasks[i]) })
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("sync: %w", err)

@@ -1,6 +1,7 @@
 package clienttest
 
 import (
+	"archive/tar"
 	"crypto/md5"
 	"crypto/sha256"
 	"encoding/base64"
@@ -33,6 +34,9 @@ type Server struct {
 	counts   map[string]int // "METHOD kind" -> number of requests
 	failPut  func(bucket, path string) int
 	nowClock func() time.Time
+	// noExtract: answer bulk uploads as a server without them does.
+	noExtract bool
+	extracts  int
 }
 
 type bucket struct {
@@ -72,9 +76,24 @@ func (s *Server) FailPut(fn func(bucket, path string) int) {
 	s.mu.Unlock()
 }
 
+// Extracts returns how many bulk uploads were asked for, served or not.
+func (s *Server) Extracts() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.extracts
+}
+
+// NoExtract makes the fake answer bulk uploads (POST ?extract=tar) as a
+// server without them does (405), or serve them again (false).
+func (s *Server) NoExtract(off bool) {
+	s.mu.Lock()
+	s.noExtract = off
+	s.mu.Unlock()
+}
+
 // Count returns how many requests of a kind were served. Kinds: "PUT",
-// "PUT dir", "GET", "HEAD", "DELETE", "POST" (rename), "LIST" (a directory
-// listing page), "ADMIN" (bucket calls).
+// "PUT dir", "GET", "HEAD", "DELETE", "POST" (rename), "EXTRACT" (a bulk
+// upload), "LIST" (a directory listing page), "ADMIN" (bucket calls).
 func (s *Server) Count(kind string) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -200,6 +219,10 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	b := s.buckets[name]
 	public := b != nil && b.info.Public
+	noExtract := s.noExtract
+	if r.Method == http.MethodPost && r.URL.Query().Has("extract") {
+		s.extracts++
+	}
 	s.mu.Unlock()
 	if !(read && public) && !s.authOK(w, r) {
 		return
@@ -224,6 +247,9 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	case r.Method == http.MethodDelete:
 		s.count("DELETE")
 		s.delete(w, b, p)
+	case r.Method == http.MethodPost && r.URL.Query().Has("extract") && !noExtract:
+		s.count("EXTRACT")
+		s.extract(w, r, name, b, p)
 	case r.Method == http.MethodPost && r.URL.Query().Has("rename-to"):
 		s.count("POST")
 		s.rename(w, b, p, strings.Trim(r.URL.Query().Get("rename-to"), "/"))
@@ -385,46 +411,110 @@ func (s *Server) put(w http.ResponseWriter, r *http.Request, name string, b *buc
 		}
 		mode = uint32(m)
 	}
-	md := md5.Sum(data)
-	sh := sha256.Sum256(data)
-	info := client.ObjectInfo{
-		Bucket: name, Path: p, Size: int64(len(data)), ModTime: mtime.UTC(),
-		ETag: hex.EncodeToString(md[:]), SHA256: hex.EncodeToString(sh[:]),
-		ContentType: r.Header.Get("Content-Type"), Mode: mode,
-	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.failPut != nil {
-		if st := s.failPut(name, p); st != 0 {
-			writeErr(w, st, "InjectedFailure", "injected failure")
-			return
-		}
-	}
-	old := b.files[p]
-	if im := r.Header.Get("If-Match"); im != "" && (old == nil || strings.Trim(im, `"`) != old.info.ETag) {
-		writeErr(w, http.StatusPreconditionFailed, "PreconditionFailed", "If-Match failed")
+	info, old, status, code, msg := s.storeLocked(name, b, p, data, mtime, mode, r.Header.Get("Content-Type"),
+		r.Header.Get("If-Match"), r.Header.Get("If-None-Match") == "*")
+	if status != 0 {
+		writeErr(w, status, code, msg)
 		return
 	}
-	if r.Header.Get("If-None-Match") == "*" && old != nil {
-		writeErr(w, http.StatusPreconditionFailed, "PreconditionFailed", "file exists")
-		return
-	}
-	if b.dirs[p] {
-		writeErr(w, http.StatusConflict, "IsADirectory", "is a directory")
-		return
-	}
-	if !addParents(b, p) {
-		writeErr(w, http.StatusConflict, "NotADirectory", "a parent is a file")
-		return
-	}
-	b.files[p] = &file{data: data, info: info}
+	sh := sha256.Sum256(data)
 	w.Header().Set("ETag", `"`+info.ETag+`"`)
 	w.Header().Set("Repr-Digest", "sha-256=:"+base64.StdEncoding.EncodeToString(sh[:])+":")
-	status := http.StatusOK
+	status = http.StatusOK
 	if old == nil {
 		status = http.StatusCreated
 	}
 	writeJSON(w, status, info)
+}
+
+// storeLocked stores one file (PUT or an archive entry); a non-zero status
+// is a failure with its code and message. old is the file replaced.
+func (s *Server) storeLocked(name string, b *bucket, p string, data []byte, mtime time.Time, mode uint32, ctype, ifMatch string, ifNoneMatchAny bool) (info client.ObjectInfo, old *file, status int, code, msg string) {
+	md := md5.Sum(data)
+	sh := sha256.Sum256(data)
+	info = client.ObjectInfo{
+		Bucket: name, Path: p, Size: int64(len(data)), ModTime: mtime.UTC(),
+		ETag: hex.EncodeToString(md[:]), SHA256: hex.EncodeToString(sh[:]),
+		ContentType: ctype, Mode: mode,
+	}
+	if s.failPut != nil {
+		if st := s.failPut(name, p); st != 0 {
+			return info, nil, st, "InjectedFailure", "injected failure"
+		}
+	}
+	old = b.files[p]
+	if ifMatch != "" && (old == nil || strings.Trim(ifMatch, `"`) != old.info.ETag) {
+		return info, old, http.StatusPreconditionFailed, "PreconditionFailed", "If-Match failed"
+	}
+	if ifNoneMatchAny && old != nil {
+		return info, old, http.StatusPreconditionFailed, "PreconditionFailed", "file exists"
+	}
+	if b.dirs[p] {
+		return info, old, http.StatusConflict, "IsADirectory", "is a directory"
+	}
+	if !addParents(b, p) {
+		return info, old, http.StatusConflict, "NotADirectory", "a parent is a file"
+	}
+	b.files[p] = &file{data: data, info: info}
+	return info, old, 0, "", ""
+}
+
+// extract serves a bulk upload (POST ?extract=tar): regular files only,
+// per-file results as the real server gives them.
+func (s *Server) extract(w http.ResponseWriter, r *http.Request, name string, b *bucket, prefix string) {
+	if r.URL.Query().Get("extract") != "tar" {
+		writeErr(w, http.StatusBadRequest, "BadRequest", "extract: tar only in the fake")
+		return
+	}
+	var res client.ExtractResult
+	status := http.StatusOK
+	tr := tar.NewReader(r.Body)
+	for {
+		hdr, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			res.Error, res.Code = err.Error(), "BadArchive"
+			writeJSON(w, http.StatusBadRequest, res)
+			return
+		}
+		p := strings.Trim(strings.TrimPrefix(hdr.Name, "./"), "/")
+		if prefix != "" {
+			p = prefix + "/" + p
+		}
+		if hdr.Typeflag != tar.TypeReg {
+			res.Skipped++
+			res.SkippedItems = append(res.SkippedItems, client.ExtractIssue{Path: p, Reason: "not a file"})
+			continue
+		}
+		data, err := io.ReadAll(tr)
+		if err != nil {
+			res.Error, res.Code = err.Error(), "BadArchive"
+			writeJSON(w, http.StatusBadRequest, res)
+			return
+		}
+		s.mu.Lock()
+		_, _, st, code, msg := s.storeLocked(name, b, p, data, hdr.ModTime, uint32(hdr.Mode)&0o7777, hdr.PAXRecords[client.PAXContentType], "", false)
+		s.mu.Unlock()
+		if st != 0 {
+			if res.Failed == 0 {
+				status = st
+				res.Code = code
+			}
+			res.Failed++
+			res.Errors = append(res.Errors, client.ExtractIssue{Path: p, Status: st, Code: code, Error: msg})
+			continue
+		}
+		res.Files++
+		res.Bytes += int64(len(data))
+	}
+	if res.Failed > 0 {
+		res.Error = fmt.Sprintf("%d entries failed", res.Failed)
+	}
+	writeJSON(w, status, res)
 }
 
 func (s *Server) get(w http.ResponseWriter, r *http.Request, b *bucket, p string) {

@@ -5,16 +5,28 @@ package main
 import (
 	"fmt"
 	"os"
+	"runtime/pprof"
 
 	"github.com/spf13/cobra"
 )
 
 func main() {
-	if err := newRootCmd().Execute(); err != nil {
+	// CAIRN_CPUPROFILE=FILE: a CPU profile of the whole command (for the
+	// client commands; servers have --debug-listen).
+	if path := os.Getenv("CAIRN_CPUPROFILE"); path != "" {
+		if f, err := os.Create(path); err == nil && pprof.StartCPUProfile(f) == nil {
+			defer func() { pprof.StopCPUProfile(); f.Close() }()
+		} else {
+			fmt.Fprintln(os.Stderr, "cairn: CAIRN_CPUPROFILE: cannot profile to", path)
+		}
+	}
+	if err := run(); err != nil {
 		fmt.Fprintln(os.Stderr, "cairn:", err)
 		os.Exit(1)
 	}
 }
+
+func run() error { return newRootCmd().Execute() }
 
 func newRootCmd() *cobra.Command {
 	root := &cobra.Command{

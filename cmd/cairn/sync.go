@@ -33,7 +33,9 @@ listing), and uploads the files that are new or changed, --jobs at a time.
 A file is unchanged when its size equals the remote size and its
 modification time falls in the same whole second as the remote one (which
 sync itself set with X-Cairn-Mtime on upload); with --checksum, when its
-SHA-256 equals the remote one instead. Symlinks below LOCAL_DIR are skipped
+SHA-256 equals the remote one instead. Files of up to 4 MiB are sent in
+bulk uploads (tar archives, POST ?extract=tar), several files per request;
+--no-batch sends one PUT per file. Symlinks below LOCAL_DIR are skipped
 with a warning. --delete removes remote files absent locally, then the
 remote directories this empties.`,
 		Args: cobra.ExactArgs(2),
@@ -44,6 +46,7 @@ remote directories this empties.`,
 	fl.IntVarP(&opts.Jobs, "jobs", "j", client.DefaultSyncJobs, "files uploaded in parallel")
 	fl.BoolVarP(&opts.Checksum, "checksum", "c", false, "compare SHA-256 instead of modification times")
 	fl.BoolVarP(&opts.DryRun, "dry-run", "n", false, "show what would change, change nothing")
+	fl.BoolVar(&opts.NoBatch, "no-batch", false, "upload every file with its own PUT (by default files of up to 4 MiB go in bulk uploads: tar archives of up to 512 files / 8 MiB)")
 	fl.BoolVar(&noProgress, "no-progress", false, "no progress bar (it is off anyway when stderr is not a terminal)")
 	fl.BoolVarP(&verbose, "verbose", "v", false, "print every upload and deletion")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {

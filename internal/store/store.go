@@ -676,7 +676,16 @@ func (s *Local) Put(ctx context.Context, bucket, path string, r io.Reader, opts 
 	if s.beforePropose != nil {
 		s.beforePropose()
 	}
-	var res meta.Result
+	return s.commitFile(ctx, cmd)
+}
+
+// commitFile proposes the OpPutFile cmd of an upload whose blobs are
+// written (and pinned by the caller) and returns the file's description.
+func (s *Local) commitFile(ctx context.Context, cmd meta.Command) (ObjectInfo, bool, error) {
+	var (
+		res meta.Result
+		err error
+	)
 	for attempt := 0; ; attempt++ {
 		res, err = s.log.Propose(ctx, cmd)
 		if err == nil && errors.Is(res.Err, meta.ErrBlobReaped) && attempt < 3 {
@@ -685,7 +694,7 @@ func (s *Local) Put(ctx context.Context, bucket, path string, r io.Reader, opts 
 			// the bytes are still here: write them again (a no-op when
 			// present) and retry from the current index.
 			cmd.StartIndex = s.log.AppliedIndex()
-			if rerr := s.rewriteMissing(extents); rerr != nil {
+			if rerr := s.rewriteMissing(cmd.File.Extents); rerr != nil {
 				return ObjectInfo{}, false, mapErr(rerr)
 			}
 			continue
@@ -700,9 +709,9 @@ func (s *Local) Put(ctx context.Context, bucket, path string, r io.Reader, opts 
 	}
 	ino := res.Inode
 	if ino == nil {
-		ino = file
+		ino = cmd.File
 	}
-	return objectInfo(bucket, path, ino), res.Created, nil
+	return objectInfo(cmd.BucketName, cmd.Path, ino), res.Created, nil
 }
 
 // writeBlob stores one blob of an upload: on its replicas in a cluster,

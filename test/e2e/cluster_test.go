@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -95,6 +96,35 @@ func TestThreeNodeCluster(t *testing.T) {
 		for p, data := range files {
 			waitFor(t, 10*time.Second, "GET "+p+" via "+s.addr, func() bool {
 				resp, body := do(t, "GET", s.url+"/web/"+p, nil)
+				return resp.StatusCode == 200 && bytes.Equal(body, data)
+			}, nodes...)
+		}
+	}
+
+	// cairn sync through node 2 goes in bulk uploads (tar archives): every
+	// node serves every file of it.
+	local := t.TempDir()
+	synced := map[string][]byte{}
+	for i := range 700 {
+		rel := fmt.Sprintf("s%d/g%d/file%03d.txt", i%5, i%3, i)
+		data := []byte(fmt.Sprintf("synced file %d %s", i, strings.Repeat("x", rng.Intn(3000))))
+		if err := os.MkdirAll(filepath.Join(local, filepath.Dir(rel)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(local, rel), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		synced[rel] = data
+	}
+	if out, err := n2.cli("sync", local, "web/synced", "--no-progress"); err != nil {
+		t.Fatalf("sync through node 2: %v\n%s", err, out)
+	} else if up, _, _, failed := syncCounts(t, out); up != len(synced) || failed != 0 {
+		t.Fatalf("sync through node 2: %s", out)
+	}
+	for _, s := range nodes {
+		for rel, data := range synced {
+			waitFor(t, 10*time.Second, "GET synced "+rel+" via "+s.addr, func() bool {
+				resp, body := do(t, "GET", s.url+"/web/synced/"+rel, nil)
 				return resp.StatusCode == 200 && bytes.Equal(body, data)
 			}, nodes...)
 		}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"time"
 
 	"github.com/cairn-fs/cairn/internal/access"
 	"github.com/cairn-fs/cairn/internal/store"
@@ -95,6 +96,7 @@ func (s *Server) writeErrorStatus(rs *reqState, status int, code string, err err
 	}
 	h[hdrContentType] = []string{"application/json"}
 	h["X-Content-Type-Options"] = []string{"nosniff"}
+	rs.dl.extend(time.Now()) // see writeJSON
 	rs.w.WriteHeader(status)
 	if rs.req.Method != http.MethodHead {
 		_, _ = rs.w.Write(body)
@@ -108,6 +110,13 @@ const wwwAuthenticate = `Bearer realm="cairn"`
 // 4xx messages carry the error text; for a 5xx the message is generic and
 // the error is logged instead, as it may name internal state.
 func (s *Server) errorBody(ctx context.Context, method, path string, status int, code string, err error) []byte {
+	body, _ := json.Marshal(errorBody{Error: s.errorMessage(ctx, method, path, status, err), Code: code})
+	return append(body, '\n')
+}
+
+// errorMessage is the message of an error answer: the error's text for a
+// 4xx; for a 5xx a generic text, and the error is logged.
+func (s *Server) errorMessage(ctx context.Context, method, path string, status int, err error) string {
 	msg := err.Error()
 	if status >= 500 {
 		lvl := slog.LevelError
@@ -122,6 +131,5 @@ func (s *Server) errorBody(ctx context.Context, method, path string, status int,
 			msg = errNoReadIndex.Error() // says nothing internal, and what to do
 		}
 	}
-	body, _ := json.Marshal(errorBody{Error: msg, Code: code})
-	return append(body, '\n')
+	return msg
 }

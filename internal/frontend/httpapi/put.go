@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/cairn-fs/cairn/internal/access"
 	"github.com/cairn-fs/cairn/internal/store"
@@ -20,6 +21,9 @@ func (s *Server) writeJSON(rs *reqState, status int, v any) {
 		return
 	}
 	body = append(body, '\n')
+	// The write deadline was set when the request started; an upload may
+	// have taken longer than WriteTimeout to arrive.
+	rs.dl.extend(time.Now())
 	h := rs.w.Header()
 	h[hdrContentType] = []string{"application/json"}
 	rs.w.WriteHeader(status)
@@ -201,6 +205,14 @@ func (s *Server) serveDelete(rs *reqState, t target) {
 // servePost handles POST /BUCKET/PATH?rename-to=NEWPATH.
 func (s *Server) servePost(rs *reqState, t target) {
 	ctx := rs.req.Context()
+	if kinds, ok := rs.req.URL.Query()["extract"]; ok {
+		if len(kinds) != 1 {
+			s.writeError(rs, fmt.Errorf("%w: POST needs one extract parameter", ErrBadRequest))
+			return
+		}
+		s.serveExtract(rs, t, kinds[0])
+		return
+	}
 	if err := s.writeTarget(rs, t); err != nil {
 		s.writeError(rs, err)
 		return

@@ -1,0 +1,128 @@
+package replica
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/cairn-fs/cairn/internal/blob"
+	"github.com/cairn-fs/cairn/internal/placement"
+	"github.com/cairn-fs/cairn/internal/transport"
+	"github.com/cairn-fs/cairn/internal/vfs"
+)
+
+// WriteMany over the in-memory transport and real blob stores: every blob
+// lands intact on its ranked nodes; each node gets its small blobs in a
+// few PutBlobs calls (not one per blob), large ones alone.
+func TestWriteManyOverTransport(t *testing.T) {
+	net := transport.NewMemNetwork(transport.MemConfig{Seed: 2})
+	m := mapOf(t)
+	stores := map[placement.NodeID]*blob.Store{}
+	var writer *Replicator
+	for id := placement.NodeID(1); id <= 5; id++ {
+		bs, err := blob.Open(blob.Config{Dir: "/b", FS: vfs.NewMem(), MinFreeBytes: -1,
+			Logger: slog.New(slog.DiscardHandler)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { bs.Close() })
+		stores[id] = bs
+		net.Register(transport.NodeID(id), fmt.Sprintf("mem://%d", id), nodeHandler{BlobServer{bs}})
+		if id == 1 {
+			writer, err = New(Config{Self: id, Local: bs, Peers: TransportPeers{net.Client(transport.NodeID(id), nil)},
+				Map: func() *placement.Map { return m }})
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	const n, large = 300, 3
+	var blobs []transport.BlobPut
+	for i := range n {
+		size := 100 + i*7
+		if i < large {
+			size = 300 << 10 // over the batch's MaxBlobBytes: sent alone
+		}
+		h, d := testBlob(i, size)
+		blobs = append(blobs, transport.BlobPut{Hash: h, Data: d})
+	}
+	for i, err := range writer.WriteMany(context.Background(), blobs, 3, 0) {
+		if err != nil {
+			t.Fatalf("blob %d: %v", i, err)
+		}
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for i, b := range blobs {
+		for _, id := range placement.Replicas(m, b.Hash, 3) {
+			for !stores[id].Has(b.Hash) && time.Now().Before(deadline) {
+				time.Sleep(time.Millisecond) // a straggler (W=2 of 3)
+			}
+			p := make([]byte, len(b.Data))
+			if _, err := stores[id].ReadAt(b.Hash, p, 0); err != nil || !bytes.Equal(p, b.Data) {
+				t.Fatalf("blob %d on node %d: %v", i, id, err)
+			}
+		}
+	}
+	st := writer.BatchStats()
+	// About 2 of every 3 copies are remote; each of the 4 other nodes gets
+	// its ~150 small blobs in one call.
+	if st.Batches > 8 || st.Blobs < 2*(n-large)/2 {
+		t.Fatalf("batch stats %+v: want a few batches carrying the small blobs", st)
+	}
+	if st.Single == 0 {
+		t.Fatalf("batch stats %+v: the large blobs should go alone", st)
+	}
+	if stores[1].Stats().Blobs == 0 {
+		t.Fatal("the writer holds none of the blobs it ranks for itself")
+	}
+}
+
+// A blob is acknowledged once W copies are durable; with two of its
+// targets failing and W=2 of R=3 it fails with ErrNoQuorum, the others
+// succeed; no result waits for a hung node once the quorum is in.
+func TestWriteManyQuorum(t *testing.T) {
+	f := newFakeNet(1, 2, 3, 4, 5)
+	m := mapOf(t)
+	r := newRep(t, 1, f, m)
+	f.fail[4], f.fail[5] = true, true
+	f.hang[3] = true
+	var blobs []transport.BlobPut
+	for i := range 60 {
+		h, d := testBlob(i, 64)
+		blobs = append(blobs, transport.BlobPut{Hash: h, Data: d})
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	errs := r.WriteMany(ctx, blobs, 3, 2)
+	ok, failed := 0, 0
+	for i, b := range blobs {
+		targets := placement.Place(m, b.Hash, 3).Targets
+		good := 0 // targets that answer: 1 and 2 (3 hangs, 4 and 5 fail)
+		for _, id := range targets {
+			if id == 1 || id == 2 {
+				good++
+			}
+		}
+		switch {
+		case good >= 2 && errs[i] != nil:
+			t.Fatalf("blob %d (targets %v): %v, want success", i, targets, errs[i])
+		case good >= 2:
+			ok++
+		case !contains(targets, 3) && !errors.Is(errs[i], ErrNoQuorum):
+			t.Fatalf("blob %d (targets %v): %v, want ErrNoQuorum", i, targets, errs[i])
+		case errs[i] == nil:
+			t.Fatalf("blob %d (targets %v) succeeded with one good copy", i, targets)
+		default:
+			failed++
+		}
+	}
+	if ok == 0 || failed == 0 {
+		t.Fatalf("%d ok, %d failed: the test needs both kinds", ok, failed)
+	}
+	t.Logf("%d ok, %d failed in %v", ok, failed, time.Since(start))
+}

@@ -1,0 +1,204 @@
+package store
+
+import (
+	"context"
+	"crypto/md5"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"sync"
+
+	"github.com/cairn-fs/cairn/internal/blob"
+	"github.com/cairn-fs/cairn/internal/meta"
+	"github.com/cairn-fs/cairn/internal/transport"
+)
+
+// FilePut is one file of a PutFiles call: its whole content in memory.
+type FilePut struct {
+	Path string
+	// Data is the content, at most blob.MaxSize bytes (one blob). PutFiles
+	// takes ownership: the slice must not be modified afterwards.
+	Data []byte
+	// Opts: ContentType, Mode, ModTime, IfMatch and IfNoneMatchAny as for
+	// Put; Size is ignored (len(Data) is the size).
+	Opts PutOptions
+}
+
+// PutResult is the outcome of one file of a PutFiles call.
+type PutResult struct {
+	Info    ObjectInfo
+	Created bool
+	Err     error
+}
+
+// BatchPutter is implemented by a Store that can store many small files in
+// one call (Local does). Front ends check for it with a type assertion and
+// fall back to one Put per file.
+type BatchPutter interface {
+	// PutFiles stores every file of files in bucket, as that many Puts
+	// would, and returns one result per file. The files are independent:
+	// each one is durable and visible once its result has a nil error, and
+	// one file's failure does not undo the others. Two files with the same
+	// path in one call: the later one wins.
+	PutFiles(ctx context.Context, bucket string, files []FilePut) []PutResult
+}
+
+// BatchReplication is the optional bulk half of Replication
+// (replica.Replicator implements it): every blob of a group written with
+// one send per node instead of one per blob.
+type BatchReplication interface {
+	// WriteMany stores each blob on its replicas like WriteBlob and
+	// returns one error per blob. It takes ownership of the data.
+	WriteMany(ctx context.Context, blobs []transport.BlobPut, replicas, writeQuorum int) []error
+}
+
+var _ BatchPutter = (*Local)(nil)
+
+// PutFiles implements BatchPutter. The blobs of all the files are written
+// together (locally with one blob.Store.PutMany, in a cluster with one
+// Replication.WriteMany: one batch per node) and the namespace commands
+// are proposed concurrently, so the consensus log carries them in a few
+// entries. A file whose path repeats later in files is skipped in favour
+// of the later one (its result is the later one's).
+func (s *Local) PutFiles(ctx context.Context, bucket string, files []FilePut) []PutResult {
+	res := make([]PutResult, len(files))
+	failAll := func(err error) []PutResult {
+		for i := range res {
+			res[i].Err = err
+		}
+		return res
+	}
+	if err := checkPath(bucket, ""); err != nil {
+		return failAll(err)
+	}
+	binfo, err := s.Bucket(ctx, bucket)
+	if err != nil {
+		return failAll(err)
+	}
+	replicas := binfo.Replicas
+	if replicas == 0 {
+		replicas = DefaultReplicas
+	}
+	startIndex := s.log.AppliedIndex()
+	ctx = transport.WithMinIndex(ctx, startIndex) // as in Put: see GuardReplicaPut
+
+	// The last occurrence of each path is the one stored.
+	last := make(map[string]int, len(files))
+	for i, f := range files {
+		last[f.Path] = i
+	}
+	cmds := make([]*meta.Command, len(files))
+	var blobs []transport.BlobPut
+	blobOf := make(map[blob.Hash]int) // hash -> index in blobs
+	for i, f := range files {
+		if last[f.Path] != i {
+			continue
+		}
+		if err := checkPath(bucket, f.Path); err != nil {
+			res[i].Err = err
+			continue
+		}
+		if f.Path == "" {
+			res[i].Err = ErrInvalidName
+			continue
+		}
+		if len(f.Data) > blob.MaxSize {
+			res[i].Err = fmt.Errorf("%w: %d bytes in a batch (at most %d per file)", ErrTooLarge, len(f.Data), blob.MaxSize)
+			continue
+		}
+		sum := md5.Sum(f.Data)
+		var extents []meta.Extent
+		sha := ""
+		if len(f.Data) > 0 {
+			h := blob.Sum(f.Data)
+			extents = []meta.Extent{{Hash: h, Offset: 0, Length: int64(len(f.Data))}}
+			sha = h.String()
+			if _, dup := blobOf[h]; !dup {
+				blobOf[h] = len(blobs)
+				blobs = append(blobs, transport.BlobPut{Hash: h, Data: f.Data})
+				s.pins.pin(h)
+			}
+		} else {
+			empty := sha256.Sum256(nil)
+			sha = hex.EncodeToString(empty[:])
+		}
+		mode := f.Opts.Mode
+		if mode == 0 {
+			mode = 0o644
+		}
+		now := s.cfg.Now()
+		mtime := f.Opts.ModTime
+		if mtime.IsZero() {
+			mtime = now
+		}
+		file := &meta.Inode{Type: meta.TypeFile, Mode: mode, Size: int64(len(f.Data)), MtimeNs: mtime.UnixNano(),
+			CtimeNs: now.UnixNano(), ContentType: f.Opts.ContentType,
+			ETag: hex.EncodeToString(sum[:]), SHA256: sha, Extents: extents}
+		cmds[i] = &meta.Command{Op: meta.OpPutFile, BucketName: bucket, Path: f.Path, File: file,
+			TimeNs: now.UnixNano(), IfMatch: f.Opts.IfMatch, IfNoneMatchAny: f.Opts.IfNoneMatchAny,
+			StartIndex: startIndex}
+	}
+	defer func() {
+		for _, b := range blobs {
+			s.pins.unpin(b.Hash)
+		}
+	}()
+
+	blobErrs := s.writeBlobs(ctx, blobs, replicas, binfo.WriteQuorum)
+	var wg sync.WaitGroup
+	for i, cmd := range cmds {
+		if cmd == nil {
+			continue
+		}
+		if len(cmd.File.Extents) > 0 {
+			if err := blobErrs[blobOf[cmd.File.Extents[0].Hash]]; err != nil {
+				res[i].Err = mapErr(fmt.Errorf("write blob: %w", err))
+				continue
+			}
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			info, created, err := s.commitFile(ctx, *cmd)
+			res[i] = PutResult{Info: info, Created: created, Err: err}
+		}()
+	}
+	wg.Wait()
+	for i, f := range files {
+		if j := last[f.Path]; j != i {
+			res[i] = res[j]
+		}
+	}
+	return res
+}
+
+// writeBlobs stores the blobs of a PutFiles call and returns one error per
+// blob: in a cluster through the replication (in bulk when it can), else
+// with one local PutMany.
+func (s *Local) writeBlobs(ctx context.Context, blobs []transport.BlobPut, replicas, w int) []error {
+	if len(blobs) == 0 {
+		return nil
+	}
+	if s.cfg.Replication == nil {
+		hs := make([]blob.Hash, len(blobs))
+		data := make([][]byte, len(blobs))
+		for i, b := range blobs {
+			hs[i], data[i] = b.Hash, b.Data
+		}
+		return s.blobs.PutMany(hs, data)
+	}
+	if br, ok := s.cfg.Replication.(BatchReplication); ok {
+		return br.WriteMany(ctx, blobs, replicas, w)
+	}
+	errs := make([]error, len(blobs))
+	var wg sync.WaitGroup
+	for i, b := range blobs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = s.cfg.Replication.WriteBlob(ctx, b.Hash, b.Data, replicas, w)
+		}()
+	}
+	wg.Wait()
+	return errs
+}
