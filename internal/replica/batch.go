@@ -219,14 +219,24 @@ func (b *Batcher) sendBatch(to placement.NodeID, batch []*batchItem) {
 	for _, stop := range stops {
 		stop()
 	}
-	if err == nil && len(errs) != len(batch) {
-		err = fmt.Errorf("%w: PutBlobs to node %d answered %d of %d blobs", transport.ErrRemote, to, len(errs), len(batch))
+	for i, e := range blobErrs(to, len(batch), errs, err) {
+		batch[i].done <- e
 	}
-	for i, it := range batch {
-		e := err
-		if e == nil {
-			e = errs[i]
-		}
-		it.done <- e
+}
+
+// blobErrs turns a PutBlobs answer for n blobs into one error per blob:
+// the call's error for all when it failed (or answered for a different
+// number of blobs), else each blob's own.
+func blobErrs(to placement.NodeID, n int, errs []error, err error) []error {
+	if err == nil && len(errs) != n {
+		err = fmt.Errorf("%w: PutBlobs to node %d answered %d of %d blobs", transport.ErrRemote, to, len(errs), n)
 	}
+	if err == nil {
+		return errs
+	}
+	out := make([]error, n)
+	for i := range out {
+		out[i] = err
+	}
+	return out
 }

@@ -322,27 +322,7 @@ func TestBatcherSizeCaps(t *testing.T) {
 // nodes, in fewer calls than blobs; under -race this also checks that the
 // sends never read a caller's buffer after Write returned.
 func TestReplicatorBatchesOverTransport(t *testing.T) {
-	net := transport.NewMemNetwork(transport.MemConfig{Seed: 1})
-	m := mapOf(t)
-	stores := map[placement.NodeID]*blob.Store{}
-	var writer *Replicator
-	for id := placement.NodeID(1); id <= 5; id++ {
-		bs, err := blob.Open(blob.Config{Dir: "/b", FS: vfs.NewMem(), MinFreeBytes: -1,
-			Logger: slog.New(slog.DiscardHandler)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { bs.Close() })
-		stores[id] = bs
-		net.Register(transport.NodeID(id), fmt.Sprintf("mem://%d", id), nodeHandler{BlobServer{bs}})
-		if id == 1 {
-			writer, err = New(Config{Self: id, Local: bs, Peers: TransportPeers{net.Client(transport.NodeID(id), nil)},
-				Map: func() *placement.Map { return m }})
-			if err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
+	stores, writer, m := memCluster(t, 1)
 	const n = 200
 	var wg sync.WaitGroup
 	errs := make(chan error, n)
@@ -389,4 +369,32 @@ func TestReplicatorBatchesOverTransport(t *testing.T) {
 		t.Fatalf("batch stats %+v", st)
 	}
 	t.Logf("%d remote blob writes in %d calls", st.Blobs, st.Batches)
+}
+
+// memCluster is five nodes with real blob stores on the in-memory
+// transport, and the Replicator of node 1 writing to them.
+func memCluster(t *testing.T, seed uint64) (map[placement.NodeID]*blob.Store, *Replicator, *placement.Map) {
+	t.Helper()
+	net := transport.NewMemNetwork(transport.MemConfig{Seed: seed})
+	m := mapOf(t)
+	stores := map[placement.NodeID]*blob.Store{}
+	var writer *Replicator
+	for id := placement.NodeID(1); id <= 5; id++ {
+		bs, err := blob.Open(blob.Config{Dir: "/b", FS: vfs.NewMem(), MinFreeBytes: -1,
+			Logger: slog.New(slog.DiscardHandler)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { bs.Close() })
+		stores[id] = bs
+		net.Register(transport.NodeID(id), fmt.Sprintf("mem://%d", id), nodeHandler{BlobServer{bs}})
+		if id == 1 {
+			writer, err = New(Config{Self: id, Local: bs, Peers: TransportPeers{net.Client(transport.NodeID(id), nil)},
+				Map: func() *placement.Map { return m }})
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	return stores, writer, m
 }

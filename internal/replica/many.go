@@ -177,15 +177,8 @@ func (r *Replicator) sendMany(ctx context.Context, id placement.NodeID, blobs []
 			r.batch.batches.Add(1)
 			r.batch.blobs.Add(int64(len(chunk)))
 			errs, err := bp.PutBlobs(cctx, id, put)
-			if err == nil && len(errs) != len(chunk) {
-				err = fmt.Errorf("%w: PutBlobs to node %d answered %d of %d blobs", transport.ErrRemote, id, len(errs), len(chunk))
-			}
-			for k, i := range chunk {
-				e := err
-				if e == nil {
-					e = errs[k]
-				}
-				report(i, e)
+			for k, e := range blobErrs(id, len(chunk), errs, err) {
+				report(chunk[k], e)
 			}
 		}()
 	}

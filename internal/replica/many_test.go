@@ -4,42 +4,18 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
-	"log/slog"
 	"testing"
 	"time"
 
-	"github.com/cairn-fs/cairn/internal/blob"
 	"github.com/cairn-fs/cairn/internal/placement"
 	"github.com/cairn-fs/cairn/internal/transport"
-	"github.com/cairn-fs/cairn/internal/vfs"
 )
 
 // WriteMany over the in-memory transport and real blob stores: every blob
 // lands intact on its ranked nodes; each node gets its small blobs in a
 // few PutBlobs calls (not one per blob), large ones alone.
 func TestWriteManyOverTransport(t *testing.T) {
-	net := transport.NewMemNetwork(transport.MemConfig{Seed: 2})
-	m := mapOf(t)
-	stores := map[placement.NodeID]*blob.Store{}
-	var writer *Replicator
-	for id := placement.NodeID(1); id <= 5; id++ {
-		bs, err := blob.Open(blob.Config{Dir: "/b", FS: vfs.NewMem(), MinFreeBytes: -1,
-			Logger: slog.New(slog.DiscardHandler)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { bs.Close() })
-		stores[id] = bs
-		net.Register(transport.NodeID(id), fmt.Sprintf("mem://%d", id), nodeHandler{BlobServer{bs}})
-		if id == 1 {
-			writer, err = New(Config{Self: id, Local: bs, Peers: TransportPeers{net.Client(transport.NodeID(id), nil)},
-				Map: func() *placement.Map { return m }})
-			if err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
+	stores, writer, m := memCluster(t, 2)
 	const n, large = 300, 3
 	var blobs []transport.BlobPut
 	for i := range n {

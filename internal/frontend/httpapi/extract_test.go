@@ -123,15 +123,7 @@ func testExtract(t *testing.T, st store.Store, fs func(path string) (string, sto
 
 func TestExtractRealStore(t *testing.T) {
 	st := realStore(t)
-	testExtract(t, st, func(p string) (string, store.ObjectInfo, error) {
-		o, err := st.Open(context.Background(), "pub", p)
-		if err != nil {
-			return "", store.ObjectInfo{}, err
-		}
-		var b bytes.Buffer
-		_, err = o.WriteRangeTo(&b, 0, o.Info().Size)
-		return b.String(), o.Info(), err
-	})
+	testExtract(t, st, reader(st))
 }
 
 // A store without PutFiles gets one Put per file.
@@ -141,15 +133,20 @@ func TestExtractWithoutBatchPutter(t *testing.T) {
 	if _, ok := st.(store.BatchPutter); ok {
 		t.Fatal("the fake store has PutFiles: this test needs one without")
 	}
-	testExtract(t, st, func(p string) (string, store.ObjectInfo, error) {
-		o, err := e.fs.Open(context.Background(), "pub", p)
+	testExtract(t, st, reader(st))
+}
+
+// reader reads a whole file of bucket pub of st.
+func reader(st store.Store) func(p string) (string, store.ObjectInfo, error) {
+	return func(p string) (string, store.ObjectInfo, error) {
+		o, err := st.Open(context.Background(), "pub", p)
 		if err != nil {
 			return "", store.ObjectInfo{}, err
 		}
 		var b bytes.Buffer
 		_, err = o.WriteRangeTo(&b, 0, o.Info().Size)
 		return b.String(), o.Info(), err
-	})
+	}
 }
 
 func TestExtractRequests(t *testing.T) {
