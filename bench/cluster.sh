@@ -37,7 +37,8 @@
 # lib.sh's resolve_cairn_bin) SCALE=0.25 SEED=1 PROP_N=500 PROP_SIZE=1024
 # PROP_DEADLINE=5s DURATION=10 ROUNDS=2 CONNS=20 THREADS=2 WARMUP=5 READ_NODE=2
 # ROUNDS_INGEST=2 SYNC_JOBS=64 SPOT_CHECK=20 VERIFY=1 FO_BEFORE=3 FO_AFTER=10
-# FO_WRITERS=4 FO_READERS=2 KEEP=1 (keep scratch data) PROFILE=0 (seconds:
+# FO_WRITERS=4 FO_READERS=2 KEEP=1 (keep scratch data) SERVER_ARGS="" (extra
+# flags for every node) PROFILE=0 (seconds:
 # nodes get --debug-listen and the first ingest round takes CPU profiles of
 # node 1 and node 2, and of the whole cairn sync, saved next to the results).
 #
@@ -72,6 +73,8 @@ FO_WRITERS=${FO_WRITERS:-4}
 FO_READERS=${FO_READERS:-2}
 KERNEL_PKG=${KERNEL_PKG:-linux-source-6.1}
 PROFILE=${PROFILE:-0}
+# SERVER_ARGS: extra flags for every node (word-split), e.g. "--disable-mmap".
+SERVER_ARGS=${SERVER_ARGS:-}
 CLUSTER_SECRET=${CAIRN_CLUSTER_SECRET:-cairn-bench-cluster-secret-0000000000}
 # The shared corpus directory stays at scale 1 for read.sh/ingest.sh.
 [ "$SCALE" = 1 ] || CORPUS_DIR=$DATA_DIR/corpus-scale$SCALE
@@ -141,7 +144,7 @@ cluster_start() {
 			join+=(--debug-listen "${NODE_DEBUG[i]}")
 		fi
 		CAIRN_CLUSTER_SECRET=$CLUSTER_SECRET "$CAIRN_BIN" server --data "$CL_DIR/n$i" \
-			--listen "127.0.0.1:$port" "${join[@]}" >"${NODE_LOG[i]}" 2>&1 &
+			--listen "127.0.0.1:$port" "${join[@]}" $SERVER_ARGS >"${NODE_LOG[i]}" 2>&1 &
 		NODE_PID[i]=$!
 		BENCH_PIDS+=("${NODE_PID[i]}")
 		wait_http "${NODE_URL[i]}/_cairn/health" "${NODE_PID[i]}" 60 "${NODE_LOG[i]}"

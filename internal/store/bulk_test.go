@@ -134,12 +134,14 @@ type bulkReplication struct {
 	many     []int // blobs per WriteMany call
 	fail     map[blob.Hash]bool
 	minIndex []uint64
+	kept     []transport.BlobPut // every blob handed over, as handed
 }
 
 func (b *bulkReplication) WriteMany(ctx context.Context, blobs []transport.BlobPut, r, w int) []error {
 	b.mu2.Lock()
 	b.many = append(b.many, len(blobs))
 	b.minIndex = append(b.minIndex, transport.MinIndex(ctx))
+	b.kept = append(b.kept, blobs...)
 	b.mu2.Unlock()
 	errs := make([]error, len(blobs))
 	for i, bp := range blobs {
@@ -194,5 +196,55 @@ func TestPutFilesThroughReplication(t *testing.T) {
 	}
 	if local.Stats().Blobs != 0 {
 		t.Fatal("blobs written locally besides the replication")
+	}
+}
+
+// A streamed upload in a cluster hands its large blobs to WriteMany with
+// their buffers (no copy): those buffers are never reused by later
+// uploads (WriteMany owns them; its sends may outlive the upload).
+func TestPutHandsLargeBlobsOver(t *testing.T) {
+	local, _ := blob.Open(blob.Config{Dir: "/l", FS: vfs.NewMem(), MinFreeBytes: -1})
+	remote, _ := blob.Open(blob.Config{Dir: "/r", FS: vfs.NewMem(), MinFreeBytes: -1})
+	db := kv.NewMem()
+	var st *Local
+	lg, _ := consensus.NewLocal(consensus.LocalConfig{KV: db, OnApply: func(i uint64, c []meta.Command, r []meta.Result) { st.Applied(i, c, r) }})
+	rep := &bulkReplication{fakeReplication: fakeReplication{remote: remote}}
+	var err error
+	st, err = New(Config{Blobs: local, KV: db, Log: lg, Replication: rep})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { st.Close(); lg.Close(); local.Close(); remote.Close() }()
+	ctx := context.Background()
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(st.CreateBucket(ctx, BucketInfo{Name: "bkt"}))
+	rng := rand.New(rand.NewSource(3))
+	var files [][]byte
+	for i := range 4 {
+		data := randBytes(rng, 2*blob.MaxSize+1000) // two full blobs and a small one
+		_, _, err := st.Put(ctx, "bkt", fmt.Sprint("f", i), bytes.NewReader(data), PutOptions{Size: int64(len(data))})
+		must(err)
+		files = append(files, data)
+	}
+	if len(rep.kept) != 8 {
+		t.Fatalf("%d blobs handed over, want the 8 full ones (the small tails go through WriteBlob: %d calls)", len(rep.kept), len(rep.calls))
+	}
+	if len(rep.calls) != 4 {
+		t.Fatalf("%d WriteBlob calls, want the 4 small tails", len(rep.calls))
+	}
+	for _, b := range rep.kept {
+		if blob.Sum(b.Data) != b.Hash {
+			t.Fatal("a handed-over buffer was reused by a later upload")
+		}
+	}
+	for i, data := range files {
+		if got := readAllB(t, st, "bkt", fmt.Sprint("f", i)); !bytes.Equal(got, data) {
+			t.Fatalf("f%d differs", i)
+		}
 	}
 }

@@ -627,8 +627,18 @@ func (s *Local) Put(ctx context.Context, bucket, path string, r io.Reader, opts 
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					defer release()
-					if err := s.writeBlob(ctx, h, data, replicas, binfo.WriteQuorum); err != nil {
+					var err error
+					if br, ok := s.cfg.Replication.(BatchReplication); ok && n > handOverBytes {
+						// The buffer goes to the replication (its sends to
+						// slow replicas outlive this call) instead of
+						// being copied there; the pool makes a new one.
+						err = br.WriteMany(ctx, []transport.BlobPut{{Hash: h, Data: data}}, replicas, binfo.WriteQuorum)[0]
+						<-sem
+					} else {
+						err = s.writeBlob(ctx, h, data, replicas, binfo.WriteQuorum)
+						release()
+					}
+					if err != nil {
 						setErr(fmt.Errorf("write blob: %w", err))
 					}
 				}()
@@ -713,6 +723,12 @@ func (s *Local) commitFile(ctx context.Context, cmd meta.Command) (ObjectInfo, b
 	}
 	return objectInfo(cmd.BucketName, cmd.Path, ino), res.Created, nil
 }
+
+// handOverBytes: an upload's blobs larger than this are handed to a
+// BatchReplication with their buffer (no copy) rather than written with
+// Replication.WriteBlob, which copies them but coalesces small blobs of
+// concurrent uploads into batches (a blob this large travels alone anyway).
+const handOverBytes = 256 << 10
 
 // writeBlob stores one blob of an upload: on its replicas in a cluster,
 // else in the local blob store.
