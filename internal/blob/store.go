@@ -758,6 +758,80 @@ func (s *Store) Locate(h Hash) (f vfs.File, off, n int64, release func(), err er
 	return vr.v.File(), volume.DataOffset(l.offset()), int64(l.n), func() { once.Do(vr.release) }, nil
 }
 
+// Ref is a reader's hold on a volume, returned by MappedData: until
+// Release the volume stays open and mapped (compaction and Close leave it
+// for the last holder to close). The zero Ref holds nothing.
+type Ref struct{ vr *volRef }
+
+// Release lets the volume go. Call it exactly once per Ref from MappedData
+// (a copy of a Ref is the same hold), after the last use of the bytes.
+func (r Ref) Release() {
+	if r.vr != nil {
+		r.vr.release()
+	}
+}
+
+// MappedData lends bytes [off, off+n) of blob h's data (n > 0) as a slice
+// of its volume's read-only memory map, without copying them, for a caller
+// that hands them to a system call (the fast path's sendmsg of a response:
+// the kernel copies them from the page cache into the socket). The needle
+// header (magic, full hash, length) is checked as ReadAt checks it, and
+// the last byte of the range is read under the fault guard, so a volume
+// truncated under the map is not lent. The volume is held until the
+// caller calls ref.Release, exactly once; b must not be used after that,
+// nor written, and a page lost in between (a truncation, a disk error) is
+// an EFAULT to a system call but a fault to Go code that reads b. It
+// allocates nothing.
+//
+// ok is false, and nothing is held, when the bytes cannot be lent: the
+// blob is not stored here, the volume is not mapped or the range is not
+// all below its mapped end, the header does not check, the store is
+// closed. The caller then reads with ReadAt, which reports any error.
+func (s *Store) MappedData(h Hash, off, n int64) (b []byte, ref Ref, ok bool) {
+	if s.closed.Load() || off < 0 || n <= 0 {
+		return nil, Ref{}, false
+	}
+	for try := 0; try < maxRetries; try++ {
+		c, nc := s.idx.lookup(&h)
+		raced := false
+		for _, l := range c[:nc] {
+			vr := s.acquire(l.vol)
+			if vr == nil {
+				raced = true
+				continue
+			}
+			b, match, err := vr.v.MappedData(l.offset(), (*[32]byte)(&h), off, n)
+			if match && err == nil {
+				return b, Ref{vr: vr}, true
+			}
+			vr.release()
+			if match || err != nil {
+				return nil, Ref{}, false // corrupt, not mapped: ReadAt tells
+			}
+		}
+		if !raced {
+			break
+		}
+	}
+	return nil, Ref{}, false
+}
+
+// Resident reports whether bytes [off, off+n) of blob h's data are in
+// the page cache, seen through its volume's memory map (vfs.Resident):
+// a caller about to send them with a system call that may otherwise wait
+// for the disk can then make it without handing its thread's scheduler
+// slot off. False when unknown (no map, not stored here, n <= 0). A
+// snapshot: a page may be evicted right after.
+func (s *Store) Resident(h Hash, off, n int64) bool {
+	b, ref, ok := s.MappedData(h, off, n)
+	if !ok {
+		return false
+	}
+	r := vfs.Resident(b)
+	ref.Release()
+	return r
+}
+
 // checkWritable returns ErrClosed or ErrReadOnly. Must hold s.mu.
 func (s *Store) checkWritable() error {
 	if s.closed.Load() {

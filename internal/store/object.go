@@ -184,6 +184,59 @@ func (o *object) LocalSpan(off, n int64) (f *os.File, fileOff int64, release fun
 	return osf.OSFile(), base + inner, rel, true
 }
 
+// LocalBytes lends bytes [off, off+n) of the content (n > 0) when they
+// are one contiguous piece of a local blob in a memory-mapped volume: a
+// slice of the volume's read-only map (blob.Store.MappedData), valid until
+// ref.Release, which the caller must call exactly once when done with b
+// (until then the volume stays open and mapped). b must not be written; it
+// is meant for a system call such as sendmsg (a page lost to a truncation
+// since the check is an EFAULT there, but a fault in Go code). The
+// needle's header is checked as ReadAt checks it. It allocates nothing.
+//
+// ok is false, and nothing is held, in every other case (the range spans
+// extents, the blob is remote or missing, the volume is not mapped, the
+// header does not check): the caller then uses ReadAt, which reports any
+// error.
+func (o *object) LocalBytes(off, n int64) (b []byte, ref blob.Ref, ok bool) {
+	if off < 0 || n <= 0 || off+n > o.ino.Size {
+		return nil, blob.Ref{}, false
+	}
+	ex := o.ino.Extents
+	i := 0
+	if len(ex) != 1 {
+		i = o.extentAt(off)
+		if i >= len(ex) {
+			return nil, blob.Ref{}, false
+		}
+	}
+	e := &ex[i]
+	inner := off - e.Offset
+	if inner < 0 || inner+n > e.Length {
+		return nil, blob.Ref{}, false
+	}
+	return o.s.blobs.MappedData(e.Hash, inner, n)
+}
+
+// Resident reports whether bytes [off, off+n) of the content are one
+// piece of a local blob whose pages are all in the page cache
+// (blob.Store.Resident): sending them from the volume file will not wait
+// for the disk, barring an eviction in between. False when unknown.
+func (o *object) Resident(off, n int64) bool {
+	if off < 0 || n <= 0 || off+n > o.ino.Size {
+		return false
+	}
+	i := o.extentAt(off)
+	if i >= len(o.ino.Extents) {
+		return false
+	}
+	e := &o.ino.Extents[i]
+	inner := off - e.Offset
+	if inner+n > e.Length {
+		return false
+	}
+	return o.s.blobs.Resident(e.Hash, inner, n)
+}
+
 // readBlob reads from the local copy, or, in a cluster, from a replica when
 // this node has none.
 func (s *Local) readBlob(h blob.Hash, p []byte, off int64) (int, error) {

@@ -150,3 +150,66 @@ func TestOpenSharesCachedObject(t *testing.T) {
 		t.Fatalf("Stat of a directory: %+v, %v", st, err)
 	}
 }
+
+// TestLocalBytes checks the bytes lent from the volume maps (the fast
+// path's sendmsg source) against the content, the cases that lend nothing,
+// and that every lent range is released.
+func TestLocalBytes(t *testing.T) {
+	e := newOSEnv(t)
+	rng := rand.New(rand.NewSource(2))
+	small := randBytes(rng, 15000)
+	big := randBytes(rng, blob.MaxSize+5000) // two extents
+	mustPut(t, e.s, "small", small)
+	mustPut(t, e.s, "big", big)
+	ctx := context.Background()
+	check := func(path string, data []byte, off, n int64, wantOK bool) {
+		t.Helper()
+		o, err := e.s.Open(ctx, "bkt", path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, ref, ok := o.(*object).LocalBytes(off, n)
+		if ok != wantOK {
+			t.Fatalf("%s [%d,+%d): ok %v, want %v", path, off, n, ok, wantOK)
+		}
+		if !ok {
+			return
+		}
+		if !bytes.Equal(b, data[off:off+n]) {
+			t.Fatalf("%s [%d,+%d): lent other bytes", path, off, n)
+		}
+		ref.Release()
+		if !o.(*object).Resident(off, n) {
+			t.Fatalf("%s [%d,+%d): not resident just after writing", path, off, n)
+		}
+	}
+	check("small", small, 0, 15000, true)
+	check("small", small, 100, 900, true)
+	check("small", small, 14999, 1, true)
+	check("small", small, 0, 0, false)
+	check("small", small, 1, 15000, false)
+	check("small", small, -1, 10, false)
+	check("big", big, 0, blob.MaxSize, true)
+	check("big", big, blob.MaxSize, 5000, true)
+	check("big", big, blob.MaxSize-10, 20, false) // spans two extents
+	o, err := e.s.Open(ctx, "bkt", "small")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if allocs := testing.AllocsPerRun(100, func() {
+		_, ref, _ := o.(*object).LocalBytes(0, 15000)
+		ref.Release()
+	}); allocs != 0 {
+		t.Fatalf("LocalBytes allocates %.1f times", allocs)
+	}
+	// On a file system without maps nothing is lent.
+	m := newEnv(t)
+	mustPut(t, m.s, "small", small)
+	om, err := m.s.Open(ctx, "bkt", "small")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, ok := om.(*object).LocalBytes(0, 10); ok {
+		t.Fatal("lent from an in-memory file system")
+	}
+}

@@ -723,3 +723,69 @@ func (v *Volume) readMapped(b []byte, off int64, want *[32]byte, p []byte, dataO
 	copy(p, b[start:start+int64(len(p))])
 	return true, nil
 }
+
+// MappedData lends n data bytes of the needle at off, starting dataOff
+// bytes into its data, as a slice of the volume's read-only memory map: no
+// copy is made. It checks the header as ReadMapped does (magic, version,
+// flags, the hash if want is not nil, and that the length covers the
+// range) and reads the last byte of the range, both under the fault guard,
+// so that a file truncated under the map is reported (ErrCorrupt) before
+// the bytes are lent rather than while they are used. match is false, and
+// b nil, when the needle belongs to another hash. It returns ErrNotMapped,
+// having done nothing, in the cases ReadMapped does, and when n <= 0.
+//
+// The slice is valid only while the volume stays open: the caller must
+// hold the volume as for ReadMapped (the blob store's reference) until it
+// is done with b. b must not be written (the map is read-only) and is
+// meant for system calls (write, sendmsg), to which a page lost since the
+// check is an EFAULT error; reading it directly in Go is not guarded
+// against such a fault.
+func (v *Volume) MappedData(off int64, want *[32]byte, dataOff, n int64) (b []byte, match bool, err error) {
+	m := v.mapped.Load()
+	if m == nil {
+		return nil, false, ErrNotMapped
+	}
+	end := off + HeaderSize + dataOff + n
+	if off < SuperblockSize || dataOff < 0 || n <= 0 || end > int64(len(m.b)) || end > v.size.Load() {
+		return nil, false, ErrNotMapped
+	}
+	match, err = v.checkMapped(m.b, off, want, dataOff, n)
+	if !match || err != nil {
+		return nil, match, err
+	}
+	start := off + HeaderSize + dataOff
+	return m.b[start:end:end], true, nil
+}
+
+// mappedSink keeps the byte checkMapped reads from being optimised away.
+var mappedSink atomic.Uint32
+
+// checkMapped is MappedData's check, under the fault guard.
+func (v *Volume) checkMapped(b []byte, off int64, want *[32]byte, dataOff, n int64) (match bool, err error) {
+	old := debug.SetPanicOnFault(true)
+	defer func() {
+		debug.SetPanicOnFault(old)
+		if r := recover(); r != nil {
+			if _, fault := r.(interface{ Addr() uintptr }); !fault {
+				panic(r)
+			}
+			match, err = true, fmt.Errorf("needle %d@%d: %w: memory fault reading the mapped file (truncated under the map, or a disk read error)", v.id, off, ErrCorrupt)
+		}
+	}()
+	h, err := DecodeHeader(b[off : off+HeaderSize])
+	if err != nil {
+		return true, fmt.Errorf("needle %d@%d: %w", v.id, off, err)
+	}
+	if want != nil && h.Hash != *want {
+		return false, nil
+	}
+	if int64(h.Len) < dataOff+n {
+		return true, fmt.Errorf("needle %d@%d: %w: length %d, read up to %d", v.id, off, ErrCorrupt, h.Len, dataOff+n)
+	}
+	// Touch the last byte lent: a truncation removes a suffix of the file,
+	// so if it is there the whole range is.
+	if last := b[off+HeaderSize+dataOff+n-1]; last == 0xff {
+		mappedSink.Store(1)
+	}
+	return true, nil
+}

@@ -64,18 +64,39 @@
 //     write it (same fields, same order: the handler's sorted, then Date
 //     from a once-a-second cache, Content-Length of error bodies,
 //     Connection), checked byte for byte against net/http by
-//     TestFastPathDifferential. A body of up to 64 KiB is read into the
-//     buffer with one Object.ReadAt (a copy out of the volume's memory map)
-//     and leaves with its header in one write(2). A larger one, when the
-//     store can lend it as one piece of a local volume file (store's
-//     object.LocalSpan; Linux, TCP), leaves with sendfile(2) at an explicit
-//     offset after the header sent with MSG_MORE (fastsend_linux.go: no
-//     descriptor per request, no user-space copy); otherwise it follows the
-//     header through Object.WriteRangeTo. (Sendfile of small bodies too was
+//     TestFastPathDifferential. A body of up to 64 KiB that the store can
+//     lend from a volume's memory map (store's object.LocalBytes, over
+//     blob.Store.MappedData: one local blob, mapped volume; the needle
+//     header and the last byte of the range checked under the fault
+//     guard, the volume held by a blob.Ref until the send returns) leaves
+//     with the pending answers and its head in one sendmsg(2) of two
+//     iovecs: the kernel copies it from the page cache into the socket,
+//     with no user-space copy. Otherwise (a remote blob, no map, not TCP)
+//     it is read into the write buffer with one Object.ReadAt and leaves
+//     with its head in one write. A larger body, when the store can lend
+//     it as one piece of a local volume file (store's object.LocalSpan;
+//     Linux, TCP), leaves with sendfile(2) at an explicit offset after
+//     the head sent with MSG_MORE (fastsend_linux.go: no descriptor per
+//     request, no user-space copy); otherwise it follows the header
+//     through Object.WriteRangeTo. (Sendfile of small bodies too was
 //     measured: about 1 µs less CPU per GET at 20 connections, but slower
 //     at 1–5 connections, as head and body take two system calls; see
 //     bench/BENCHMARKS.md, 2026-11-22 session 2.) Answers to pipelined
-//     requests already buffered are batched into one write.
+//     requests already buffered are batched into one write (an answer
+//     with a lent body sends the batch before it along with it).
+//   - Socket I/O (fastio_linux.go): reads, writes and the sendmsg above
+//     are made in RawConn callbacks with raw system calls
+//     (syscall.RawSyscall: no entersyscall/exitsyscall). A Go socket is
+//     non-blocking, so these never wait: EAGAIN returns to the runtime's
+//     poller, with the deadlines, as net.Conn does. The point is the
+//     runtime's sysmon: every ordinary system call wakes it from its deep
+//     sleep, after which it polls every 20 µs for a millisecond and retakes
+//     (hands off) Ps found in system calls, which on the 2-core bench host
+//     cost 4–6% of the server's CPU in nanosleep wake-ups and context
+//     switches. sendfile(2) of a large body is raw too when its pages are
+//     in the page cache (store's object.Resident: mincore(2) on the
+//     volume's map, vfs.Resident), and an ordinary system call otherwise,
+//     since it may then wait for the disk.
 //   - The head of a plain 200 (no conditional or Range field) is encoded
 //     once per cached version of a file and kept in the store object's
 //     memo slot (store's object.Memo; the store hands every reader of a
@@ -95,8 +116,9 @@
 //   - Metrics and access log lines are the same as net/http's. A GET
 //     allocates about once on the fast path (the path string), plus what
 //     the store's Open allocates (nothing for a cached file of
-//     store.Local; TestServeFastRealStoreAllocs), plus two for a body sent
-//     with sendfile (blob.Store.Locate's release function).
+//     store.Local; TestServeFastRealStoreAllocs), nothing for a body lent
+//     from a map (blob.Ref is a value), plus two for a body sent with
+//     sendfile (blob.Store.Locate's release function).
 //
 // Config.DisableFastPath sends every connection to net/http;
 // Config.DisableSendfile keeps the fast path off sendfile.

@@ -55,6 +55,9 @@ type fastState struct {
 	// served and handedOff count fast-path answers and hand-offs, sentFile
 	// the answers whose body went out with sendfile (tests).
 	served, handedOff, sentFile atomic.Int64
+	// sentMapped counts the answers whose body was lent from a volume's
+	// memory map and sent with the head in one sendmsg (tests).
+	sentMapped atomic.Int64
 
 	date  dateCache
 	rbufs sync.Pool // *[fastReadBufSize]byte
@@ -131,6 +134,7 @@ func (s *Server) newFastConn(c net.Conn) *fastConn {
 	fc.s, fc.c = s, c
 	fc.sink = connSink{c: c}
 	fc.dl = deadlineWriter{w: &fc.sink, ctl: c, timeout: s.cfg.WriteTimeout}
+	fc.initRawIO(c)
 	if !s.cfg.DisableSendfile {
 		fc.initFileSender(c)
 	}
@@ -208,6 +212,7 @@ type fastConn struct {
 	sink  connSink
 	dl    deadlineWriter // sends large bodies; keeps the write deadline
 	fs    fileSender     // sends large bodies from volume files (sendfile)
+	rio   rawIO          // the socket's reads and writes (fastio_linux.go)
 	rdl   time.Time      // the read deadline set on c (zero: none)
 	// broken: a write failed or a body was cut short; close.
 	broken  bool
@@ -228,7 +233,7 @@ func (fc *fastConn) release() {
 	if cap(pathBuf) > 4<<10 {
 		pathBuf = nil
 	}
-	*fc = fastConn{pathBuf: pathBuf, fs: fc.fs.recycle()}
+	*fc = fastConn{pathBuf: pathBuf, fs: fc.fs.recycle(), rio: fc.rio.recycle()}
 	f.conn.Put(fc)
 }
 
@@ -299,7 +304,7 @@ func (fc *fastConn) serve() {
 			if f.shutdown.Load() {
 				return
 			}
-			n, _ := fc.c.Read(fc.rbuf[fc.w:])
+			n, _ := fc.connRead(fc.rbuf[fc.w:])
 			if n <= 0 {
 				return
 			}
@@ -373,7 +378,7 @@ func (fc *fastConn) readIdle(d time.Duration) int {
 		fc.setReadDeadlineAt(time.Time{})
 	}
 	for {
-		n, err := fc.c.Read(fc.rbuf[:])
+		n, err := fc.connRead(fc.rbuf[:])
 		if n > 0 {
 			return n
 		}
@@ -407,13 +412,31 @@ func (fc *fastConn) flush() bool {
 		return true
 	}
 	fc.dl.extend(time.Now())
-	_, err := fc.c.Write(*fc.wbuf)
+	_, err := fc.connWrite(*fc.wbuf)
 	*fc.wbuf = (*fc.wbuf)[:0]
 	if err != nil {
 		fc.broken = true
 		return false
 	}
 	return true
+}
+
+// flushWith writes the pending answers followed by body in one writev-like
+// send, extending the write deadline, and reports the bytes sent (of both);
+// an error means the connection is broken. The pending answers are gone
+// either way.
+func (fc *fastConn) flushWith(body []byte) (int, error) {
+	if fc.broken {
+		*fc.wbuf = (*fc.wbuf)[:0]
+		return 0, net.ErrClosed
+	}
+	fc.dl.extend(time.Now())
+	n, err := fc.connWritev(*fc.wbuf, body)
+	*fc.wbuf = (*fc.wbuf)[:0]
+	if err != nil {
+		fc.broken = true
+	}
+	return n, err
 }
 
 // releaseWriteBuf returns an empty write buffer to the pool, so that an

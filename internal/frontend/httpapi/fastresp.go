@@ -12,8 +12,10 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"time"
 
+	"github.com/cairn-fs/cairn/internal/blob"
 	"github.com/cairn-fs/cairn/internal/store"
 )
 
@@ -43,6 +45,18 @@ const fastSendfileMin = fastMaxBody + 1
 // from a volume file (store's object.LocalSpan).
 type localSpanner interface {
 	LocalSpan(off, n int64) (f *os.File, fileOff int64, release func(), ok bool)
+}
+
+// residenter is implemented by store Objects that can tell whether a
+// piece of the content is in the page cache (store's object.Resident).
+type residenter interface {
+	Resident(off, n int64) bool
+}
+
+// localByter is implemented by store Objects that can lend a piece of the
+// content from a volume's memory map (store's object.LocalBytes).
+type localByter interface {
+	LocalBytes(off, n int64) (b []byte, ref blob.Ref, ok bool)
 }
 
 // serveFast answers a parsed GET or HEAD of a file into fc's write buffer,
@@ -147,7 +161,9 @@ func (s *Server) serveFast(fc *fastConn, req *fastReq) fastOutcome {
 				// The body is where LocalSpan checked it: it leaves from the
 				// volume file after the head, copied by no one in user space.
 				*fc.wbuf = b
-				sent, headSent, err := fc.sendFile(f, foff, plan.n)
+				rs, ok := obj.(residenter)
+				resident := ok && rs.Resident(plan.off, plan.n)
+				sent, headSent, err := fc.sendFile(f, foff, plan.n, resident)
 				release()
 				s.fast.sentFile.Add(1)
 				a.bytes = sent
@@ -165,6 +181,31 @@ func (s *Server) serveFast(fc *fastConn, req *fastReq) fastOutcome {
 		}
 	}
 	n := int(plan.n)
+	if plan.n <= fastMaxBody && fc.canWritev() {
+		if lb, ok := obj.(localByter); ok {
+			if body, ref, ok := lb.LocalBytes(plan.off, plan.n); ok {
+				// The body is lent from the volume's memory map: the pending
+				// answers, this head last, and the body leave in one
+				// sendmsg(2), the kernel copying the body from the page
+				// cache (no user-space copy).
+				*fc.wbuf = b
+				sent, err := fc.flushWith(body)
+				ref.Release()
+				s.fast.sentMapped.Add(1)
+				a.bytes = max(0, int64(sent-len(b)))
+				if err != nil {
+					if sent > headStart {
+						if errors.Is(err, syscall.EFAULT) {
+							err = fmt.Errorf("%w: volume page lost under its memory map: %w", store.ErrCorrupt, err)
+						}
+						s.logBodyError(ctx, p, err)
+					}
+					a.cut = true
+				}
+				return s.fastFinish(fc, req, &a)
+			}
+		}
+	}
 	if plan.n <= fastMaxBody {
 		if cap(b)-len(b) < n && headStart > 0 {
 			// Send the earlier answers; this head stays pending.

@@ -34,6 +34,9 @@ type fileSender struct {
 	err     error  // the failure of the last callback
 	headFn  func(uintptr) bool
 	chunkFn func(uintptr) bool
+	// rawChunkFn is chunkFn with a raw system call, for bodies whose pages
+	// are in the page cache (see sendFile).
+	rawChunkFn func(uintptr) bool
 }
 
 // initFileSender prepares zero-copy sends on c if it is a TCP connection.
@@ -52,13 +55,14 @@ func (fc *fastConn) initFileSender(c net.Conn) {
 	if fs.headFn == nil {
 		fs.headFn = fs.sendHead
 		fs.chunkFn = fs.sendChunk
+		fs.rawChunkFn = fs.sendChunkRaw
 	}
 }
 
 // recycle returns the sender for the pooled connection's next use: the
 // callbacks, bound to this fileSender, stay; the rest goes.
 func (fs *fileSender) recycle() fileSender {
-	return fileSender{headFn: fs.headFn, chunkFn: fs.chunkFn}
+	return fileSender{headFn: fs.headFn, chunkFn: fs.chunkFn, rawChunkFn: fs.rawChunkFn}
 }
 
 // canSendFile reports whether the connection can send bodies with sendFile.
@@ -87,7 +91,15 @@ func (fs *fileSender) fileFD(f *os.File) (int, error) {
 // deadlineWriter do. It reports the body bytes sent; headSent is false if
 // nothing at all went out (the head failed). An error means the
 // connection must close.
-func (fc *fastConn) sendFile(f *os.File, off, n int64) (sent int64, headSent bool, err error) {
+//
+// resident says that the body's pages were found in the page cache
+// (store's object.Resident): sendfile(2) then cannot wait for the disk and
+// is made as a raw system call, like the fast path's other socket I/O
+// (rawIO), which keeps the runtime's sysmon asleep; otherwise it is an
+// ordinary one, during which the scheduler may hand the P to another
+// thread. (A page evicted between the check and the send makes the raw
+// call wait for the disk while holding its P: slower, never wrong.)
+func (fc *fastConn) sendFile(f *os.File, off, n int64, resident bool) (sent int64, headSent bool, err error) {
 	fs := &fc.fs
 	if _, err := fs.fileFD(f); err != nil { // sets fs.fd
 		return 0, false, err
@@ -109,7 +121,11 @@ func (fc *fastConn) sendFile(f *os.File, off, n int64) (sent int64, headSent boo
 		}
 		chunk := min(n-sent, deadlineChunk)
 		fs.left, fs.err = chunk, nil
-		werr := fs.rc.Write(fs.chunkFn)
+		fn := fs.chunkFn
+		if resident {
+			fn = fs.rawChunkFn
+		}
+		werr := fs.rc.Write(fn)
 		sent += chunk - fs.left
 		if werr != nil || fs.err != nil {
 			fc.broken = true
@@ -131,7 +147,7 @@ func firstErr(a, b error) error {
 // sending it in a segment of its own. false: wait until writable.
 func (fs *fileSender) sendHead(fd uintptr) bool {
 	for len(fs.head) > 0 {
-		n, _, errno := syscall.Syscall6(syscall.SYS_SENDTO, fd,
+		n, _, errno := syscall.RawSyscall6(syscall.SYS_SENDTO, fd,
 			uintptr(unsafe.Pointer(unsafe.SliceData(fs.head))), uintptr(len(fs.head)),
 			unix.MSG_MORE|unix.MSG_NOSIGNAL, 0, 0)
 		switch errno {
@@ -150,9 +166,26 @@ func (fs *fileSender) sendHead(fd uintptr) bool {
 
 // sendChunk is the RawConn callback that sends fs.left bytes of the file
 // from fs.off. false: wait until writable.
-func (fs *fileSender) sendChunk(fd uintptr) bool {
+func (fs *fileSender) sendChunk(fd uintptr) bool { return fs.sendChunkWith(fd, false) }
+
+// sendChunkRaw is sendChunk with raw system calls, for resident pages.
+func (fs *fileSender) sendChunkRaw(fd uintptr) bool { return fs.sendChunkWith(fd, true) }
+
+func (fs *fileSender) sendChunkWith(fd uintptr, raw bool) bool {
 	for fs.left > 0 {
-		n, err := unix.Sendfile(int(fd), fs.fd, &fs.off, int(fs.left))
+		var n int
+		var err error
+		if raw {
+			r1, _, errno := syscall.RawSyscall6(syscall.SYS_SENDFILE, fd, uintptr(fs.fd),
+				uintptr(unsafe.Pointer(&fs.off)), uintptr(fs.left), 0, 0)
+			if errno != 0 {
+				err = errno
+			} else {
+				n = int(r1)
+			}
+		} else {
+			n, err = unix.Sendfile(int(fd), fs.fd, &fs.off, int(fs.left))
+		}
 		if n > 0 {
 			fs.left -= int64(n)
 		}

@@ -18,6 +18,6 @@ func (fs *fileSender) recycle() fileSender { return fileSender{} }
 
 func (fc *fastConn) canSendFile() bool { return false }
 
-func (fc *fastConn) sendFile(*os.File, int64, int64) (int64, bool, error) {
+func (fc *fastConn) sendFile(*os.File, int64, int64, bool) (int64, bool, error) {
 	return 0, false, errors.ErrUnsupported
 }
