@@ -85,10 +85,8 @@ func AppendNeedle(dst []byte, h [32]byte, flags uint8, data []byte) []byte {
 	binary.LittleEndian.PutUint32(hdr[44:48], crc)
 	dst = append(dst, hdr[:]...)
 	dst = append(dst, data...)
-	for int64(len(dst)-start) < NeedleSize(len(data)) {
-		dst = append(dst, 0)
-	}
-	return dst
+	var zeros [8]byte // padding to 8 bytes (NeedleSize)
+	return append(dst, zeros[:NeedleSize(len(data))-int64(len(dst)-start)]...)
 }
 
 // DecodeHeader decodes and checks the static fields of a needle header (b
@@ -273,6 +271,9 @@ func (v *Volume) AppendMany(hs [][32]byte, data [][]byte, offs []int64) error {
 		return ErrFull
 	}
 	buf := v.buf[:0]
+	if int64(cap(buf)) < need {
+		buf = make([]byte, 0, need) // one allocation, not a growing append
+	}
 	for i := range hs {
 		offs[i] = off + int64(len(buf))
 		buf = AppendNeedle(buf, hs[i], FlagLive, data[i])
