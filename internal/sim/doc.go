@@ -39,7 +39,8 @@
 // operations at random times through random nodes (puts of 0 B to 200 KiB
 // and a few multi-blob files of 4 MiB and more, a quarter of them reusing
 // an earlier body so that blobs are shared and reaped while re-uploaded;
-// deletes; reads) over 40 s of fake time, and a sequence of faults:
+// half of the one-blob writes go through the bulk upload's
+// store.Local.PutFiles instead of Put; deletes; reads) over 40 s of fake time, and a sequence of faults:
 // isolating a node, splitting two nodes from the rest, cutting one link
 // one way, crashing a node (its Pebble disk keeps what was synced, plus
 // half of the unsynced data in a third of crashes; its blob disk loses

@@ -41,6 +41,10 @@ type content struct {
 	size int
 }
 
+// bulk says whether the content is written with a bulk upload
+// (store.Local.PutFiles) rather than Put: half of the one-blob contents.
+func (c content) bulk() bool { return c.size <= blob.MaxSize && c.seed%2 == 0 }
+
 func (c content) bytes() []byte {
 	b := make([]byte, c.size)
 	var s [32]byte
