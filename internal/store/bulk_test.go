@@ -157,19 +157,8 @@ func (b *bulkReplication) WriteMany(ctx context.Context, blobs []transport.BlobP
 // In a cluster the blobs of a PutFiles go out in one WriteMany carrying
 // the upload's start index; a blob whose write fails fails its file only.
 func TestPutFilesThroughReplication(t *testing.T) {
-	local, _ := blob.Open(blob.Config{Dir: "/l", FS: vfs.NewMem(), MinFreeBytes: -1})
-	remote, _ := blob.Open(blob.Config{Dir: "/r", FS: vfs.NewMem(), MinFreeBytes: -1})
-	db := kv.NewMem()
-	var st *Local
-	lg, _ := consensus.NewLocal(consensus.LocalConfig{KV: db, OnApply: func(i uint64, c []meta.Command, r []meta.Result) { st.Applied(i, c, r) }})
 	bad := []byte("this blob's replicas are down")
-	rep := &bulkReplication{fakeReplication: fakeReplication{remote: remote}, fail: map[blob.Hash]bool{blob.Sum(bad): true}}
-	var err error
-	st, err = New(Config{Blobs: local, KV: db, Log: lg, Replication: rep})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { st.Close(); lg.Close(); local.Close(); remote.Close() }()
+	st, local, rep := newBulkEnv(t, map[blob.Hash]bool{blob.Sum(bad): true})
 	ctx := context.Background()
 	if err := st.CreateBucket(ctx, BucketInfo{Name: "bkt", Replicas: 2, WriteQuorum: 1}); err != nil {
 		t.Fatal(err)
@@ -203,18 +192,7 @@ func TestPutFilesThroughReplication(t *testing.T) {
 // their buffers (no copy): those buffers are never reused by later
 // uploads (WriteMany owns them; its sends may outlive the upload).
 func TestPutHandsLargeBlobsOver(t *testing.T) {
-	local, _ := blob.Open(blob.Config{Dir: "/l", FS: vfs.NewMem(), MinFreeBytes: -1})
-	remote, _ := blob.Open(blob.Config{Dir: "/r", FS: vfs.NewMem(), MinFreeBytes: -1})
-	db := kv.NewMem()
-	var st *Local
-	lg, _ := consensus.NewLocal(consensus.LocalConfig{KV: db, OnApply: func(i uint64, c []meta.Command, r []meta.Result) { st.Applied(i, c, r) }})
-	rep := &bulkReplication{fakeReplication: fakeReplication{remote: remote}}
-	var err error
-	st, err = New(Config{Blobs: local, KV: db, Log: lg, Replication: rep})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { st.Close(); lg.Close(); local.Close(); remote.Close() }()
+	st, _, rep := newBulkEnv(t, nil)
 	ctx := context.Background()
 	must := func(err error) {
 		t.Helper()
@@ -247,4 +225,24 @@ func TestPutHandsLargeBlobsOver(t *testing.T) {
 			t.Fatalf("f%d differs", i)
 		}
 	}
+}
+
+// newBulkEnv is a store whose replication is a bulkReplication failing
+// the blobs of fail; it returns the store, its local blob store and the
+// replication.
+func newBulkEnv(t *testing.T, fail map[blob.Hash]bool) (*Local, *blob.Store, *bulkReplication) {
+	t.Helper()
+	local, _ := blob.Open(blob.Config{Dir: "/l", FS: vfs.NewMem(), MinFreeBytes: -1})
+	remote, _ := blob.Open(blob.Config{Dir: "/r", FS: vfs.NewMem(), MinFreeBytes: -1})
+	db := kv.NewMem()
+	var st *Local
+	lg, _ := consensus.NewLocal(consensus.LocalConfig{KV: db, OnApply: func(i uint64, c []meta.Command, r []meta.Result) { st.Applied(i, c, r) }})
+	rep := &bulkReplication{fakeReplication: fakeReplication{remote: remote}, fail: fail}
+	var err error
+	st, err = New(Config{Blobs: local, KV: db, Log: lg, Replication: rep})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close(); lg.Close(); local.Close(); remote.Close() })
+	return st, local, rep
 }
