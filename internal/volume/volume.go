@@ -700,6 +700,16 @@ func (v *Volume) ReadMapped(off int64, want *[32]byte, p []byte, dataOff int64) 
 // readMapped is ReadMapped once the bounds are checked: every access to the
 // map happens here, under the fault guard.
 func (v *Volume) readMapped(b []byte, off int64, want *[32]byte, p []byte, dataOff int64) (match bool, err error) {
+	return v.guardedNeedle(b, off, want, dataOff, int64(len(p)), func(data []byte) { copy(p, data) })
+}
+
+// guardedNeedle checks the header of the needle at off in the map b (magic,
+// version, flags, the hash if want is not nil, a length covering n bytes
+// from dataOff) and calls use with those n data bytes, all under the fault
+// guard: a page lost under the map (a truncated file, a disk read error)
+// is ErrCorrupt, not a crash. match is false when the needle belongs to
+// another hash (use is not called).
+func (v *Volume) guardedNeedle(b []byte, off int64, want *[32]byte, dataOff, n int64, use func(data []byte)) (match bool, err error) {
 	old := debug.SetPanicOnFault(true)
 	defer func() {
 		debug.SetPanicOnFault(old)
@@ -717,11 +727,11 @@ func (v *Volume) readMapped(b []byte, off int64, want *[32]byte, p []byte, dataO
 	if want != nil && h.Hash != *want {
 		return false, nil
 	}
-	if int64(h.Len) < dataOff+int64(len(p)) {
-		return true, fmt.Errorf("needle %d@%d: %w: length %d, read up to %d", v.id, off, ErrCorrupt, h.Len, dataOff+int64(len(p)))
+	if int64(h.Len) < dataOff+n {
+		return true, fmt.Errorf("needle %d@%d: %w: length %d, read up to %d", v.id, off, ErrCorrupt, h.Len, dataOff+n)
 	}
 	start := off + HeaderSize + dataOff
-	copy(p, b[start:start+int64(len(p))])
+	use(b[start : start+n])
 	return true, nil
 }
 
@@ -761,32 +771,13 @@ func (v *Volume) MappedData(off int64, want *[32]byte, dataOff, n int64) (b []by
 // mappedSink keeps the byte checkMapped reads from being optimised away.
 var mappedSink atomic.Uint32
 
-// checkMapped is MappedData's check, under the fault guard.
+// checkMapped is MappedData's check, under the fault guard: the header,
+// and the last byte lent (a truncation removes a suffix of the file, so
+// if it is there the whole range is).
 func (v *Volume) checkMapped(b []byte, off int64, want *[32]byte, dataOff, n int64) (match bool, err error) {
-	old := debug.SetPanicOnFault(true)
-	defer func() {
-		debug.SetPanicOnFault(old)
-		if r := recover(); r != nil {
-			if _, fault := r.(interface{ Addr() uintptr }); !fault {
-				panic(r)
-			}
-			match, err = true, fmt.Errorf("needle %d@%d: %w: memory fault reading the mapped file (truncated under the map, or a disk read error)", v.id, off, ErrCorrupt)
+	return v.guardedNeedle(b, off, want, dataOff, n, func(data []byte) {
+		if data[len(data)-1] == 0xff {
+			mappedSink.Store(1)
 		}
-	}()
-	h, err := DecodeHeader(b[off : off+HeaderSize])
-	if err != nil {
-		return true, fmt.Errorf("needle %d@%d: %w", v.id, off, err)
-	}
-	if want != nil && h.Hash != *want {
-		return false, nil
-	}
-	if int64(h.Len) < dataOff+n {
-		return true, fmt.Errorf("needle %d@%d: %w: length %d, read up to %d", v.id, off, ErrCorrupt, h.Len, dataOff+n)
-	}
-	// Touch the last byte lent: a truncation removes a suffix of the file,
-	// so if it is there the whole range is.
-	if last := b[off+HeaderSize+dataOff+n-1]; last == 0xff {
-		mappedSink.Store(1)
-	}
-	return true, nil
+	})
 }

@@ -38,19 +38,26 @@ type rawIO struct {
 // initRawIO prepares raw socket I/O on c if it is a TCP connection.
 func (fc *fastConn) initRawIO(c net.Conn) {
 	r := &fc.rio
-	r.rc = nil
-	tc, ok := c.(*net.TCPConn)
-	if !ok {
+	r.rc = tcpRawConn(c)
+	if r.rc == nil {
 		return
 	}
-	rc, err := tc.SyscallConn()
-	if err != nil {
-		return
-	}
-	r.rc = rc
 	if r.readFn == nil {
 		r.readFn, r.writeFn, r.writevFn = r.read, r.write, r.writev
 	}
+}
+
+// tcpRawConn is c's RawConn if c is a TCP connection, else nil.
+func tcpRawConn(c net.Conn) syscall.RawConn {
+	tc, ok := c.(*net.TCPConn)
+	if !ok {
+		return nil
+	}
+	rc, err := tc.SyscallConn()
+	if err != nil {
+		return nil
+	}
+	return rc
 }
 
 // recycle returns rawIO for the pooled connection's next use: the bound

@@ -42,16 +42,10 @@ type fileSender struct {
 // initFileSender prepares zero-copy sends on c if it is a TCP connection.
 func (fc *fastConn) initFileSender(c net.Conn) {
 	fs := &fc.fs
-	fs.rc = nil
-	tc, ok := c.(*net.TCPConn)
-	if !ok {
+	fs.rc = tcpRawConn(c)
+	if fs.rc == nil {
 		return
 	}
-	rc, err := tc.SyscallConn()
-	if err != nil {
-		return
-	}
-	fs.rc = rc
 	if fs.headFn == nil {
 		fs.headFn = fs.sendHead
 		fs.chunkFn = fs.sendChunk
