@@ -122,21 +122,8 @@ func (s *Local) PutFiles(ctx context.Context, bucket string, files []FilePut) []
 			empty := sha256.Sum256(nil)
 			sha = hex.EncodeToString(empty[:])
 		}
-		mode := f.Opts.Mode
-		if mode == 0 {
-			mode = 0o644
-		}
-		now := s.cfg.Now()
-		mtime := f.Opts.ModTime
-		if mtime.IsZero() {
-			mtime = now
-		}
-		file := &meta.Inode{Type: meta.TypeFile, Mode: mode, Size: int64(len(f.Data)), MtimeNs: mtime.UnixNano(),
-			CtimeNs: now.UnixNano(), ContentType: f.Opts.ContentType,
-			ETag: hex.EncodeToString(sum[:]), SHA256: sha, Extents: extents}
-		cmds[i] = &meta.Command{Op: meta.OpPutFile, BucketName: bucket, Path: f.Path, File: file,
-			TimeNs: now.UnixNano(), IfMatch: f.Opts.IfMatch, IfNoneMatchAny: f.Opts.IfNoneMatchAny,
-			StartIndex: startIndex}
+		cmd := s.putFileCommand(bucket, f.Path, f.Opts, int64(len(f.Data)), hex.EncodeToString(sum[:]), sha, extents, startIndex)
+		cmds[i] = &cmd
 	}
 	defer func() {
 		for _, b := range blobs {

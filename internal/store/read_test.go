@@ -18,13 +18,21 @@ func newOSEnv(t *testing.T) *env {
 	return newEnvOn(t, blob.Config{Dir: t.TempDir(), FS: vfs.OS(), MinFreeBytes: 1})
 }
 
-func TestLocalSpan(t *testing.T) {
-	e := newOSEnv(t)
-	rng := rand.New(rand.NewSource(1))
-	small := randBytes(rng, 15000)
-	big := randBytes(rng, blob.MaxSize+5000) // two extents
+// newLendEnv is an OS-backed store holding "small" (15000 bytes, one
+// extent) and "big" (two extents) of seeded random content.
+func newLendEnv(t *testing.T, seed int64) (e *env, small, big []byte) {
+	t.Helper()
+	e = newOSEnv(t)
+	rng := rand.New(rand.NewSource(seed))
+	small = randBytes(rng, 15000)
+	big = randBytes(rng, blob.MaxSize+5000)
 	mustPut(t, e.s, "small", small)
 	mustPut(t, e.s, "big", big)
+	return e, small, big
+}
+
+func TestLocalSpan(t *testing.T) {
+	e, small, big := newLendEnv(t, 1)
 	ctx := context.Background()
 	check := func(path string, data []byte, off, n int64, wantOK bool) {
 		t.Helper()
@@ -155,12 +163,7 @@ func TestOpenSharesCachedObject(t *testing.T) {
 // path's sendmsg source) against the content, the cases that lend nothing,
 // and that every lent range is released.
 func TestLocalBytes(t *testing.T) {
-	e := newOSEnv(t)
-	rng := rand.New(rand.NewSource(2))
-	small := randBytes(rng, 15000)
-	big := randBytes(rng, blob.MaxSize+5000) // two extents
-	mustPut(t, e.s, "small", small)
-	mustPut(t, e.s, "big", big)
+	e, small, big := newLendEnv(t, 2)
 	ctx := context.Background()
 	check := func(path string, data []byte, off, n int64, wantOK bool) {
 		t.Helper()

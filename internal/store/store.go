@@ -668,6 +668,19 @@ func (s *Local) Put(ctx context.Context, bucket, path string, r io.Reader, opts 
 		}
 		return ObjectInfo{}, false, ErrTooLarge
 	}
+	cmd := s.putFileCommand(bucket, path, opts, total, hex.EncodeToString(md.Sum(nil)),
+		fileSHA256(single, sh, extents), extents, startIndex)
+	if s.beforePropose != nil {
+		s.beforePropose()
+	}
+	return s.commitFile(ctx, cmd)
+}
+
+// putFileCommand is the OpPutFile command of an upload whose blobs are
+// written: opts' mode (default 0644), mtime (default now), content type
+// and conditions, the file's size, ETag, SHA-256 and extents.
+func (s *Local) putFileCommand(bucket, path string, opts PutOptions, size int64, etag, sha string,
+	extents []meta.Extent, startIndex uint64) meta.Command {
 	mode := opts.Mode
 	if mode == 0 {
 		mode = 0o644
@@ -677,16 +690,11 @@ func (s *Local) Put(ctx context.Context, bucket, path string, r io.Reader, opts 
 	if mtime.IsZero() {
 		mtime = now
 	}
-	file := &meta.Inode{Type: meta.TypeFile, Mode: mode, Size: total, MtimeNs: mtime.UnixNano(),
-		CtimeNs: now.UnixNano(), ContentType: opts.ContentType,
-		ETag: hex.EncodeToString(md.Sum(nil)), SHA256: fileSHA256(single, sh, extents), Extents: extents}
-	cmd := meta.Command{Op: meta.OpPutFile, BucketName: bucket, Path: path, File: file,
+	file := &meta.Inode{Type: meta.TypeFile, Mode: mode, Size: size, MtimeNs: mtime.UnixNano(),
+		CtimeNs: now.UnixNano(), ContentType: opts.ContentType, ETag: etag, SHA256: sha, Extents: extents}
+	return meta.Command{Op: meta.OpPutFile, BucketName: bucket, Path: path, File: file,
 		TimeNs: now.UnixNano(), IfMatch: opts.IfMatch, IfNoneMatchAny: opts.IfNoneMatchAny,
 		StartIndex: startIndex}
-	if s.beforePropose != nil {
-		s.beforePropose()
-	}
-	return s.commitFile(ctx, cmd)
 }
 
 // commitFile proposes the OpPutFile cmd of an upload whose blobs are
