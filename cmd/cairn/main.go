@@ -40,5 +40,6 @@ func newRootCmd() *cobra.Command {
 	// Client side (client_cmds.go, sync.go, bucket.go).
 	root.AddCommand(newBucketCmd(), newPutCmd(), newGetCmd(), newLsCmd(), newStatCmd(), newRmCmd(), newSyncCmd())
 	root.AddCommand(newNodeCmd()) // cluster members (node.go)
+	strictGroups(root)            // an unknown subcommand is an error (usage.go)
 	return root
 }
