@@ -71,6 +71,7 @@ func parseRemote(arg string) (bucket, p string, err error) {
 
 func newPutCmd() *cobra.Command {
 	var contentType string
+	var quiet bool
 	cmd := &cobra.Command{
 		Use:   "put LOCAL BUCKET/PATH",
 		Short: "Upload one file (LOCAL '-' reads stdin; a PATH ending in '/' appends LOCAL's base name)",
@@ -78,6 +79,7 @@ func newPutCmd() *cobra.Command {
 	}
 	cf := addClientFlags(cmd)
 	cmd.Flags().StringVar(&contentType, "content-type", "", "Content-Type to store (default: by extension)")
+	addQuietFlag(cmd, &quiet)
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		local := args[0]
 		bucket, p, err := parseRemote(args[1])
@@ -125,10 +127,22 @@ func newPutCmd() *cobra.Command {
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(cmd.OutOrStdout(), "%s/%s: %d bytes, etag %s\n", bucket, info.Path, info.Size, info.ETag)
+		if !quiet {
+			from := local
+			if local == "-" {
+				from = "stdin"
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "uploaded %s -> %s/%s (%d bytes, etag %s)\n", from, bucket, info.Path, info.Size, info.ETag)
+		}
 		return nil
 	}
 	return cmd
+}
+
+// addQuietFlag registers -q/--quiet: put, get and rm report what they did
+// on stdout (one line per file) unless it is given.
+func addQuietFlag(cmd *cobra.Command, quiet *bool) {
+	cmd.Flags().BoolVarP(quiet, "quiet", "q", false, "print nothing on success")
 }
 
 // stdinFile returns stdin as a file of known size: stdin itself when it is
@@ -166,6 +180,8 @@ func newGetCmd() *cobra.Command {
 		Args:  cobra.RangeArgs(1, 2),
 	}
 	cf := addClientFlags(cmd)
+	var quiet bool
+	addQuietFlag(cmd, &quiet)
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		bucket, p, err := parseRemote(args[0])
 		if err != nil {
@@ -189,9 +205,15 @@ func newGetCmd() *cobra.Command {
 		}
 		defer body.Close()
 		if dest == "-" {
-			return copyVerified(cmd.OutOrStdout(), body, info)
+			return copyVerified(cmd.OutOrStdout(), body, info) // the content is the output
 		}
-		return writeAtomic(dest, body, info)
+		if err := writeAtomic(dest, body, info); err != nil {
+			return err
+		}
+		if !quiet {
+			fmt.Fprintf(cmd.OutOrStdout(), "downloaded %s/%s -> %s (%d bytes)\n", bucket, p, dest, info.Size)
+		}
+		return nil
 	}
 	return cmd
 }
@@ -380,7 +402,7 @@ func newStatCmd() *cobra.Command {
 }
 
 func newRmCmd() *cobra.Command {
-	var recursive bool
+	var recursive, quiet bool
 	cmd := &cobra.Command{
 		Use:   "rm BUCKET/PATH... [-r]",
 		Short: "Delete files or empty directories (-r: a directory and everything below it)",
@@ -388,6 +410,7 @@ func newRmCmd() *cobra.Command {
 	}
 	cf := addClientFlags(cmd)
 	cmd.Flags().BoolVarP(&recursive, "recursive", "r", false, "delete directories and their contents (files first, then directories deepest first)")
+	addQuietFlag(cmd, &quiet)
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		c := cf.client()
 		for _, arg := range args {
@@ -405,13 +428,18 @@ func newRmCmd() *cobra.Command {
 					}
 					return err
 				}
+				if !quiet {
+					fmt.Fprintf(cmd.OutOrStdout(), "removed %s/%s\n", bucket, strings.Trim(p, "/"))
+				}
 				continue
 			}
 			files, dirs, err := c.RemoveAll(cmd.Context(), bucket, p)
 			if err != nil {
 				return fmt.Errorf("%w (deleted %d files, %d directories before that)", err, files, dirs)
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "%s: deleted %d files, %d directories\n", arg, files, dirs)
+			if !quiet {
+				fmt.Fprintf(cmd.OutOrStdout(), "%s: deleted %d files, %d directories\n", arg, files, dirs)
+			}
 		}
 		return nil
 	}
