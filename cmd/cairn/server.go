@@ -247,7 +247,7 @@ func runNode(c node.Config, printKey bool) error {
 	if printKey && c.AdminKey == "" {
 		fmt.Fprintf(os.Stderr, "cairn: admin key (from %s/admin.key): %s\n", strings.TrimRight(c.DataDir, "/"), n.AdminKey)
 	}
-	fmt.Fprintf(os.Stderr, "cairn: serving %s\n", n.URL)
+	fmt.Fprintln(os.Stderr, servingLine(n.URL, n.LocalURL, c.ClusterSecret != ""))
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
 	var stopped error // why the node stopped on its own (printed by main, exit status 1)
@@ -263,6 +263,21 @@ func runNode(c node.Config, printKey bool) error {
 		return errors.Join(stopped, err)
 	case <-time.After(30 * time.Second):
 		return fmt.Errorf("shutdown timed out")
+	}
+}
+
+// servingLine is the line a started node prints: a URL to open. A lone
+// node shows the one that works from this machine (127.0.0.1 for a
+// wildcard --listen), then the one other machines would use; a cluster node
+// the URL recorded in the cluster map, then the local one.
+func servingLine(url, localURL string, cluster bool) string {
+	switch {
+	case url == localURL:
+		return "cairn: serving " + url
+	case cluster:
+		return fmt.Sprintf("cairn: serving %s (as recorded in the cluster map; from this machine: %s)", url, localURL)
+	default:
+		return fmt.Sprintf("cairn: serving %s (from other machines: %s)", localURL, url)
 	}
 }
 

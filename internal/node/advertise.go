@@ -16,8 +16,15 @@ import (
 //   - a listener bound to every interface (0.0.0.0, ::, or an empty host)
 //     has no address another machine can use: the node advertises the
 //     advertised public host if --advertise was given, else its first
-//     private (RFC 1918 / ULA) address, else its first non-loopback one,
-//     else 127.0.0.1, and logs which it chose.
+//     private address, IPv4 (RFC 1918) before IPv6 (ULA), else its first
+//     other non-loopback one, IPv4 before IPv6, else 127.0.0.1, and (in
+//     cluster mode) logs which it chose.
+//
+// What the operator is told to open is another matter: a lone node records
+// no URL anywhere, and the address picked for peers may not be one a
+// browser on this machine reaches (a ULA on eth0). LocalURL gives the URL
+// that works from the node's own machine: a wildcard listener is reached on
+// 127.0.0.1 (Go's wildcard listeners are dual-stack, so also for ::).
 
 // advertisedURL returns the http URL for a listener bound to addr, with
 // host standing in for an unspecified listen host.
@@ -53,26 +60,40 @@ func hostOf(u string) string {
 }
 
 // defaultHost picks the address advertised for a wildcard listener when no
-// --advertise was given: the first private address, else the first
-// non-loopback one, else 127.0.0.1.
+// --advertise was given, in this order: the first private IPv4 address, the
+// first private IPv6 one (ULA), the first other IPv4 one, the first other
+// IPv6 one (loopback and link-local never), else 127.0.0.1.
 func defaultHost(addrs []net.Addr) string {
-	var other string
+	var best [4]string // by rank: private v4, private v6, other v4, other v6
 	for _, a := range addrs {
 		n, ok := a.(*net.IPNet)
-		if !ok || n.IP.IsLoopback() || n.IP.IsLinkLocalUnicast() {
+		if !ok || n.IP.IsLoopback() || n.IP.IsLinkLocalUnicast() || n.IP.IsUnspecified() {
 			continue
 		}
-		if n.IP.IsPrivate() {
-			return n.IP.String()
+		rank := 0
+		if n.IP.To4() == nil {
+			rank = 1
 		}
-		if other == "" {
-			other = n.IP.String()
+		if !n.IP.IsPrivate() {
+			rank += 2
+		}
+		if best[rank] == "" {
+			best[rank] = n.IP.String()
 		}
 	}
-	if other != "" {
-		return other
+	for _, h := range best {
+		if h != "" {
+			return h
+		}
 	}
 	return "127.0.0.1"
+}
+
+// localURL returns the http URL that reaches a listener bound to addr from
+// this machine: its own address, or 127.0.0.1 for a wildcard one. An IPv6
+// host is bracketed.
+func localURL(addr net.Addr) string {
+	return advertisedURL(addr, "127.0.0.1")
 }
 
 // isWildcard reports whether a listen address binds every interface.

@@ -25,6 +25,25 @@ func TestAdvertisedURL(t *testing.T) {
 	}
 }
 
+// TestLocalURL: the URL printed for the operator reaches the listener from
+// its own machine (loopback for a wildcard), IPv6 hosts bracketed.
+func TestLocalURL(t *testing.T) {
+	tcp := func(s string) net.Addr { a, err := net.ResolveTCPAddr("tcp", s); must(t, err); return a }
+	for _, c := range []struct{ addr, want string }{
+		{"0.0.0.0:8080", "http://127.0.0.1:8080"},
+		{"[::]:8080", "http://127.0.0.1:8080"},
+		{":8080", "http://127.0.0.1:8080"},
+		{"127.0.0.1:8080", "http://127.0.0.1:8080"},
+		{"10.0.0.1:9000", "http://10.0.0.1:9000"},
+		{"[::1]:8080", "http://[::1]:8080"},
+		{"[fd00::2]:8080", "http://[fd00::2]:8080"},
+	} {
+		if got := localURL(tcp(c.addr)); got != c.want {
+			t.Errorf("localURL(%s) = %s, want %s", c.addr, got, c.want)
+		}
+	}
+}
+
 func TestParseAdvertise(t *testing.T) {
 	for in, want := range map[string]string{
 		"http://web1.example.com:8080": "http://web1.example.com:8080",
@@ -61,6 +80,11 @@ func TestDefaultHost(t *testing.T) {
 	}{
 		{[]net.Addr{ipn("127.0.0.1/8"), ipn("203.0.113.7/24"), ipn("192.168.1.20/24")}, "192.168.1.20"},
 		{[]net.Addr{ipn("127.0.0.1/8"), ipn("fe80::1/64"), ipn("203.0.113.7/24")}, "203.0.113.7"},
+		// IPv4 before IPv6 within a class; private before other.
+		{[]net.Addr{ipn("fd00::2/64"), ipn("10.0.0.5/8")}, "10.0.0.5"},
+		{[]net.Addr{ipn("127.0.0.1/8"), ipn("192.0.2.2/24"), ipn("::1/128"), ipn("fd00::2/64"), ipn("fe80::fc:ff:fe00:1/64")}, "fd00::2"},
+		{[]net.Addr{ipn("2001:db8::7/64"), ipn("203.0.113.7/24")}, "203.0.113.7"},
+		{[]net.Addr{ipn("::1/128"), ipn("2001:db8::7/64")}, "2001:db8::7"},
 		{[]net.Addr{ipn("127.0.0.1/8")}, "127.0.0.1"},
 		{nil, "127.0.0.1"},
 	}

@@ -79,6 +79,10 @@ type Node struct {
 	cfg      Config
 	AdminKey string
 	URL      string
+	// LocalURL reaches the public listener from this machine: its address,
+	// or 127.0.0.1 for a wildcard one (advertise.go). It is the URL to
+	// show an operator; URL is the one recorded for peers and clients.
+	LocalURL string
 	// ClusterURL is the base URL peers use for node-to-node RPC: the
 	// --cluster-listen address, or URL without one.
 	ClusterURL string
@@ -216,10 +220,11 @@ func Start(cfg Config) (_ *Node, err error) {
 	}
 	if n.URL == "" {
 		n.URL = advertisedURL(n.ln.Addr(), host)
-		if isWildcard(n.ln.Addr()) {
+		if isWildcard(n.ln.Addr()) && cfg.ClusterSecret != "" {
 			cfg.Logger.Warn("listening on every interface: advertising this node at an address picked from its interfaces; set --advertise if peers or clients reach it elsewhere", "url", n.URL)
 		}
 	}
+	n.LocalURL = localURL(n.ln.Addr())
 	n.ClusterURL = n.URL
 	if cfg.ClusterListen != "" {
 		if cfg.ClusterSecret == "" {
