@@ -184,15 +184,16 @@ func (c *clusterNode) start() {
 	go func() {
 		defer c.wg.Done()
 		if c.cfg.Join != "" {
-			if _, err := c.reader.Node(c.id); err != nil {
-				c.joinLoop()
+			if _, err := c.reader.Node(c.id); err != nil && !c.joinLoop() {
+				return // stopped, or the secret was rejected (join.go)
 			}
 		}
 		c.registerLoop()
 	}()
 }
 
-// retry calls f with backoff until it succeeds or the node stops.
+// retry calls f with backoff until it succeeds, the node stops or f
+// returns errGiveUp (join.go); it reports success.
 func (c *clusterNode) retry(what string, f func(ctx context.Context) error) bool {
 	delay := 100 * time.Millisecond
 	for attempt := 1; ; attempt++ {
@@ -201,6 +202,9 @@ func (c *clusterNode) retry(what string, f func(ctx context.Context) error) bool
 		cancel()
 		if err == nil {
 			return true
+		}
+		if errors.Is(err, errGiveUp) {
+			return false
 		}
 		if attempt%10 == 1 {
 			c.cfg.Logger.Warn(what+" failed; retrying", "attempt", attempt, "err", err)
@@ -214,12 +218,22 @@ func (c *clusterNode) retry(what string, f func(ctx context.Context) error) bool
 	}
 }
 
-func (c *clusterNode) joinLoop() {
-	c.retry("join "+c.cfg.Join, func(ctx context.Context) error {
+// joinLoop asks the --join member to admit this node until it does; it
+// reports false if the node stopped first, or was stopped because the
+// member keeps rejecting its cluster secret (ErrSecretRejected).
+func (c *clusterNode) joinLoop() bool {
+	rejected := 0
+	return c.retry("join "+c.cfg.Join, func(ctx context.Context) error {
 		resp, err := c.client.Join(ctx, strings.TrimRight(c.cfg.Join, "/"), transport.JoinRequest{
 			ID: transport.NodeID(c.id), PublicURL: c.n.URL, ClusterURL: c.n.ClusterURL, Zone: c.cfg.Zone,
 			Witness: c.cfg.Witness,
 			Extra:   joinExtra{GossipAddr: c.lv.gossipAddr()}.marshal()})
+		if !errors.Is(err, transport.ErrUnauthorized) {
+			rejected = 0
+		} else if rejected++; rejected >= joinRejections {
+			c.n.stopWith(secretRejected(c.cfg.Join, transport.DefaultConfig().MaxClockSkew, err))
+			return errGiveUp
+		}
 		if err != nil {
 			return err
 		}

@@ -1,0 +1,29 @@
+package node
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// ErrSecretRejected: the member named by --join refused this node's
+// requests as unauthenticated (401) joinRejections times in a row. The
+// node stops (Wait returns an error wrapping it): retrying cannot help,
+// since every node needs the same cluster secret, and an operator watching
+// a node that says "serving" would not see the join fail.
+var ErrSecretRejected = errors.New("node: the member rejected this node's cluster secret")
+
+// joinRejections is how many 401 answers in a row stop a joining node;
+// any other error (the member down, no leader yet) is retried forever.
+const joinRejections = 3
+
+// errGiveUp, returned by a retry function, makes retry stop at once.
+var errGiveUp = errors.New("node: give up")
+
+// secretRejected is the error a joining node stops with. It names the
+// settings to check; a 401 can also come from clocks further apart than
+// the transport allows (skew).
+func secretRejected(join string, skew time.Duration, cause error) error {
+	return fmt.Errorf("join %s: %w (401): every node needs the same CAIRN_CLUSTER_SECRET / --secret-file, "+
+		"and clocks within %s of each other (answer: %v)", join, ErrSecretRejected, skew, cause)
+}

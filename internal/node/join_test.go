@@ -1,0 +1,67 @@
+package node
+
+import (
+	"errors"
+	"log/slog"
+	"net"
+	"strings"
+	"testing"
+	"time"
+)
+
+// startJoiner starts a node with secret that joins through join.
+func startJoiner(t *testing.T, secret, join string) *Node {
+	t.Helper()
+	cfg := DefaultConfig()
+	cfg.DataDir = t.TempDir()
+	cfg.Listen = "127.0.0.1:0"
+	cfg.AdminKey = testKey
+	cfg.ClusterSecret = secret
+	cfg.Join = join
+	cfg.GCInterval = time.Hour
+	cfg.Logger = slog.New(slog.DiscardHandler)
+	n, err := Start(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { n.Close() })
+	return n
+}
+
+func waitCh(n *Node) <-chan error {
+	ch := make(chan error, 1)
+	go func() { ch <- n.Wait() }()
+	return ch
+}
+
+// TestJoinWrongSecretStops: a node whose cluster secret the member rejects
+// stops within seconds with an error naming the secret's settings, instead
+// of retrying the 401 forever.
+func TestJoinWrongSecretStops(t *testing.T) {
+	member := startTestNode(t, "join-test-cluster-secret-one")
+	n := startJoiner(t, "join-test-cluster-secret-two", member.URL)
+	select {
+	case err := <-waitCh(n):
+		if !errors.Is(err, ErrSecretRejected) || !strings.Contains(err.Error(), "CAIRN_CLUSTER_SECRET / --secret-file") ||
+			!strings.Contains(err.Error(), member.URL) {
+			t.Fatalf("Wait = %v; want ErrSecretRejected naming the member and the settings", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the node with the wrong secret did not stop within 10 s")
+	}
+}
+
+// TestJoinUnreachableRetries: any other join failure (here nothing
+// listens at the member's address) is retried; the node keeps running.
+func TestJoinUnreachableRetries(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	must(t, err)
+	addr := ln.Addr().String()
+	ln.Close()
+	n := startJoiner(t, "join-test-cluster-secret-one", "http://"+addr)
+	select {
+	case err := <-waitCh(n):
+		t.Fatalf("the node stopped on an unreachable member: %v", err)
+	case <-time.After(3 * time.Second): // several join attempts (backoff 0.1, 0.2, 0.4, 0.8 s)
+	}
+}
