@@ -41,6 +41,9 @@ takes writes. It prints the URLs, the admin key and curl lines to try.`,
 				return err
 			}
 			key := os.Getenv("CAIRN_ADMIN_KEY")
+			if err := checkKeyLen(key, "CAIRN_ADMIN_KEY", "the admin key"); err != nil {
+				return err
+			}
 			if key == "" {
 				key, _, err = node.LoadOrCreateAdminKey(abs)
 				if err != nil {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/BurntSushi/toml"
+	"github.com/cairn-fs/cairn/internal/access"
 	"github.com/cairn-fs/cairn/internal/node"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -46,7 +47,7 @@ func serverSettings() []setting {
 		s("listen", "CAIRN_LISTEN", "HTTP listen address HOST:PORT", func(fs *pflag.FlagSet, c *serverOptions) {
 			fs.StringVar(&c.Listen, "listen", d.Listen, "")
 		}),
-		s("access-log", "CAIRN_ACCESS_LOG", "access log file in the combined format (\"-\" = stdout, empty = off)", func(fs *pflag.FlagSet, c *serverOptions) {
+		s("access-log", "CAIRN_ACCESS_LOG", "access log file in the combined format, its directory created (mode 0755) if missing (\"-\" = stdout, empty = off)", func(fs *pflag.FlagSet, c *serverOptions) {
 			fs.StringVar(&c.AccessLog, "access-log", "", "")
 		}),
 		s("gc-grace", "CAIRN_GC_GRACE", "how long an unreferenced blob is kept before deletion", func(fs *pflag.FlagSet, c *serverOptions) {
@@ -206,13 +207,24 @@ func runServer(c *serverOptions) error {
 	}
 	c.Logger = logger
 	c.AdminKey = os.Getenv("CAIRN_ADMIN_KEY")
+	if err := checkKeyLen(c.AdminKey, "CAIRN_ADMIN_KEY", "the admin key"); err != nil {
+		return err
+	}
 	c.ClusterSecret = os.Getenv("CAIRN_CLUSTER_SECRET")
+	secretFrom := "CAIRN_CLUSTER_SECRET"
 	if c.SecretFile != "" {
 		b, err := os.ReadFile(c.SecretFile)
 		if err != nil {
 			return fmt.Errorf("read cluster secret: %w", err)
 		}
 		c.ClusterSecret = strings.TrimSpace(string(b))
+		secretFrom = "--secret-file " + c.SecretFile
+		if c.ClusterSecret == "" {
+			return fmt.Errorf("%s is empty", secretFrom)
+		}
+	}
+	if err := checkKeyLen(c.ClusterSecret, secretFrom, "the cluster secret"); err != nil {
+		return err
 	}
 	if c.Join != "" && c.ClusterSecret == "" {
 		return fmt.Errorf("--join needs the cluster secret (CAIRN_CLUSTER_SECRET or --secret-file)")
@@ -221,6 +233,17 @@ func runServer(c *serverOptions) error {
 		return fmt.Errorf("--cluster-listen needs the cluster secret (CAIRN_CLUSTER_SECRET or --secret-file)")
 	}
 	return runNode(c.Config, true)
+}
+
+// checkKeyLen rejects a key or secret v (from source, an environment
+// variable or a flag) shorter than access.MinKeyLen bytes; empty is
+// "not set" and passes. It names the source and how to make a good one.
+func checkKeyLen(v, source, what string) error {
+	if v == "" || len(v) >= access.MinKeyLen {
+		return nil
+	}
+	return fmt.Errorf("%s is %d bytes long: %s must be at least %d bytes (make one with: head -c 24 /dev/urandom | base64)",
+		source, len(v), what, access.MinKeyLen)
 }
 
 func envOr(k, def string) string {

@@ -20,6 +20,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cairn-fs/cairn/internal/access"
 	"github.com/cairn-fs/cairn/internal/blob"
 	"github.com/cairn-fs/cairn/internal/consensus"
 	"github.com/cairn-fs/cairn/internal/frontend/httpapi"
@@ -37,7 +38,7 @@ type Config struct {
 	Listen            string        // HTTP listen address; default 127.0.0.1:8080
 	Advertise         string        // public URL recorded in the cluster map; "" = from Listen (advertise.go)
 	AdminKey          string        // admin key; "" reads or creates DataDir/admin.key
-	AccessLog         string        // access log file; "" = none, "-" = stdout
+	AccessLog         string        // access log file, its directory created (0755) if missing; "" = none, "-" = stdout
 	GCGrace           time.Duration // unreferenced blobs are kept this long; default 15m
 	GCInterval        time.Duration // GC and compaction period; default 1m
 	MaxVolumeSize     int64         // bytes per volume file; default 1 GiB
@@ -175,6 +176,9 @@ func Start(cfg Config) (_ *Node, err error) {
 			cfg.Logger.Info("generated admin key", "file", filepath.Join(cfg.DataDir, "admin.key"))
 		}
 		n.AdminKey = k
+		if len(k) < access.MinKeyLen {
+			return nil, fmt.Errorf("admin key in %s is %d bytes long: it must be at least %d", filepath.Join(cfg.DataDir, "admin.key"), len(k), access.MinKeyLen)
+		}
 	}
 
 	reg := prometheus.NewRegistry()
@@ -286,9 +290,13 @@ func Start(cfg Config) (_ *Node, err error) {
 	case "-":
 		n.alog = nopCloser{os.Stdout}
 	default:
+		// A fresh machine has no /var/log/cairn: make it, as for --data.
+		if err := os.MkdirAll(filepath.Dir(cfg.AccessLog), 0o755); err != nil {
+			return nil, fmt.Errorf("--access-log %s: create its directory: %w", cfg.AccessLog, err)
+		}
 		f, err := os.OpenFile(cfg.AccessLog, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 		if err != nil {
-			return nil, fmt.Errorf("open access log: %w", err)
+			return nil, fmt.Errorf("--access-log %s: %w", cfg.AccessLog, err)
 		}
 		n.alog = f
 	}
