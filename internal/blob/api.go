@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/cairn-fs/cairn/internal/clock"
 	"github.com/cairn-fs/cairn/internal/vfs"
 )
 
@@ -35,7 +36,11 @@ func ParseHash(s string) (Hash, error) {
 	return h, nil
 }
 
-// Errors returned by the Store. Callers test them with errors.Is.
+// Errors returned by the Store. Callers test them with errors.Is. A read
+// that finds its copy corrupt quarantines it (see "Verified reads" in the
+// package documentation) and returns an error wrapping both ErrCorrupt and
+// ErrNotFound: the copy is gone from this node, so a caller that reads
+// another replica when a blob is not here does so.
 var (
 	ErrNotFound = errors.New("blob: not found")
 	ErrCorrupt  = errors.New("blob: corrupt")
@@ -79,10 +84,32 @@ type Config struct {
 	// small reads are copies from the map (see "Read path" in the package
 	// documentation).
 	DisableMmap bool
+	// OnCorrupt, if not nil, is called after a copy that failed its
+	// checksum (found by a read or the scrub) was quarantined, with the
+	// blob's hash (the zero Hash when the needle's header is too damaged
+	// to name it), on the goroutine that found it; it must not block or
+	// call the Store. The node asks the repairer for a pass. Default nil.
+	OnCorrupt func(h Hash)
+	// ScrubRate is the rate in bytes per second at which the background
+	// scrub re-reads and checks the live needles (scrub.go). 0 (the
+	// default) derives it at the start of each pass from ScrubPeriod:
+	// max(MinScrubRate, live bytes / ScrubPeriod).
+	ScrubRate int64
+	// ScrubPeriod is how often a scrub pass starts: each pass begins
+	// ScrubPeriod after the previous one began (or at once when it took
+	// longer), and a derived rate finishes it within the period. Default
+	// 336h (2 weeks); negative: no background passes (StartScrub still
+	// runs one).
+	ScrubPeriod time.Duration
+	// Clock paces the scrub and dates its passes. Default clock.Real.
+	Clock clock.Clock
 
 	// checkpointHook, for tests, is called after each background checkpoint
 	// with the bytes of volume files it covers.
 	checkpointHook func(covered int64)
+	// scrubSleeping, for tests, is called when the scrub starts waiting on
+	// Clock for d (0: for StartScrub or Close only).
+	scrubSleeping func(d time.Duration)
 }
 
 // Stats describes a Store.
@@ -106,4 +133,7 @@ type Stats struct {
 	// MappedVolumes is the number of volume files read through a memory map
 	// (0 with DisableMmap or a file system that cannot map).
 	MappedVolumes int
+	// CorruptCopies is the number of copies quarantined since Open because
+	// they failed a check on a read or in the scrub (logged at Error).
+	CorruptCopies int64
 }

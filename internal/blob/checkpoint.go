@@ -211,15 +211,26 @@ func (s *Store) writeCheckpointFile(vols map[uint32]ckVol, n int64, each func(em
 	binary.LittleEndian.PutUint64(buf[16:24], count)
 	buf = binary.LittleEndian.AppendUint32(buf, crc32.Checksum(buf, castagnoli))
 
-	path := filepath.Join(s.cfg.Dir, checkpointName)
+	if err := s.writeFileDurable(checkpointName, buf); err != nil {
+		return fmt.Errorf("write checkpoint: %w", err)
+	}
+	s.checkpoints.Add(1)
+	return nil
+}
+
+// writeFileDurable replaces file name in Dir with b durably: it writes
+// name.tmp (removed at Open if a crash leaves it), fsyncs it, renames it
+// over name and fsyncs the directory.
+func (s *Store) writeFileDurable(name string, b []byte) error {
+	path := filepath.Join(s.cfg.Dir, name)
 	tmp := path + ".tmp"
 	f, err := s.fs.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_RDWR, 0o644)
 	if err != nil {
-		return fmt.Errorf("write checkpoint: %w", err)
+		return err
 	}
-	if _, err := f.WriteAt(buf, 0); err != nil {
+	if _, err := f.WriteAt(b, 0); err != nil {
 		f.Close()
-		return fmt.Errorf("write checkpoint: %w", err)
+		return err
 	}
 	err = f.Sync()
 	s.fsyncs.Add(1)
@@ -227,17 +238,13 @@ func (s *Store) writeCheckpointFile(vols map[uint32]ckVol, n int64, each func(em
 		err = cerr
 	}
 	if err != nil {
-		return fmt.Errorf("write checkpoint: %w", err)
+		return err
 	}
 	if err := s.fs.Rename(tmp, path); err != nil {
-		return fmt.Errorf("write checkpoint: %w", err)
+		return err
 	}
 	s.fsyncs.Add(1)
-	if err := s.fs.SyncDir(s.cfg.Dir); err != nil {
-		return fmt.Errorf("write checkpoint: %w", err)
-	}
-	s.checkpoints.Add(1)
-	return nil
+	return s.fs.SyncDir(s.cfg.Dir)
 }
 
 // loadCheckpoint reads and checks the checkpoint against the open volumes.

@@ -57,9 +57,11 @@ func copyBytes(vr *volRef, hasOlder bool) int64 {
 // already appended are truncated away unless other appends have followed
 // them (they are then garbage, reclaimed by a later pass).
 //
+// A volume that does not scan to its end (a needle fails its CRC) is left
+// alone from then on, logged at Error, and the pass goes on.
+//
 // It returns the number of volumes compacted. Errors: ErrReadOnly,
-// ErrNoSpace (the pass stops), ErrClosed, ErrCorrupt (a sealed volume does
-// not scan to its end; it is left alone).
+// ErrNoSpace (the pass stops), ErrClosed.
 func (s *Store) Compact() (int, error) {
 	s.compactMu.Lock()
 	defer s.compactMu.Unlock()
@@ -82,7 +84,7 @@ func (s *Store) Compact() (int, error) {
 	}
 	var cands []cand
 	for _, vr := range vols {
-		if vr == active || vr.damaged {
+		if vr == active || vr.damaged.Load() {
 			continue // a damaged volume does not scan to its end; keep it for inspection
 		}
 		if size := vr.v.Size(); float64(garbage(vr)) > s.cfg.CompactGarbageRatio*float64(size) {
@@ -113,6 +115,14 @@ func (s *Store) Compact() (int, error) {
 	for _, c := range cands {
 		err := s.compactOne(c.vr)
 		if errors.Is(err, errSkipped) {
+			continue
+		}
+		if errors.Is(err, ErrCorrupt) {
+			// A needle in it fails its CRC: the volume is left as it is,
+			// like one found damaged at Open, and the pass goes on. Reads
+			// and the scrub quarantine the copies in it that fail.
+			c.vr.damaged.Store(true)
+			s.log.Error("volume does not scan to its end; compaction leaves it alone", "volume", c.vr.v.ID(), "err", err)
 			continue
 		}
 		if err != nil {

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/cairn-fs/cairn/internal/clock"
 	"github.com/cairn-fs/cairn/internal/vfs"
 	"github.com/cairn-fs/cairn/internal/volume"
 )
@@ -25,6 +26,8 @@ func DefaultConfig() Config {
 		Logger:              slog.Default(),
 		CheckpointInterval:  64 << 20,
 		Now:                 time.Now,
+		ScrubPeriod:         DefaultScrubPeriod,
+		Clock:               clock.Real{},
 	}
 }
 
@@ -52,13 +55,20 @@ func (c Config) withDefaults() Config {
 	if c.Now == nil {
 		c.Now = d.Now
 	}
+	if c.ScrubPeriod == 0 {
+		c.ScrubPeriod = d.ScrubPeriod
+	}
+	if c.Clock == nil {
+		c.Clock = d.Clock
+	}
 	return c
 }
 
 // Validate reports whether c is usable as given. Open fills zero fields with
 // their defaults before validating; a negative MinFreeBytes disables the
 // free-space check (ENOSPC from the disk is still reported as ErrNoSpace),
-// a negative CheckpointInterval the background checkpoints.
+// a negative CheckpointInterval the background checkpoints, a negative
+// ScrubPeriod the background scrub passes.
 func (c Config) Validate() error {
 	var errs []error
 	if c.Dir == "" {
@@ -78,6 +88,15 @@ func (c Config) Validate() error {
 	}
 	if c.OnFsync != nil && c.Now == nil {
 		errs = append(errs, errors.New("Now is required with OnFsync"))
+	}
+	if c.ScrubRate < 0 {
+		errs = append(errs, fmt.Errorf("ScrubRate %d is negative", c.ScrubRate))
+	}
+	if c.ScrubPeriod == 0 {
+		errs = append(errs, errors.New("ScrubPeriod is required (negative: no background scrub)"))
+	}
+	if c.Clock == nil {
+		errs = append(errs, errors.New("Clock is required"))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("blob: invalid config: %w", err)

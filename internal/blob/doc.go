@@ -6,7 +6,8 @@
 //
 //	00000001.vol, 00000002.vol, ...   volume files; the highest id is active
 //	index.ckpt                        index checkpoint written by Close and in the background (layout in checkpoint.go)
-//	*.tmp                             leftovers of an interrupted checkpoint, removed at Open
+//	scrub.state                       the scrub's progress (layout in scrub.go)
+//	*.tmp                             leftovers of an interrupted checkpoint or scrub save, removed at Open
 //
 // # Write path and group commit
 //
@@ -94,6 +95,35 @@
 // into a pooled buffer; larger reads are a header pread and a data pread
 // into the caller's buffer. Either way nothing is allocated per read.
 //
+// # Verified reads and quarantine
+//
+// No byte of a needle that fails its checksum leaves the store: the first
+// ReadAt, MappedData (and so Resident) or Locate of a needle since Open
+// checks it whole — header, length, and the CRC32C over header and data
+// (volume.Verify: through the map when there is one, else preads through a
+// pooled 64 KiB buffer) — before anything is copied, lent or handed out
+// for sendfile, even for a range far from the damage. A needle that passes
+// gets the verified bit in its index slot (index.go), and later reads
+// check only its header, as before: one CRC per needle per process
+// lifetime (a 4 MiB blob costs about a millisecond once), where a check on
+// every read would cost a CRC of the whole blob per small-range read. Get
+// checks the CRC on every call anyway. Bit rot after the first check is the
+// scrub's to find (scrub.go), or the first read after a restart's.
+//
+// A copy that fails a check, on any read path or in the scrub, is
+// quarantined (verify.go): taken out of the index at once (Has is false,
+// nothing serves it again, and a Put of the same blob — a repair — stores a
+// good copy instead of deduplicating against it), made durable with a
+// tombstone (when its header still names its blob and the store is
+// writable; otherwise a background checkpoint records the index without
+// it, and until then a restart finds it again on its first read), counted
+// in Stats.CorruptCopies, logged at Error and reported to
+// Config.OnCorrupt, which the node wires to the repairer. The volume is
+// left alone by compaction from then on. The read gets an error wrapping
+// ErrCorrupt and ErrNotFound, so a caller that falls back to another
+// replica when a blob is not here (the store, the replica server) does so;
+// on a single node the store answers with its ErrCorrupt.
+//
 // # Checkpoints
 //
 // Every Config.CheckpointInterval appended bytes (default 64 MiB) a
@@ -136,7 +166,19 @@
 // index entries that still point at the old location are switched, and the
 // old volume is removed once no reader holds a reference. A crash in
 // between leaves two copies, and the scan keeps the later one. Volumes with
-// corrupt regions found at Open are left alone.
+// corrupt regions found at Open, with a quarantined copy, or that a
+// compaction found not to scan to their end are left alone (logged at
+// Error; the pass goes on with the others).
+//
+// # Scrub
+//
+// A background goroutine re-reads every live needle, in volume and offset
+// order, at Config.ScrubRate bytes per second (by default derived from
+// Config.ScrubPeriod, two weeks, so the whole store is checked once per
+// period), checks its CRC and that its data hashes to its name, and
+// quarantines what fails. Passes are paced on Config.Clock, resumable
+// across restarts (scrub.state), reported by ScrubStatus and started on
+// demand by StartScrub; see scrub.go.
 //
 // Compaction is the only thing that gives space back (Delete appends a
 // tombstone), so it must work on a full disk: its copies are not held to

@@ -17,8 +17,15 @@ import (
 // Each shard is an open-addressing table with linear probing, grown by
 // doubling at 3/4 load (so 3/8..3/4 full: 27..53 bytes per blob), with
 // backward-shift deletion (no tombstones). Sharding keeps each resize small.
+//
+// The top bit of a slot's length (verifiedBit; lengths are below 2^26) says
+// that the needle passed a whole check (CRC) since the store was opened:
+// reads check a needle in full once per process lifetime (see "Verified
+// reads" in doc.go). A loc never carries the bit; lookups report it apart.
 
 const (
+	// verifiedBit, in a slot's n, marks a needle checked in full since Open.
+	verifiedBit   = 1 << 31
 	indexShards   = 256
 	minShardSlots = 16
 	maxCandidates = 4 // slots with the same 72-bit prefix a lookup returns; more never happens in practice
@@ -70,11 +77,14 @@ func splitHash(h *Hash) (key uint64, sh uint8) {
 // lookup returns the locations of up to maxCandidates entries whose key
 // matches h. It does not allocate.
 func (ix *index) lookup(h *Hash) (c [maxCandidates]loc, n int) {
-	key, sb := splitHash(h)
-	return ix.lookupKey(key, sb)
+	c, n, _ = ix.lookupVerified(h)
+	return c, n
 }
 
-func (ix *index) lookupKey(key uint64, sb uint8) (c [maxCandidates]loc, n int) {
+// lookupVerified is lookup that also reports which candidates are
+// verified: bit i of verified is set when c[i] passed a whole check.
+func (ix *index) lookupVerified(h *Hash) (c [maxCandidates]loc, n int, verified uint8) {
+	key, sb := splitHash(h)
 	s := &ix.shards[sb]
 	s.mu.RLock()
 	mask := uint64(len(s.slots) - 1)
@@ -84,14 +94,17 @@ func (ix *index) lookupKey(key uint64, sb uint8) (c [maxCandidates]loc, n int) {
 			break
 		}
 		if sl.key() == key {
-			c[n] = loc{sl.vol, sl.off, sl.n}
+			c[n] = loc{sl.vol, sl.off, sl.n &^ verifiedBit}
+			if sl.n&verifiedBit != 0 {
+				verified |= 1 << n
+			}
 			if n++; n == maxCandidates {
 				break
 			}
 		}
 	}
 	s.mu.RUnlock()
-	return c, n
+	return c, n, verified
 }
 
 // insert adds an entry; the caller has checked that h is not present.
@@ -138,7 +151,7 @@ func (s *shard) find(key uint64, l loc) int {
 		if sl.vol == 0 {
 			return -1
 		}
-		if sl.key() == key && sl.vol == l.vol && sl.off == l.off && sl.n == l.n {
+		if sl.key() == key && sl.vol == l.vol && sl.off == l.off && sl.n&^verifiedBit == l.n {
 			return int(i)
 		}
 	}
@@ -147,14 +160,37 @@ func (s *shard) find(key uint64, l loc) int {
 // has reports whether the exact entry (h, l) exists.
 func (ix *index) has(h *Hash, l loc) bool {
 	key, sb := splitHash(h)
+	return ix.hasKey(key, sb, l)
+}
+
+// hasKey is has by key and shard.
+func (ix *index) hasKey(key uint64, sb uint8, l loc) bool {
 	s := &ix.shards[sb]
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	return s.find(key, l) >= 0
 }
 
+// markVerified records that the entry (h, l) passed a whole check, if it
+// still exists.
+func (ix *index) markVerified(h *Hash, l loc) {
+	key, sb := splitHash(h)
+	ix.markVerifiedKey(key, sb, l)
+}
+
+// markVerifiedKey is markVerified by key and shard.
+func (ix *index) markVerifiedKey(key uint64, sb uint8, l loc) {
+	s := &ix.shards[sb]
+	s.mu.Lock()
+	if i := s.find(key, l); i >= 0 {
+		s.slots[i].n |= verifiedBit
+	}
+	s.mu.Unlock()
+}
+
 // replace changes the entry (h, old) to (h, new) if it exists, atomically
-// for readers, and reports whether it did.
+// for readers, and reports whether it did. The new location is not
+// verified.
 func (ix *index) replace(h *Hash, old, new loc) bool {
 	key, sb := splitHash(h)
 	s := &ix.shards[sb]
@@ -171,6 +207,11 @@ func (ix *index) replace(h *Hash, old, new loc) bool {
 // remove deletes the entry (h, l) if it exists and reports whether it did.
 func (ix *index) remove(h *Hash, l loc) bool {
 	key, sb := splitHash(h)
+	return ix.removeKey(key, sb, l)
+}
+
+// removeKey is remove by key and shard.
+func (ix *index) removeKey(key uint64, sb uint8, l loc) bool {
 	s := &ix.shards[sb]
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -234,7 +275,7 @@ func (ix *index) forEach(fn func(key uint64, sb uint8, l loc) bool) {
 		}
 		s.mu.RUnlock()
 		for _, sl := range buf {
-			if !fn(sl.key(), uint8(i), loc{sl.vol, sl.off, sl.n}) {
+			if !fn(sl.key(), uint8(i), loc{sl.vol, sl.off, sl.n &^ verifiedBit}) {
 				return
 			}
 		}

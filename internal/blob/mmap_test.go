@@ -407,25 +407,33 @@ func TestMmapHashPrefixCollision(t *testing.T) {
 
 // TestMmapTruncatedUnderMap truncates a mapped volume file behind the
 // store's back: a read of a needle on a page past the new end faults
-// (SIGBUS), which must become ErrCorrupt, not a crash, and leave the
-// goroutine's SetPanicOnFault setting as it was.
+// (SIGBUS), which must become ErrCorrupt, not a crash, quarantine the copy
+// (later reads: ErrNotFound) and leave the goroutine's SetPanicOnFault
+// setting as it was. The volume is sealed, so the quarantine's tombstones
+// go elsewhere and do not extend the truncated file again.
 func TestMmapTruncatedUnderMap(t *testing.T) {
-	e := newOSEnv(t, nil)
+	e := newOSEnv(t, func(c *Config) { c.MaxVolumeSize = 32 << 10 })
 	s := e.open()
 	defer s.Close()
 	a, ha := blobN(1, 20_000) // needle at 16: header on page 0, data to page 4
-	b, hb := blobN(2, 1000)   // needle at 20080: page 4
+	b, hb := blobN(2, 1000)   // needles past 20064: pages 4 and 5
+	c, hc := blobN(3, 1000)
+	d, hd := blobN(4, 1000)
+	f, hf := blobN(5, 20_000) // rolls to volume 2
 	for _, x := range []struct {
 		d []byte
 		h Hash
-	}{{a, ha}, {b, hb}} {
+	}{{a, ha}, {b, hb}, {c, hc}, {d, hd}, {f, hf}} {
 		if err := s.Put(x.h, x.d); err != nil {
 			t.Fatal(err)
 		}
 	}
 	checkAllMapped(t, s)
 	readChecks(t, s, hb, b)
-	path := s.active.Load().v.Path()
+	path := s.volOf(1).v.Path()
+	if s.active.Load().v.ID() == 1 {
+		t.Fatal("volume 1 still active")
+	}
 	if err := os.Truncate(path, volume.SuperblockSize); err != nil {
 		t.Fatal(err)
 	}
@@ -433,28 +441,35 @@ func TestMmapTruncatedUnderMap(t *testing.T) {
 	defer debug.SetPanicOnFault(prev)
 	p := make([]byte, len(b))
 	_, err := s.ReadAt(hb, p, 0)
-	if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "memory fault") {
-		t.Fatalf("ReadAt of a needle past the truncated end = %v, want ErrCorrupt from a memory fault", err)
+	if !errors.Is(err, ErrCorrupt) || !errors.Is(err, ErrNotFound) || !strings.Contains(err.Error(), "memory fault") {
+		t.Fatalf("ReadAt of a needle past the truncated end = %v, want ErrCorrupt and ErrNotFound from a memory fault", err)
 	}
 	t.Logf("ReadAt after truncation: %v", err)
 	if debug.SetPanicOnFault(false) {
 		t.Fatal("ReadAt left SetPanicOnFault on")
 	}
+	if _, err := s.Size(hb); !errors.Is(err, ErrNotFound) || errors.Is(err, ErrCorrupt) {
+		t.Fatalf("Size of the quarantined copy = %v, want ErrNotFound", err)
+	}
 	// The header of a (on page 0, beyond the end) reads as zeros: corrupt, no fault.
 	if _, err := s.ReadAt(ha, p, 0); !errors.Is(err, ErrCorrupt) {
 		t.Fatalf("ReadAt of a needle on the truncated page = %v, want ErrCorrupt", err)
 	}
-	if _, err := s.Size(hb); !errors.Is(err, ErrCorrupt) {
+	if _, err := s.Size(hc); !errors.Is(err, ErrCorrupt) {
 		t.Fatalf("Size after truncation = %v, want ErrCorrupt", err)
 	}
 	// A goroutine that had SetPanicOnFault on keeps it.
 	debug.SetPanicOnFault(true)
-	if _, err := s.ReadAt(hb, p, 0); !errors.Is(err, ErrCorrupt) {
+	if _, err := s.ReadAt(hd, p, 0); !errors.Is(err, ErrCorrupt) {
 		t.Fatalf("second ReadAt = %v", err)
 	}
 	if !debug.SetPanicOnFault(false) {
 		t.Fatal("ReadAt turned a caller's SetPanicOnFault off")
 	}
+	if got := s.Stats().CorruptCopies; got != 4 {
+		t.Fatalf("CorruptCopies = %d, want 4", got)
+	}
+	mustGet(t, s, hf, f)
 }
 
 // TestMmapFallbacks: with DisableMmap, on a file system that cannot map

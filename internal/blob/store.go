@@ -41,9 +41,11 @@ type volRef struct {
 	live    atomic.Int64 // bytes of needles the index points at
 	tomb    atomic.Int64 // bytes of tombstone needles
 	s       *Store
-	// damaged is set at Open when the volume has corrupt regions: it takes
-	// no more appends and compaction leaves it alone. Read-only after Open.
-	damaged bool
+	// damaged is set at Open when the volume has corrupt regions (it then
+	// takes no more appends), and later when a needle in it fails a check
+	// or a compaction finds it does not scan to its end: compaction leaves
+	// it alone.
+	damaged atomic.Bool
 	// scanEnd, if not 0, is where a recovery scan that gave up stopped: the
 	// volume is indexed only up to there. Read-only after Open.
 	scanEnd int64
@@ -141,6 +143,9 @@ type Store struct {
 	corruptRegions int64 // set by recover
 	scannedBytes   int64 // set by recover
 
+	corrupt atomic.Int64 // copies quarantined since Open (verify.go)
+	scrub   *scrubber    // scrub.go
+
 	bufs sync.Pool // *[]byte of smallRead bytes
 }
 
@@ -178,6 +183,7 @@ func Open(cfg Config) (*Store, error) {
 	s.ckStop = make(chan struct{})
 	s.ckDone = make(chan struct{})
 	go s.checkpointer()
+	s.startScrub()
 	if cfg.CheckpointInterval > 0 && s.scannedBytes >= cfg.CheckpointInterval {
 		s.ckTrigger <- struct{}{} // spare the next recovery this scan
 	}
@@ -187,6 +193,7 @@ func Open(cfg Config) (*Store, error) {
 // stopBackground stops the background checkpointer and waits for it (tests
 // use it to model a crashed process).
 func (s *Store) stopBackground() {
+	s.stopScrub()
 	s.ckOnce.Do(func() { close(s.ckStop) })
 	<-s.ckDone
 }
@@ -394,14 +401,14 @@ func (s *Store) recover() error {
 			s.log.Error("skipping corrupt region in volume; blobs stored in it are lost",
 				"volume", id, "from", r.Start, "to", r.End, "bytes", r.End-r.Start)
 			s.corruptRegions++
-			vr.damaged = true
+			vr.damaged.Store(true)
 		}
 		switch {
 		case rec.GaveUp:
 			s.log.Error("volume is corrupt after this offset and no valid needle was found within the search budget; not truncating, not indexing the rest",
 				"volume", id, "from", rec.End, "size", size, "bytes", size-rec.End)
 			s.corruptRegions++
-			vr.damaged = true
+			vr.damaged.Store(true)
 			vr.scanEnd = rec.End
 		case rec.End < size:
 			s.log.Warn("truncating torn volume tail", "volume", id, "valid", rec.End, "size", size, "dropped", size-rec.End)
@@ -418,7 +425,7 @@ func (s *Store) recover() error {
 		if _, err := s.newVolume(); err != nil {
 			return err
 		}
-	case vols[ids[len(ids)-1]].damaged:
+	case vols[ids[len(ids)-1]].damaged.Load():
 		// Do not extend a damaged file: later appends go to a new volume.
 		if _, err := s.newVolume(); err != nil {
 			return err
@@ -528,14 +535,15 @@ func (s *Store) acquire(id uint32) *volRef {
 	return vr
 }
 
-// lookupRef finds h and returns its location and a held reference to its
-// volume (release it), or ErrNotFound. scratch holds at least HeaderSize
-// bytes.
-func (s *Store) lookupRef(h *Hash, scratch []byte) (loc, *volRef, error) {
+// lookupRef finds h and returns its location, a held reference to its
+// volume (release it) and whether the needle was verified, or ErrNotFound.
+// It checks the needle's header; a bad one quarantines the copy. scratch
+// holds at least HeaderSize bytes.
+func (s *Store) lookupRef(h *Hash, scratch []byte) (loc, *volRef, bool, error) {
 	for try := 0; try < maxRetries; try++ {
-		c, n := s.idx.lookup(h)
+		c, n, verified := s.idx.lookupVerified(h)
 		raced := false
-		for _, l := range c[:n] {
+		for i, l := range c[:n] {
 			vr := s.acquire(l.vol)
 			if vr == nil {
 				raced = true
@@ -548,11 +556,15 @@ func (s *Store) lookupRef(h *Hash, scratch []byte) (loc, *volRef, error) {
 				match = err == nil && hd.Hash == *h
 			}
 			if err != nil {
+				err = s.readFailed(vr, l, h, err)
 				vr.release()
-				return loc{}, nil, fmt.Errorf("blob %s: %w: %w", h.String(), ErrCorrupt, err)
+				if !errors.Is(err, ErrCorrupt) {
+					err = fmt.Errorf("blob %s: %w: %w", h.String(), ErrCorrupt, err)
+				}
+				return loc{}, nil, false, err
 			}
 			if match {
-				return l, vr, nil
+				return l, vr, verified&(1<<i) != 0, nil
 			}
 			vr.release() // a different blob sharing the 72-bit prefix
 		}
@@ -560,7 +572,7 @@ func (s *Store) lookupRef(h *Hash, scratch []byte) (loc, *volRef, error) {
 			break
 		}
 	}
-	return loc{}, nil, ErrNotFound
+	return loc{}, nil, false, ErrNotFound
 }
 
 // Has reports whether h is stored. It reads the needle header (one pread)
@@ -577,7 +589,7 @@ func (s *Store) Size(h Hash) (int64, error) {
 	}
 	bp := s.getBuf()
 	defer s.bufs.Put(bp)
-	l, vr, err := s.lookupRef(&h, *bp)
+	l, vr, _, err := s.lookupRef(&h, *bp)
 	if err != nil {
 		return 0, err
 	}
@@ -586,16 +598,18 @@ func (s *Store) Size(h Hash) (int64, error) {
 }
 
 // ReadAt reads len(p) bytes of blob h starting at off, like io.ReaderAt: it
-// returns n < len(p) with io.EOF when the blob ends first. It does not check
-// the CRC; it checks the needle header's magic and full hash (the index
-// matches on a hash prefix). If the volume is memory-mapped (see
-// Config.DisableMmap) the header is checked and the data copied straight
-// from the map into p: no system call. Otherwise, if header+off+len(p) <=
-// 64 KiB, it is one pread into a pooled buffer (the header is checked in the
-// same read) and a copy; larger reads are a header pread and a data pread
-// straight into p. It does not allocate. Errors: ErrNotFound, ErrClosed,
-// ErrCorrupt (also when a mapped file was truncated under the store), I/O
-// errors.
+// returns n < len(p) with io.EOF when the blob ends first. The first read of
+// a needle since Open checks it whole (header and CRC, see "Verified reads"
+// in the package documentation); later reads check the needle header's
+// magic and full hash (the index matches on a hash prefix). If the volume
+// is memory-mapped (see Config.DisableMmap) the header is checked and the
+// data copied straight from the map into p: no system call. Otherwise, if
+// header+off+len(p) <= 64 KiB, it is one pread into a pooled buffer (the
+// header is checked in the same read) and a copy; larger reads are a header
+// pread and a data pread straight into p. It does not allocate. Errors:
+// ErrNotFound, ErrClosed, ErrCorrupt (the copy failed a check and was
+// quarantined: the error wraps ErrNotFound too, and nothing was copied
+// into p), I/O errors.
 func (s *Store) ReadAt(h Hash, p []byte, off int64) (int, error) {
 	if s.closed.Load() {
 		return 0, ErrClosed
@@ -604,15 +618,29 @@ func (s *Store) ReadAt(h Hash, p []byte, off int64) (int, error) {
 		return 0, fmt.Errorf("blob %s: negative offset %d", h, off)
 	}
 	for try := 0; try < maxRetries; try++ {
-		c, nc := s.idx.lookup(&h)
+		c, nc, verified := s.idx.lookupVerified(&h)
 		raced := false
-		for _, l := range c[:nc] {
+		for i, l := range c[:nc] {
 			vr := s.acquire(l.vol)
 			if vr == nil {
 				raced = true
 				continue
 			}
+			if verified&(1<<i) == 0 {
+				match, err := s.verify(vr, l, &h)
+				if err != nil {
+					vr.release()
+					return 0, err
+				}
+				if !match {
+					vr.release()
+					continue
+				}
+			}
 			n, match, err := s.readFrom(vr, l, &h, p, off)
+			if match && err != nil {
+				err = s.readFailed(vr, l, &h, err)
+			}
 			vr.release()
 			if match {
 				return n, err
@@ -705,7 +733,8 @@ func (s *Store) preadFrom(vr *volRef, l loc, h *Hash, p []byte, off, want int64)
 // Get appends the whole blob h to dst[:len(dst)] and returns the result. The
 // needle is read with one pread (into dst's spare capacity when it has room
 // for the header and data, so a pre-sized dst avoids allocation) and its
-// CRC is checked: a mismatch returns an error wrapping ErrCorrupt.
+// CRC is checked: a mismatch quarantines the copy and returns an error
+// wrapping ErrCorrupt and ErrNotFound.
 func (s *Store) Get(h Hash, dst []byte) ([]byte, error) {
 	if s.closed.Load() {
 		return dst, ErrClosed
@@ -720,12 +749,18 @@ func (s *Store) Get(h Hash, dst []byte) ([]byte, error) {
 				continue
 			}
 			hd, data, err := vr.v.ReadNeedle(l.offset(), int(l.n), dst[len(dst):cap(dst)])
+			if err == nil && hd.Hash == h {
+				s.idx.markVerified(&h, l)
+			}
+			if err != nil {
+				err = s.readFailed(vr, l, &h, err)
+			}
 			vr.release()
 			if err != nil {
-				if errors.Is(err, volume.ErrCorrupt) {
-					return dst, fmt.Errorf("blob %s: %w: %w", h, ErrCorrupt, err)
+				if !errors.Is(err, ErrCorrupt) {
+					err = fmt.Errorf("blob %s: %w", h, err)
 				}
-				return dst, fmt.Errorf("blob %s: %w", h, err)
+				return dst, err
 			}
 			if hd.Hash != h {
 				continue
@@ -743,14 +778,23 @@ func (s *Store) Get(h Hash, dst []byte) ([]byte, error) {
 // and its length, for zero-copy reads (sendfile). The volume stays open (and
 // is not removed by compaction) until release is called, which the caller
 // must do exactly once. The file must not be closed or written. One pread of
-// the header. Errors: ErrNotFound, ErrClosed, ErrCorrupt.
+// the header; the first Locate or read of a needle since Open also checks
+// it whole (see "Verified reads" in the package documentation), so the
+// bytes handed out passed their CRC. Errors: ErrNotFound, ErrClosed,
+// ErrCorrupt (the copy was quarantined; the error wraps ErrNotFound too).
 func (s *Store) Locate(h Hash) (f vfs.File, off, n int64, release func(), err error) {
 	if s.closed.Load() {
 		return nil, 0, 0, nil, ErrClosed
 	}
 	bp := s.getBuf()
-	l, vr, err := s.lookupRef(&h, *bp)
+	l, vr, verified, err := s.lookupRef(&h, *bp)
 	s.bufs.Put(bp)
+	if err == nil && !verified {
+		// The header named h: the needle is h's, so match is true.
+		if _, err = s.verify(vr, l, &h); err != nil {
+			vr.release()
+		}
+	}
 	if err != nil {
 		return nil, 0, 0, nil, err
 	}
@@ -777,7 +821,10 @@ func (r Ref) Release() {
 // the kernel copies them from the page cache into the socket). The needle
 // header (magic, full hash, length) is checked as ReadAt checks it, and
 // the last byte of the range is read under the fault guard, so a volume
-// truncated under the map is not lent. The volume is held until the
+// truncated under the map is not lent. The first lend or read of a needle
+// since Open checks it whole first (see "Verified reads" in the package
+// documentation): bytes that fail their CRC are never lent, and the copy
+// is quarantined. The volume is held until the
 // caller calls ref.Release, exactly once; b must not be used after that,
 // nor written, and a page lost in between (a truncation, a disk error) is
 // an EFAULT to a system call but a fault to Go code that reads b. It
@@ -785,24 +832,43 @@ func (r Ref) Release() {
 //
 // ok is false, and nothing is held, when the bytes cannot be lent: the
 // blob is not stored here, the volume is not mapped or the range is not
-// all below its mapped end, the header does not check, the store is
-// closed. The caller then reads with ReadAt, which reports any error.
+// all below its mapped end, the header or the CRC does not check, the
+// store is closed. The caller then reads with ReadAt, which reports any
+// error.
 func (s *Store) MappedData(h Hash, off, n int64) (b []byte, ref Ref, ok bool) {
 	if s.closed.Load() || off < 0 || n <= 0 {
 		return nil, Ref{}, false
 	}
 	for try := 0; try < maxRetries; try++ {
-		c, nc := s.idx.lookup(&h)
+		c, nc, verified := s.idx.lookupVerified(&h)
 		raced := false
-		for _, l := range c[:nc] {
+		for i, l := range c[:nc] {
 			vr := s.acquire(l.vol)
 			if vr == nil {
 				raced = true
 				continue
 			}
+			if off+n > int64(l.n) {
+				vr.release()
+				return nil, Ref{}, false // past the blob (or another blob's length)
+			}
+			if verified&(1<<i) == 0 {
+				match, err := s.verify(vr, l, &h)
+				if err != nil {
+					vr.release()
+					return nil, Ref{}, false // quarantined: ReadAt tells
+				}
+				if !match {
+					vr.release()
+					continue
+				}
+			}
 			b, match, err := vr.v.MappedData(l.offset(), (*[32]byte)(&h), off, n)
 			if match && err == nil {
 				return b, Ref{vr: vr}, true
+			}
+			if err != nil && err != volume.ErrNotMapped {
+				s.readFailed(vr, l, &h, err)
 			}
 			vr.release()
 			if match || err != nil {
@@ -1194,30 +1260,40 @@ func (s *Store) Delete(h Hash) error {
 		s.mu.Unlock()
 		return nil
 	}
-	// No MinFreeBytes check: deleting must work on a full disk.
-	need := volume.NeedleSize(0)
-	if err := s.ensureRoom(need); err != nil {
-		s.mu.Unlock()
-		return err
-	}
-	a := s.active.Load()
-	off, err := a.v.AppendTombstone(h)
+	seq, err := s.appendTombLocked(&h, l)
 	if err != nil {
-		err = s.appendFailed(err)
 		s.mu.Unlock()
 		return err
 	}
 	s.idx.remove(&h, l)
-	if s.ckActive {
-		key, sb := splitHash(&h)
-		s.ckRemoved = append(s.ckRemoved, ckEntry{key: key, sb: sb, l: l})
-	}
 	s.volOf(l.vol).live.Add(-volume.NeedleSize(int(l.n)))
-	a.tomb.Add(need)
-	seq := s.recordAppend(&h, loc{vol: a.v.ID(), off: uint32(off >> 3)}, opTomb)
-	s.noteAppend(need)
 	s.mu.Unlock()
 	return s.waitDurable(seq)
+}
+
+// appendTombLocked appends a tombstone for h, whose needle at l is (or
+// was, until the caller's removal) in the index, and returns its sequence
+// for waitDurable. A checkpoint walking the index keeps the entry (its
+// tombstone is in the tail it does not cover). Must hold s.mu.
+func (s *Store) appendTombLocked(h *Hash, l loc) (uint64, error) {
+	// No MinFreeBytes check: deleting must work on a full disk.
+	need := volume.NeedleSize(0)
+	if err := s.ensureRoom(need); err != nil {
+		return 0, err
+	}
+	a := s.active.Load()
+	off, err := a.v.AppendTombstone(*h)
+	if err != nil {
+		return 0, s.appendFailed(err)
+	}
+	if s.ckActive {
+		key, sb := splitHash(h)
+		s.ckRemoved = append(s.ckRemoved, ckEntry{key: key, sb: sb, l: l})
+	}
+	a.tomb.Add(need)
+	seq := s.recordAppend(h, loc{vol: a.v.ID(), off: uint32(off >> 3)}, opTomb)
+	s.noteAppend(need)
+	return seq, nil
 }
 
 // Range calls fn for every stored blob until fn returns false. It reads each
@@ -1258,6 +1334,7 @@ func (s *Store) Stats() Stats {
 
 		RecoveryScannedBytes: s.scannedBytes,
 		CorruptRegions:       s.corruptRegions,
+		CorruptCopies:        s.corrupt.Load(),
 	}
 	for _, vr := range *s.vols.Load() {
 		st.Volumes++
@@ -1270,12 +1347,13 @@ func (s *Store) Stats() Stats {
 	return st
 }
 
-// Close stops the background checkpointer (waiting for a checkpoint in
+// Close stops the scrub (saving its progress) and the background checkpointer (waiting for a checkpoint in
 // progress), fsyncs the active volume, writes the index checkpoint (unless
 // the store is read-only) and closes every volume. Later calls return ErrClosed;
 // calls racing with Close may fail. A volume still referenced by a Locate
 // caller is closed when that caller releases it.
 func (s *Store) Close() error {
+	s.stopScrub() // saves the cursor of a pass in progress
 	s.ckOnce.Do(func() { close(s.ckStop) })
 	<-s.ckDone // a checkpoint in progress finishes first
 	s.compactMu.Lock()

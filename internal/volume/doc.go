@@ -44,6 +44,10 @@
 //     the end of the map, under a fault guard (SetPanicOnFault) that turns
 //     a page lost to truncation into ErrCorrupt. Close releases the map;
 //     the owner must not call it while ReadMapped may run.
+//   - Verify checks a whole needle (header, the length the caller expects,
+//     CRC) through the map when it covers the needle, else with preads
+//     through the caller's scratch buffer; the blob store runs it before it
+//     first serves a needle.
 //
 // # Recovery rule
 //

@@ -613,6 +613,67 @@ func (v *Volume) validAt(off, size int64, accept AcceptFunc, budget *int64, scra
 	return accept == nil || accept(off, h, b[HeaderSize:]), nil
 }
 
+// Verify checks the whole needle at off against its checksum: the header
+// (magic, version, flags, and that its hash is *want and its length n, the
+// length an index recorded), then the CRC32C over header and data. match is
+// false, with a nil error, when the needle belongs to another hash (want
+// != nil). A needle that fails a check is an error wrapping ErrCorrupt;
+// other errors are I/O errors. It reads through the memory map when the
+// volume has one covering the needle (under the fault guard, which turns a
+// page lost to a truncation or a disk read error into ErrCorrupt), else
+// with pread through scratch (len >= HeaderSize; the data is read in
+// len(scratch) pieces, so a 64 KiB scratch checks a 4 MiB needle in 64
+// preads). It does not allocate unless it fails. Safe for concurrent use
+// as ReadMapped is.
+func (v *Volume) Verify(off int64, n int, want *[32]byte, scratch []byte) (match bool, err error) {
+	if m := v.mapped.Load(); m != nil {
+		end := off + HeaderSize + int64(n)
+		if off >= SuperblockSize && end <= int64(len(m.b)) && end <= v.size.Load() {
+			var good bool
+			match, err = v.guardedNeedle(m.b, off, want, 0, int64(n), func(data []byte) {
+				good = checkNeedle(m.b[off:off+HeaderSize], data, n)
+			})
+			if match && err == nil && !good {
+				err = fmt.Errorf("needle %d@%d: %w: length or CRC mismatch", v.id, off, ErrCorrupt)
+			}
+			return match, err
+		}
+	}
+	hd, err := v.ReadHeader(off, scratch)
+	if err != nil {
+		return true, err
+	}
+	if want != nil && hd.Hash != *want {
+		return false, nil
+	}
+	if int(hd.Len) != n {
+		return true, fmt.Errorf("needle %d@%d: %w: length %d, expected %d", v.id, off, ErrCorrupt, hd.Len, n)
+	}
+	crc := crc32.Update(0, castagnoli, scratch[:44])
+	sum := binary.LittleEndian.Uint32(scratch[44:48])
+	for done := 0; done < n; {
+		k := min(n-done, len(scratch))
+		if _, err := v.ReadData(off, scratch[:k], int64(done)); err != nil {
+			if errors.Is(err, io.EOF) {
+				return true, fmt.Errorf("needle %d@%d: %w: truncated", v.id, off, ErrCorrupt)
+			}
+			return true, fmt.Errorf("read needle %d@%d: %w", v.id, off, err)
+		}
+		crc = crc32.Update(crc, castagnoli, scratch[:k])
+		done += k
+	}
+	if crc != sum {
+		return true, fmt.Errorf("needle %d@%d: %w: CRC mismatch", v.id, off, ErrCorrupt)
+	}
+	return true, nil
+}
+
+// checkNeedle reports whether an encoded header records length n and its
+// CRC matches header and data.
+func checkNeedle(hdr, data []byte, n int) bool {
+	return binary.LittleEndian.Uint32(hdr[40:44]) == uint32(n) && CheckCRC(hdr, data)
+}
+
 // Close closes the file and releases its memory map, if any. Later appends
 // fail with ErrClosed; reads fail. The caller guarantees that no ReadMapped
 // is running or will run (the blob store closes a volume only once its last
