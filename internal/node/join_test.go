@@ -2,7 +2,6 @@ package node
 
 import (
 	"errors"
-	"log/slog"
 	"net"
 	"strings"
 	"testing"
@@ -12,14 +11,8 @@ import (
 // startJoiner starts a node with secret that joins through join.
 func startJoiner(t *testing.T, secret, join string) *Node {
 	t.Helper()
-	cfg := DefaultConfig()
-	cfg.DataDir = t.TempDir()
-	cfg.Listen = "127.0.0.1:0"
-	cfg.AdminKey = testKey
-	cfg.ClusterSecret = secret
-	cfg.Join = join
-	cfg.GCInterval = time.Hour
-	cfg.Logger = slog.New(slog.DiscardHandler)
+	cfg := loneConfig(t) // start_test.go
+	cfg.ClusterSecret, cfg.Join = secret, join
 	n, err := Start(cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -9,6 +9,8 @@ import (
 	"time"
 )
 
+// loneConfig is the config of a test node without a cluster, on a free
+// loopback port with its own data dir.
 func loneConfig(t *testing.T) Config {
 	cfg := DefaultConfig()
 	cfg.DataDir = filepath.Join(t.TempDir(), "data")
