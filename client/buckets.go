@@ -42,7 +42,8 @@ func (c *Client) CreateBucket(ctx context.Context, b BucketInfo) (BucketInfo, er
 		CacheControl     string `json:"cache_control"`
 		Replicas         int    `json:"replicas,omitempty"`
 		WriteQuorum      int    `json:"write_quorum,omitempty"`
-	}{b.Name, b.Public, b.ChecksumSidecars, b.CacheControl, b.Replicas, b.WriteQuorum}
+		Strict           bool   `json:"strict,omitempty"`
+	}{b.Name, b.Public, b.ChecksumSidecars, b.CacheControl, b.Replicas, b.WriteQuorum, b.Strict}
 	rq, err := jsonRequest(http.MethodPost, c.bucketsURL(""), body)
 	if err != nil {
 		return BucketInfo{}, err

@@ -36,6 +36,9 @@ type NodeInfo struct {
 	Leader bool `json:"leader"`
 	// Self is true for the node that answered.
 	Self bool `json:"self"`
+	// Liveness is the answering node's failure detector's view: alive,
+	// suspect (missed probes), dead, left, or joining (not seen yet).
+	Liveness string `json:"liveness"`
 	// Joined is when the member was first recorded.
 	Joined time.Time `json:"joined,omitzero"`
 }

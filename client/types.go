@@ -20,6 +20,9 @@ type BucketInfo struct {
 	Replicas int `json:"replicas"`
 	// WriteQuorum is W, the copies a write waits for: 0 = majority of R.
 	WriteQuorum int `json:"write_quorum"`
+	// Strict refuses (503) a write that cannot make W copies; without it
+	// a write goes on with the copies it can make, under-replicated.
+	Strict bool `json:"strict"`
 }
 
 // BucketUpdate is a partial change of a bucket's options: nil fields are
@@ -35,6 +38,8 @@ type BucketUpdate struct {
 	Replicas *int `json:"replicas,omitempty"`
 	// WriteQuorum, when non-nil, sets BucketInfo.WriteQuorum.
 	WriteQuorum *int `json:"write_quorum,omitempty"`
+	// Strict, when non-nil, sets BucketInfo.Strict.
+	Strict *bool `json:"strict,omitempty"`
 }
 
 // Mirror as BucketInfo.Replicas keeps a copy of every file on every node.
@@ -65,6 +70,11 @@ type ObjectInfo struct {
 	ContentType string `json:"content_type,omitempty"`
 	// Mode holds the POSIX permission bits.
 	Mode uint32 `json:"mode"`
+	// Copies and CopiesWanted are set in the answer to a write that was
+	// acknowledged under-replicated (nodes were down): the copies made and
+	// the copies the bucket wants. Repair makes the missing ones.
+	Copies       int `json:"copies,omitempty"`
+	CopiesWanted int `json:"copies_wanted,omitempty"`
 }
 
 // ListResult is one page of a listing.

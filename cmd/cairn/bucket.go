@@ -26,7 +26,7 @@ func newBucketCreateCmd(cf *clientFlags) *cobra.Command {
 	var b client.BucketInfo
 	var replicas string
 	cmd := &cobra.Command{
-		Use:   "create NAME [--public] [--checksum-sidecars] [--cache-control V] [--replicas N|mirror] [--write-quorum W]",
+		Use:   "create NAME [--public] [--checksum-sidecars] [--cache-control V] [--replicas N|mirror] [--write-quorum W] [--strict]",
 		Short: "Create a bucket",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -49,6 +49,7 @@ func newBucketCreateCmd(cf *clientFlags) *cobra.Command {
 	cmd.Flags().StringVar(&b.CacheControl, "cache-control", "", "Cache-Control header for every file")
 	cmd.Flags().StringVar(&replicas, "replicas", "", "copies of each file: a count, or mirror for every node (default: the cluster's, 3)")
 	cmd.Flags().IntVar(&b.WriteQuorum, "write-quorum", 0, "copies a write waits for (default: a majority of the replicas)")
+	cmd.Flags().BoolVar(&b.Strict, "strict", false, "refuse writes (503) that cannot make --write-quorum copies; by default a write with nodes down goes on with the copies it can make and is repaired later")
 	return cmd
 }
 
@@ -68,7 +69,7 @@ func parseReplicas(v string) (int, error) {
 }
 
 // bucketSettingNames lists the OPTION names `bucket set` accepts.
-const bucketSettingNames = "public, checksum-sidecars, cache-control, replicas, write-quorum"
+const bucketSettingNames = "public, checksum-sidecars, cache-control, replicas, write-quorum, strict"
 
 // parseBucketSettings turns OPTION=VALUE arguments into a partial update.
 func parseBucketSettings(args []string) (client.BucketUpdate, error) {
@@ -106,6 +107,12 @@ func parseBucketSettings(args []string) (client.BucketUpdate, error) {
 				return u, fmt.Errorf("write-quorum=%q: expected a count (0 = majority)", v)
 			}
 			u.WriteQuorum = &n
+		case "strict":
+			b, err := strconv.ParseBool(v)
+			if err != nil {
+				return u, fmt.Errorf("strict=%q: expected true or false", v)
+			}
+			u.Strict = &b
 		default:
 			return u, fmt.Errorf("unknown bucket option %q (options: %s)", k, bucketSettingNames)
 		}
@@ -116,7 +123,7 @@ func parseBucketSettings(args []string) (client.BucketUpdate, error) {
 func newBucketSetCmd(cf *clientFlags) *cobra.Command {
 	return &cobra.Command{
 		Use:   "set NAME OPTION=VALUE...",
-		Short: "Change bucket options: public=true|false, checksum-sidecars=true|false, cache-control=V, replicas=N|mirror, write-quorum=W",
+		Short: "Change bucket options: public=true|false, checksum-sidecars=true|false, cache-control=V, replicas=N|mirror, write-quorum=W, strict=true|false",
 		Args:  cobra.MinimumNArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			u, err := parseBucketSettings(args[1:])
@@ -193,5 +200,5 @@ func bucketOptions(b client.BucketInfo) string {
 	if b.WriteQuorum > 0 {
 		w = strconv.Itoa(b.WriteQuorum)
 	}
-	return fmt.Sprintf("public=%t checksum-sidecars=%t cache-control=%s replicas=%s write-quorum=%s", b.Public, b.ChecksumSidecars, cc, r, w)
+	return fmt.Sprintf("public=%t checksum-sidecars=%t cache-control=%s replicas=%s write-quorum=%s strict=%t", b.Public, b.ChecksumSidecars, cc, r, w, b.Strict)
 }

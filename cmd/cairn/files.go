@@ -134,6 +134,10 @@ func newPutCmd() *cobra.Command {
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "uploaded %s -> %s/%s (%d bytes, etag %s)\n", from, bucket, info.Path, info.Size, info.ETag)
 		}
+		if info.CopiesWanted > 0 {
+			fmt.Fprintf(cmd.ErrOrStderr(), "cairn: warning: %s/%s is under-replicated: %d of %d copies (nodes are down); repair makes the rest when they return\n",
+				bucket, info.Path, info.Copies, info.CopiesWanted)
+		}
 		return nil
 	}
 	return cmd

@@ -39,7 +39,8 @@ func newRootCmd() *cobra.Command {
 	root.AddCommand(newServerCmd(), newWitnessCmd(), newRecoverCmd(), newDevCmd())
 	// Client side (client_cmds.go, sync.go, bucket.go).
 	root.AddCommand(newBucketCmd(), newPutCmd(), newGetCmd(), newLsCmd(), newStatCmd(), newRmCmd(), newSyncCmd())
-	root.AddCommand(newNodeCmd()) // cluster members (node.go)
-	strictGroups(root)            // an unknown subcommand is an error (usage.go)
+	root.AddCommand(newNodeCmd())   // cluster members (node.go)
+	root.AddCommand(newStatusCmd()) // status.go
+	strictGroups(root)              // an unknown subcommand is an error (usage.go)
 	return root
 }

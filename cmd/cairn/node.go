@@ -30,7 +30,7 @@ func newNodeListCmd(cf *clientFlags) *cobra.Command {
 	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "list [--json]",
-		Short: "List members: ID, URL, zone, state (active|draining), Raft role (voter|learner|none), leader (*)",
+		Short: "List members: ID, URL, zone, state (active|draining), liveness (alive|suspect|dead), Raft role (voter|learner|none), leader (*)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ci, err := cf.client().Nodes(cmd.Context())
@@ -44,7 +44,7 @@ func newNodeListCmd(cf *clientFlags) *cobra.Command {
 				return enc.Encode(ci)
 			}
 			tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "ID\tURL\tZONE\tSTATE\tROLE\tLEADER")
+			fmt.Fprintln(tw, "ID\tURL\tZONE\tSTATE\tLIVENESS\tROLE\tLEADER")
 			for _, n := range ci.Nodes {
 				u, zone, lead := n.URL, n.Zone, ""
 				if u == "" {
@@ -60,7 +60,11 @@ func newNodeListCmd(cf *clientFlags) *cobra.Command {
 				if n.Witness {
 					role += " (witness)"
 				}
-				fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\n", n.ID, u, zone, n.State, role, lead)
+				live := n.Liveness
+				if live == "" {
+					live = "-"
+				}
+				fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\n", n.ID, u, zone, n.State, live, role, lead)
 			}
 			if err := tw.Flush(); err != nil {
 				return err

@@ -110,6 +110,12 @@ func serverSettings() []setting {
 		s("gossip-listen", "CAIRN_GOSSIP_LISTEN", "failure detector (gossip, UDP and TCP) address HOST:PORT, cluster mode only; default: the host of --cluster-listen, else of --listen, with its port + 100 (8080 gossips on 8180)", func(fs *pflag.FlagSet, c *serverOptions) {
 			fs.StringVar(&c.GossipListen, "gossip-listen", "", "")
 		}),
+		s("repair-grace", "CAIRN_REPAIR_GRACE", "cluster mode: how long a node may be down before the copies it holds are re-made on other nodes (a restart or a short outage costs no copying)", func(fs *pflag.FlagSet, c *serverOptions) {
+			fs.DurationVar(&c.RepairGrace, "repair-grace", d.RepairGrace, "")
+		}),
+		s("repair-rate", "CAIRN_REPAIR_RATE", "cluster mode: bytes per second that repair and rebalance move from or to this node (0 = unlimited)", func(fs *pflag.FlagSet, c *serverOptions) {
+			fs.Int64Var(&c.RepairRate, "repair-rate", d.RepairRate, "")
+		}),
 		s("zone", "CAIRN_ZONE", "failure domain of this node (rack, room, site): copies of a file spread over zones", func(fs *pflag.FlagSet, c *serverOptions) {
 			fs.StringVar(&c.Zone, "zone", "", "")
 		}),

@@ -203,6 +203,24 @@ func (d *Detector) Alive(id uint64) bool {
 	return ok && m.State == StateAlive
 }
 
+// Suspect reports whether memberlist currently suspects node id: it missed
+// probes and will be declared dead unless it refutes the suspicion. A
+// suspect member is still Alive. It takes memberlist's lock.
+func (d *Detector) Suspect(id uint64) bool {
+	d.lifecycle.Lock()
+	defer d.lifecycle.Unlock()
+	if d.shut {
+		return false
+	}
+	name := nodeName(id)
+	for _, n := range d.ml.Members() {
+		if n.Name == name {
+			return n.State == memberlist.StateSuspect
+		}
+	}
+	return false
+}
+
 // Members returns every member this node has heard of, dead and left ones
 // included, sorted by ID. The result is the caller's.
 func (d *Detector) Members() []Member {

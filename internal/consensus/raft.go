@@ -121,6 +121,9 @@ type RaftConfig struct {
 	// must drop every cache derived from it. OnApply is not called for the
 	// entries the snapshot covers.
 	OnSnapshot func(index uint64)
+	// OnProposed, if set, is called when a Propose returns, with the time
+	// it took and whether it failed (metrics). It must not block.
+	OnProposed func(d time.Duration, failed bool)
 	// Logger; default slog.Default().
 	Logger *slog.Logger
 }
@@ -218,6 +221,9 @@ type Status struct {
 	Term    uint64
 	Commit  uint64 // last index known committed (persisted)
 	Applied uint64
+	// LeaderChanges counts the changes of leader this node saw since it
+	// started (including to and from "no leader").
+	LeaderChanges uint64
 }
 
 // waiter is a caller blocked in Propose or a membership change.
@@ -457,9 +463,13 @@ func NewRaft(cfg RaftConfig) (*Raft, error) {
 // never proposed, but one already handed may still commit (its outcome is
 // unknown to the caller, who must re-read before retrying a non-idempotent
 // command). After Close or a storage failure the error wraps ErrStopped.
-func (r *Raft) Propose(ctx context.Context, cmd meta.Command) (meta.Result, error) {
+func (r *Raft) Propose(ctx context.Context, cmd meta.Command) (_ meta.Result, err error) {
 	if !cmd.Op.Valid() {
 		return meta.Result{}, fmt.Errorf("consensus: propose: %w: unknown op %d", meta.ErrInvalid, cmd.Op)
+	}
+	if f := r.cfg.OnProposed; f != nil {
+		start := time.Now()
+		defer func() { f(time.Since(start), err != nil) }()
 	}
 	w := r.newWaiter()
 	select {
@@ -1185,6 +1195,7 @@ func (r *Raft) handleReady() error {
 			if ss.Lead != r.lead {
 				r.log.Info("raft leader changed", "leader", ss.Lead, "term", r.rn.BasicStatus().GetTerm(), "state", ss.RaftState.String())
 				r.lead = ss.Lead
+				r.status.LeaderChanges++
 				r.propBlocked = false
 				defer r.retryBatches(true)
 			}

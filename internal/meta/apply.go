@@ -224,6 +224,8 @@ func (a *applier) apply() (Result, error) {
 		return a.setNode()
 	case OpRemoveNode:
 		return a.removeNode()
+	case OpReplicated:
+		return a.replicated()
 	default:
 		return Result{}, fmt.Errorf("%w: unknown op %d", ErrInvalid, a.cmd.Op)
 	}
@@ -438,7 +440,7 @@ func (a *applier) createBucket() (Result, error) {
 			return Result{}, err
 		}
 		b.Public, b.ChecksumSidecars, b.CacheControl = o.Public, o.ChecksumSidecars, o.CacheControl
-		b.Replicas, b.WriteQuorum = o.Replicas, o.WriteQuorum
+		b.Replicas, b.WriteQuorum, b.Strict = o.Replicas, o.WriteQuorum, o.Strict
 	}
 	a.t.set(bucketKey(name), encodeBucket(b))
 	return Result{Created: true, Inode: dir, Changed: []string{name}}, nil
@@ -457,7 +459,7 @@ func (a *applier) updateBucket() (Result, error) {
 		return Result{}, err
 	}
 	b.Public, b.ChecksumSidecars, b.CacheControl = o.Public, o.ChecksumSidecars, o.CacheControl
-	b.Replicas, b.WriteQuorum = o.Replicas, o.WriteQuorum
+	b.Replicas, b.WriteQuorum, b.Strict = o.Replicas, o.WriteQuorum, o.Strict
 	a.t.set(bucketKey(b.Name), encodeBucket(b))
 	return Result{Changed: []string{b.Name}}, nil
 }
@@ -649,6 +651,14 @@ func (a *applier) putFile() (Result, error) {
 	a.putInode(n)
 	if err := a.adjustRefs(delta); err != nil {
 		return Result{}, err
+	}
+	for _, h := range a.cmd.Under {
+		if !slices.ContainsFunc(n.Extents, func(x Extent) bool { return x.Hash == h }) {
+			continue // not a blob of this file
+		}
+		if err := a.markUnder(h, bk.Replicas); err != nil {
+			return Result{}, err
+		}
 	}
 	return Result{Created: old == nil, Inode: n, Changed: []string{a.changed(a.cmd.Path)}}, nil
 }
@@ -899,12 +909,59 @@ func (a *applier) reap() (Result, error) {
 		}
 		a.t.set(reapedKey(h), u64(a.index))
 		a.t.set(reapedIndexKey(a.index, h), nil)
+		if err := a.clearUnder(h); err != nil { // no copy is wanted any more
+			return Result{}, err
+		}
 		freed = append(freed, h)
 	}
 	if err := a.pruneMarkers(); err != nil {
 		return Result{}, err
 	}
 	return Result{Freed: freed}, nil
+}
+
+// --- under-replicated blobs ---
+
+// markUnder records blob h as under-replicated, written to a bucket of R
+// replicas (0: the default). A blob already recorded keeps its record.
+func (a *applier) markUnder(h blob.Hash, replicas int32) error {
+	if _, ok, err := a.r.get(underKey(h)); err != nil || ok {
+		return err
+	}
+	e := encoder{}
+	e.varint(a.now)
+	e.varint(int64(replicas))
+	a.t.set(underKey(h), e.b)
+	return a.addUnder(1)
+}
+
+// clearUnder drops blob h's under-replicated record, if any.
+func (a *applier) clearUnder(h blob.Hash) error {
+	if _, ok, err := a.r.get(underKey(h)); err != nil || !ok {
+		return err
+	}
+	a.t.del(underKey(h))
+	return a.addUnder(-1)
+}
+
+func (a *applier) addUnder(d int64) error {
+	n, err := a.r.getU64(keyUnder)
+	if err != nil {
+		return err
+	}
+	a.t.set(keyUnder, u64(uint64(int64(n)+d)))
+	return nil
+}
+
+// replicated drops the under-replicated records of the blobs repair found
+// fully copied.
+func (a *applier) replicated() (Result, error) {
+	for _, h := range a.cmd.Replicated {
+		if err := a.clearUnder(h); err != nil {
+			return Result{}, err
+		}
+	}
+	return Result{}, nil
 }
 
 // pruneMarkers deletes reaped markers written more than ReapMarkerWindow

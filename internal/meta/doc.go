@@ -38,9 +38,13 @@
 //	                           blob's deletion
 //	y index(8) hash(32)      → empty: the x markers by index, for pruning
 //	n id(8)                  → cluster member (Node), encoded as below
+//	u hash(32)               → timeNs (varint), replicas (varint): the blob
+//	                           was written with fewer copies than wanted
+//	                           (under-replicated), in a bucket of that R
 //	m "applied"              → u64 last applied log index
 //	m "nextino"              → u64 next inode number to allocate
 //	m "counts"               → files i64, dirs i64, bytes i64 (24 bytes)
+//	m "under"                → u64 number of u records
 //
 // Prefixes owned by internal/consensus in the same store: R (Raft's log,
 // hard state, membership: never replicated) and P (per-proposer sequence
@@ -70,19 +74,23 @@
 //	         n extents (uvarint) × [hash, offset varint, length varint],
 //	         n xattrs (uvarint) × [key string, value bytes] in key order.
 //	         The inode number is not stored: it is the key.
-//	bucket:  2, name, ino (uvarint), public, checksumSidecars (bool),
-//	         cacheControl, createdNs, replicas, writeQuorum (varint)
+//	bucket:  3, name, ino (uvarint), public, checksumSidecars (bool),
+//	         cacheControl, createdNs, replicas, writeQuorum (varint),
+//	         strict (bool)
 //	node:    1, id (uvarint), name, url, clusterURL, zone (string),
 //	         weight (uvarint of the float64 bits), witness (bool),
 //	         state (1), joinedNs (varint), gossipAddr (string)
-//	entry:   2, n commands (uvarint) × [op(1), bucketName, path, dstPath,
+//	entry:   3, n commands (uvarint) × [op(1), bucketName, path, dstPath,
 //	         hasBucket(bool) [bucket body], hasFile(bool) [ino uvarint +
 //	         inode body], timeNs (varint), ifMatch, ifNoneMatchAny (bool),
 //	         startIndex (uvarint), n reap (uvarint) × hash, reapBefore
-//	         (varint), hasNode(bool) [node body]]
+//	         (varint), hasNode(bool) [node body], n under (uvarint) ×
+//	         hash, n replicated (uvarint) × hash]
 //
 // Versions were bumped (bucket 2, entry 2) before any release; older
-// encodings are rejected as corrupt. The node body gained gossipAddr at its
+// encodings are rejected as corrupt. Bucket 3 and entry 3 (strict,
+// under, replicated) are the first bumps after data existed: version 2
+// bodies still decode (strict false, no lists). The node body gained gossipAddr at its
 // end, also before any release, without a version bump: node records and
 // entries written before it do not decode.
 //
@@ -114,6 +122,11 @@
 //     Missing parents of dst are created.
 //   - OpSetAttr replaces Mode, UID, GID, MtimeNs and Xattrs wholesale (read,
 //     modify, propose); path "" is the bucket's directory.
+//   - Under-replicated records: OpPutFile records each blob of Under that
+//     is one of the file's extents (a u key with the bucket's R; a blob
+//     already recorded keeps its record). OpReplicated drops the records
+//     of its blobs; OpReap drops those of the blobs it approves. m "under"
+//     counts the records, so every node reports the same count.
 //   - Counts: files counts files and symlinks, dirs every directory but the
 //     root, bytes the sum of file sizes.
 package meta

@@ -21,8 +21,8 @@ func errCorrupt(format string, args ...any) error {
 // Encoding versions (first byte of each value).
 const (
 	inodeVersion   = 1
-	bucketVersion  = 2 // 2: + replicas, write quorum
-	commandVersion = 2 // 2: + node (cluster map)
+	bucketVersion  = 3 // 2: + replicas, write quorum; 3: + strict (2 is still read)
+	commandVersion = 3 // 2: + node (cluster map); 3: + under, replicated (2 is still read)
 	nodeVersion    = 1
 )
 
@@ -267,10 +267,12 @@ func appendBucket(e *encoder, b *Bucket) {
 	e.varint(b.CreatedNs)
 	e.varint(int64(b.Replicas))
 	e.varint(int64(b.WriteQuorum))
+	e.bool1(b.Strict)
 }
 
-func decodeBucketBody(d *decoder) *Bucket {
-	return &Bucket{
+// decodeBucketBody decodes a bucket body of the given version (2 or 3).
+func decodeBucketBody(d *decoder, version byte) *Bucket {
+	b := &Bucket{
 		Name:             d.str(),
 		Ino:              Ino(d.uvarint()),
 		Public:           d.bool1(),
@@ -280,6 +282,10 @@ func decodeBucketBody(d *decoder) *Bucket {
 		Replicas:         int32(d.varint()),
 		WriteQuorum:      int32(d.varint()),
 	}
+	if version >= 3 {
+		b.Strict = d.bool1()
+	}
+	return b
 }
 
 func appendNode(e *encoder, n *Node) {
@@ -338,14 +344,34 @@ func encodeBucket(b *Bucket) []byte {
 
 func decodeBucket(p []byte) (*Bucket, error) {
 	d := decoder{b: p}
-	if v := d.byte1(); d.err == nil && v != bucketVersion {
+	v := d.byte1()
+	if d.err == nil && v != bucketVersion && v != 2 {
 		return nil, errCorrupt("bucket version %d", v)
 	}
-	b := decodeBucketBody(&d)
+	b := decodeBucketBody(&d, v)
 	if err := d.done(); err != nil {
 		return nil, fmt.Errorf("decode bucket: %w", err)
 	}
 	return b, nil
+}
+
+func appendHashes(e *encoder, hs []blob.Hash) {
+	e.uvarint(uint64(len(hs)))
+	for _, h := range hs {
+		e.hash(h)
+	}
+}
+
+func decodeHashes(d *decoder) []blob.Hash {
+	n := d.count(maxReap)
+	if n == 0 {
+		return nil
+	}
+	hs := make([]blob.Hash, n)
+	for i := range hs {
+		hs[i] = d.hash()
+	}
+	return hs
 }
 
 // EncodeCommands returns the log entry payload for cmds: deterministic (the
@@ -377,15 +403,14 @@ func EncodeCommands(cmds []Command) ([]byte, error) {
 		e.str(c.IfMatch)
 		e.bool1(c.IfNoneMatchAny)
 		e.uvarint(c.StartIndex)
-		e.uvarint(uint64(len(c.Reap)))
-		for _, h := range c.Reap {
-			e.hash(h)
-		}
+		appendHashes(&e, c.Reap)
 		e.varint(c.ReapBefore)
 		e.bool1(c.Node != nil)
 		if c.Node != nil {
 			appendNode(&e, c.Node)
 		}
+		appendHashes(&e, c.Under)
+		appendHashes(&e, c.Replicated)
 	}
 	return e.b, nil
 }
@@ -394,8 +419,9 @@ func EncodeCommands(cmds []Command) ([]byte, error) {
 // ErrCorrupt. Safe for concurrent use.
 func DecodeCommands(p []byte) ([]Command, error) {
 	d := decoder{b: p}
-	if v := d.byte1(); d.err == nil && v != commandVersion {
-		return nil, errCorrupt("command payload version %d", v)
+	version := d.byte1()
+	if d.err == nil && version != commandVersion && version != 2 {
+		return nil, errCorrupt("command payload version %d", version)
 	}
 	n := d.count(maxCommands)
 	cmds := make([]Command, 0, n)
@@ -409,7 +435,11 @@ func DecodeCommands(p []byte) ([]Command, error) {
 		c.Path = d.str()
 		c.DstPath = d.str()
 		if d.bool1() {
-			c.Bucket = decodeBucketBody(&d)
+			bv := byte(bucketVersion)
+			if version == 2 {
+				bv = 2
+			}
+			c.Bucket = decodeBucketBody(&d, bv)
 		}
 		if d.bool1() {
 			c.File = &Inode{Ino: Ino(d.uvarint())}
@@ -419,15 +449,14 @@ func DecodeCommands(p []byte) ([]Command, error) {
 		c.IfMatch = d.str()
 		c.IfNoneMatchAny = d.bool1()
 		c.StartIndex = d.uvarint()
-		if nr := d.count(maxReap); nr > 0 {
-			c.Reap = make([]blob.Hash, nr)
-			for j := range c.Reap {
-				c.Reap[j] = d.hash()
-			}
-		}
+		c.Reap = decodeHashes(&d)
 		c.ReapBefore = d.varint()
 		if d.bool1() {
 			c.Node = decodeNodeBody(&d)
+		}
+		if version >= 3 {
+			c.Under = decodeHashes(&d)
+			c.Replicated = decodeHashes(&d)
 		}
 		cmds = append(cmds, c)
 	}

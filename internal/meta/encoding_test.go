@@ -83,7 +83,7 @@ func randCommands(rng *rand.Rand) []Command {
 			ReapBefore: -rng.Int64()}
 		if rng.IntN(2) == 0 {
 			c.Bucket = &Bucket{Name: "bkt", Ino: 5, Public: true, CacheControl: "no-cache", CreatedNs: 9,
-				Replicas: int32(rng.IntN(5)) - 1, WriteQuorum: int32(rng.IntN(3))}
+				Replicas: int32(rng.IntN(5)) - 1, WriteQuorum: int32(rng.IntN(3)), Strict: rng.IntN(2) == 0}
 		}
 		if rng.IntN(2) == 0 {
 			c.Node = &Node{ID: rng.Uint64(), Name: "n1", URL: "http://127.0.0.1:1", ClusterURL: "http://x",
@@ -95,6 +95,12 @@ func randCommands(rng *rand.Rand) []Command {
 		}
 		for j := rng.IntN(3); j > 0; j-- {
 			c.Reap = append(c.Reap, blob.Sum([]byte{byte(j)}))
+		}
+		for j := rng.IntN(3); j > 0; j-- {
+			c.Under = append(c.Under, blob.Sum([]byte{byte(j), 1}))
+		}
+		for j := rng.IntN(3); j > 0; j-- {
+			c.Replicated = append(c.Replicated, blob.Sum([]byte{byte(j), 2}))
 		}
 		cmds = append(cmds, c)
 	}

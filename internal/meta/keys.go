@@ -18,6 +18,7 @@ const (
 	pReapedI  = 'y'
 	pMeta     = 'm'
 	pNode     = 'n'
+	pUnder    = 'u'
 )
 
 // Meta keys.
@@ -25,6 +26,7 @@ var (
 	keyApplied = []byte("mapplied")
 	keyNextIno = []byte("mnextino")
 	keyCounts  = []byte("mcounts")
+	keyUnder   = []byte("munder")
 )
 
 func u64(v uint64) []byte { return binary.BigEndian.AppendUint64(nil, v) }
@@ -99,6 +101,9 @@ func decodeDentry(v []byte) (Ino, FileType, error) {
 	}
 	return Ino(binary.BigEndian.Uint64(v)), FileType(v[8]), nil
 }
+
+// underKey is the key of an under-replicated blob's record.
+func underKey(h blob.Hash) []byte { return append([]byte{pUnder}, h[:]...) }
 
 // nodeKey is the key of cluster member id.
 func nodeKey(id uint64) []byte {

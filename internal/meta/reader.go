@@ -278,6 +278,62 @@ func (r *Reader) Nodes() ([]*Node, error) {
 	return out, derr
 }
 
+// UnderReplicatedCount returns how many blobs are recorded as
+// under-replicated: written with fewer copies than wanted and not yet
+// confirmed fully copied by repair (OpReplicated) nor reaped.
+func (r *Reader) UnderReplicatedCount() (int64, error) {
+	n, err := r.getU64(keyUnder)
+	return int64(n), err
+}
+
+// UnderReplicated calls fn, in hash order, for every blob recorded as
+// under-replicated, with the R of the bucket it was written to (0: the
+// default) and the time of the write that recorded it, until fn returns
+// false. It holds no iterator across fn: the records are read in chunks.
+func (r *Reader) UnderReplicated(fn func(h blob.Hash, replicas int, sinceNs int64) bool) error {
+	type rec struct {
+		h        blob.Hash
+		replicas int
+		since    int64
+	}
+	const chunk = 1024
+	lower, upper := []byte{pUnder}, prefixEnd([]byte{pUnder})
+	for {
+		var recs []rec
+		var derr error
+		if err := r.r.Scan(lower, upper, func(k, v []byte) bool {
+			if len(k) != 1+32 {
+				derr = errCorrupt("under-replicated key of %d bytes", len(k))
+				return false
+			}
+			d := decoder{b: v}
+			since, replicas := d.varint(), d.varint()
+			if err := d.done(); err != nil {
+				derr = fmt.Errorf("under-replicated record: %w", err)
+				return false
+			}
+			var h blob.Hash
+			copy(h[:], k[1:])
+			recs = append(recs, rec{h, int(replicas), since})
+			return len(recs) < chunk
+		}); err != nil {
+			return err
+		}
+		if derr != nil {
+			return derr
+		}
+		for _, c := range recs {
+			if !fn(c.h, c.replicas, c.since) {
+				return nil
+			}
+		}
+		if len(recs) < chunk {
+			return nil
+		}
+		lower = append(underKey(recs[len(recs)-1].h), 0)
+	}
+}
+
 // ReferencedBlobs calls fn, in hash order, for every blob with a nonzero
 // reference count, with the replication factor it needs: the largest R of
 // the buckets whose files name it (Mirror, -1, beats every count; a

@@ -65,6 +65,10 @@ type Bucket struct {
 	// WriteQuorum W is how many replicas must hold a blob before a write is
 	// acknowledged: 0 means a majority of R.
 	WriteQuorum int32
+	// Strict refuses a write that cannot make W copies (503). Without it a
+	// write goes on with the copies it can make (at least one) and is
+	// recorded as under-replicated (Reader.UnderReplicated).
+	Strict bool
 }
 
 // Mirror as Bucket.Replicas places a copy of every blob on every data node.
@@ -133,8 +137,9 @@ const (
 	OpSetAttr                    // BucketName, Path, File.Mode/UID/GID/MtimeNs/Xattrs
 	OpSetNode                    // Node: add a member or replace its record
 	OpRemoveNode                 // Node.ID: remove a member from the cluster map
+	OpReplicated                 // Replicated: blobs that have all their copies again
 
-	opLast = OpRemoveNode
+	opLast = OpReplicated
 )
 
 // Valid reports whether op is a known command kind.
@@ -164,6 +169,13 @@ type Command struct {
 	ReapBefore int64
 	// Node is the member record of OpSetNode and OpRemoveNode.
 	Node *Node
+	// Under, on OpPutFile, lists the file's blobs that were written with
+	// fewer copies than wanted: they are recorded as under-replicated
+	// (with the bucket's R) until an OpReplicated clears them.
+	Under []blob.Hash
+	// Replicated lists blobs whose copies repair confirmed (OpReplicated):
+	// their under-replicated records are dropped.
+	Replicated []blob.Hash
 }
 
 // Result is the outcome of applying one Command.

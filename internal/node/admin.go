@@ -41,6 +41,7 @@ func (n *Node) adminHandlers(m map[string]http.Handler) map[string]http.Handler 
 	h := &adminHandler{n: n, auth: auth, log: n.cfg.Logger, hc: &http.Client{Timeout: adminTimeout + 10*time.Second}}
 	m[nodesPath] = h
 	m[nodesPath+"/"] = h
+	m[statusPath] = h
 	return m
 }
 
@@ -71,8 +72,9 @@ type nodeJSON struct {
 	Zone       string    `json:"zone"`
 	Weight     float64   `json:"weight"`
 	Witness    bool      `json:"witness"`
-	State      string    `json:"state"` // active, draining; unknown for a Raft member missing from the cluster map
-	Role       string    `json:"role"`  // voter, learner, none (as of this node's applied configuration)
+	State      string    `json:"state"`    // active, draining; unknown for a Raft member missing from the cluster map
+	Liveness   string    `json:"liveness"` // alive, suspect, dead, left, joining: this node's failure detector's view
+	Role       string    `json:"role"`     // voter, learner, none (as of this node's applied configuration)
 	Leader     bool      `json:"leader"`
 	Self       bool      `json:"self"` // the node that answered
 	Joined     time.Time `json:"joined,omitzero"`
@@ -118,6 +120,10 @@ func (h *adminHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if err != nil {
 		h.fail(w, r, err)
+		return
+	}
+	if r.URL.Path == statusPath {
+		h.serveStatus(w, r)
 		return
 	}
 	c := h.n.cl
@@ -214,7 +220,7 @@ func (h *adminHandler) view(c *clusterNode) (clusterJSON, error) {
 func (h *adminHandler) nodeView(c *clusterNode, nd *meta.Node, role string, leader uint64) nodeJSON {
 	v := nodeJSON{ID: nd.ID, Name: nd.Name, URL: nd.URL, ClusterURL: nd.ClusterURL, Zone: nd.Zone,
 		Weight: nd.Weight, Witness: nd.Witness, State: stateName(nd.State), Role: role,
-		Leader: nd.ID == leader, Self: nd.ID == c.id}
+		Leader: nd.ID == leader, Self: nd.ID == c.id, Liveness: c.lv.livenessOf(nd.ID)}
 	if nd.ClusterURL == nd.URL {
 		v.ClusterURL = ""
 	}

@@ -35,7 +35,8 @@ type clusterNode struct {
 	rep    *replica.Replicator
 	repair *replica.Repairer
 	reader *meta.Reader
-	lv     *liveness // failure detector (liveness.go)
+	lv     *liveness       // failure detector (liveness.go)
+	mets   *clusterMetrics // metrics.go
 	// store is the node's store once it exists (replica puts guard
 	// against its deleter).
 	store atomic.Pointer[store.Local]
@@ -131,6 +132,8 @@ func startCluster(n *Node, cfg Config, onApply func(uint64, []meta.Command, []me
 		rcfg.Voters = cfg.Voters
 	}
 	rcfg.OnApply = onApply
+	c.mets = newClusterMetrics(c)
+	rcfg.OnProposed = c.mets.observeProposal
 	rcfg.PromoteFirst = c.isWitness // a witness votes before a data node does (witness.go)
 	rcfg.OnSnapshot = func(uint64) { c.rebuildMaps(); onSnapshot() }
 	rcfg.Logger = cfg.Logger
@@ -150,9 +153,15 @@ func startCluster(n *Node, cfg Config, onApply func(uint64, []meta.Command, []me
 	c.repair, err = replica.NewRepairer(replica.RepairConfig{Self: placement.NodeID(id), Local: n.blobs,
 		Peers: replica.TransportPeers{C: c.client}, Map: c.pmap.Load, Logger: cfg.Logger,
 		Interval: cfg.RepairInterval, AppliedIndex: c.raft.AppliedIndex,
+		DefaultReplicas: store.DefaultReplicas, BytesPerSec: float64(cfg.RepairRate),
+		DeadPastGrace: c.lv.deadPastGrace,
 		Referenced: func(ctx context.Context, fn func(blob.Hash, int) bool) error {
 			return c.reader.ReferencedBlobs(store.DefaultReplicas, fn)
-		}})
+		},
+		UnderReplicated: func(fn func(blob.Hash, int) bool) error {
+			return c.reader.UnderReplicated(func(h blob.Hash, replicas int, _ int64) bool { return fn(h, replicas) })
+		},
+		MarkReplicated: c.markReplicated})
 	if err != nil {
 		c.raft.Close()
 		c.client.Close()
@@ -289,12 +298,32 @@ func (c *clusterNode) clusterURL() string {
 // applied is called after every applied entry; membership changes rebuild
 // the placement and address maps.
 func (c *clusterNode) applied(cmds []meta.Command) {
+	under := false
 	for _, cmd := range cmds {
 		if cmd.Op == meta.OpSetNode || cmd.Op == meta.OpRemoveNode {
 			c.rebuildMaps()
 			return
 		}
+		// An under-replicated write whose blob this node lacks: this node
+		// may be one of the targets that missed it (it is catching up after
+		// a restart). An under pass pulls what it should hold at once.
+		for _, h := range cmd.Under {
+			under = under || !c.n.blobs.Has(h)
+		}
 	}
+	if under && c.repair != nil {
+		c.repair.TriggerUnder()
+	}
+}
+
+// markReplicated records that blobs hs have all their copies again
+// (replica.RepairConfig.MarkReplicated).
+func (c *clusterNode) markReplicated(ctx context.Context, hs []blob.Hash) error {
+	res, err := c.raft.Propose(ctx, meta.Command{Op: meta.OpReplicated, Replicated: hs, TimeNs: time.Now().UnixNano()})
+	if err == nil {
+		err = res.Err
+	}
+	return err
 }
 
 // rebuildMaps recomputes the placement map and the node addresses from the

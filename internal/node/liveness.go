@@ -156,8 +156,10 @@ type liveness struct {
 	mu        sync.Mutex
 	firstSeen map[uint64]time.Time // when a member entered the cluster map (as seen here)
 	published map[uint64]placement.State
-	mapSeeds  []string // gossip addresses of the other members, sorted
-	joinSeeds []string // from a join answer
+	deadSince map[uint64]time.Time // when a published Dead member was first published so
+	pastGrace map[uint64]bool      // dead members whose repair grace had run out when published
+	mapSeeds  []string             // gossip addresses of the other members, sorted
+	joinSeeds []string             // from a join answer
 
 	// Owned by the run loop.
 	events   <-chan cluster.Event
@@ -178,6 +180,7 @@ func newLiveness(c *clusterNode) (*liveness, error) {
 	}
 	l := &liveness{c: c, log: c.cfg.Logger, self: c.id, start: time.Now(),
 		firstSeen: map[uint64]time.Time{}, published: map[uint64]placement.State{},
+		deadSince: map[uint64]time.Time{}, pastGrace: map[uint64]bool{},
 		wake: make(chan struct{}, 1), stop: make(chan struct{})}
 	if nodes, err := c.reader.Nodes(); err == nil {
 		l.mapSeeds = l.seedsOf(nodes)
@@ -328,6 +331,15 @@ func (l *liveness) states(nodes []*meta.Node) map[uint64]placement.State {
 		}
 		st := l.stateLocked(nd.ID, now)
 		out[nd.ID] = st
+		if st == placement.Dead {
+			if _, ok := l.deadSince[nd.ID]; !ok {
+				l.deadSince[nd.ID] = now
+			}
+			l.pastGrace[nd.ID] = l.pastGraceLocked(nd.ID, now)
+		} else {
+			delete(l.deadSince, nd.ID)
+			delete(l.pastGrace, nd.ID)
+		}
 		prev, seen := l.published[nd.ID]
 		switch {
 		case st == placement.Dead && (!seen || prev != placement.Dead):
@@ -339,6 +351,8 @@ func (l *liveness) states(nodes []*meta.Node) map[uint64]placement.State {
 	for id := range l.firstSeen {
 		if !inMap[id] {
 			delete(l.firstSeen, id) // removed from the map
+			delete(l.deadSince, id)
+			delete(l.pastGrace, id)
 		}
 	}
 	l.published = out
@@ -346,7 +360,8 @@ func (l *liveness) states(nodes []*meta.Node) map[uint64]placement.State {
 }
 
 // changed reports whether some member's state differs from the last
-// published map (a grace ran out).
+// published map (a grace ran out), or a dead member's repair grace ran
+// out since (repair must start re-making its copies).
 func (l *liveness) changed(now time.Time) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -354,8 +369,27 @@ func (l *liveness) changed(now time.Time) bool {
 		if l.stateLocked(id, now) != st {
 			return true
 		}
+		if st == placement.Dead && !l.pastGrace[id] && l.pastGraceLocked(id, now) {
+			l.log.Warn("member dead past the repair grace: its copies are re-made on other nodes",
+				"member", id, "grace", l.c.cfg.RepairGrace)
+			return true
+		}
 	}
 	return false
+}
+
+// deadPastGrace reports whether data member id has been dead for at least
+// --repair-grace (replica.RepairConfig.DeadPastGrace): before that, a
+// restart or a short outage, its copies are not re-made elsewhere.
+func (l *liveness) deadPastGrace(id placement.NodeID) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.pastGraceLocked(uint64(id), time.Now())
+}
+
+func (l *liveness) pastGraceLocked(id uint64, now time.Time) bool {
+	t, ok := l.deadSince[id]
+	return ok && now.Sub(t) >= l.c.cfg.RepairGrace
 }
 
 func (l *liveness) stateLocked(id uint64, now time.Time) placement.State {

@@ -57,6 +57,8 @@ type Config struct {
 	Zone              string        // failure domain of this node
 	Voters            int           // voters the cluster keeps (3 or 5); default 3
 	RepairInterval    time.Duration // period of blob repair passes; default 1 min
+	RepairGrace       time.Duration // a dead node's copies are re-made elsewhere only after this long; default 10 min
+	RepairRate        int64         // bytes/s that repair and rebalance move from or to this node; 0 = unlimited; default 32 MiB/s
 	GossipListen      string        // failure detector HOST:PORT; "" = the host of ClusterListen (else Listen), port + 100 (liveness.go)
 	ClusterListen     string        // node-to-node RPC HOST:PORT; "" = RPC shares Listen under /_cairn/rpc/ (clusterlisten.go)
 	Witness           bool          // cluster mode: a Raft voter that stores no blobs (witness.go)
@@ -70,7 +72,7 @@ type Config struct {
 func DefaultConfig() Config {
 	return Config{Listen: "127.0.0.1:8080", GCGrace: 15 * time.Minute, GCInterval: time.Minute,
 		MaxVolumeSize: 1 << 30, CompactRatio: 0.5, MinFreeBytes: 64 << 20, KVCacheBytes: 64 << 20,
-		RemoteCacheBytes: 64 << 20,
+		RemoteCacheBytes: 64 << 20, RepairGrace: 10 * time.Minute, RepairRate: 32 << 20,
 		PathCacheEntries: 65536, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
 		WriteTimeout: 30 * time.Second, IdleTimeout: 120 * time.Second, MaxHeaderBytes: 64 << 10}
 }
@@ -100,6 +102,8 @@ type Node struct {
 	alog       io.WriteCloser
 	served     chan error
 	fatal      chan error // a reason to stop the node on its own (removed from the cluster)
+	// scrubStatus, if set, reports the scrub's progress in the status view.
+	scrubStatus func() any
 }
 
 // LoadOrCreateAdminKey returns the key in dir/admin.key, creating it (mode
@@ -261,7 +265,8 @@ func Start(cfg Config) (_ *Node, err error) {
 		}
 		n.log = n.cl.raft
 		replication = n.cl.rep
-		reg.MustRegister(n.cl.rep.Collector()) // remote-blob cache and write batching
+		reg.MustRegister(n.cl.rep.Collector()) // remote-blob cache, write batching and outcomes
+		reg.MustRegister(n.cl.mets)            // Raft, under-replicated blobs, repair (metrics.go)
 		if n.cl.removedLocally() {
 			err := n.cl.markRemoved("as this node's Raft configuration shows")
 			n.cl.close()

@@ -337,7 +337,7 @@ func TestReplicatorBatchesOverTransport(t *testing.T) {
 			buf := bytes.Clone(d)
 			// W=2 of 3: the third copy is often still on its way when
 			// Write returns.
-			_, err := writer.Write(context.Background(), blob.Sum(buf), buf, 3, 2)
+			_, err := writer.Write(context.Background(), blob.Sum(buf), buf, placement.Policy{Replicas: 3, WriteQuorum: 2})
 			for j := range buf { // the caller reuses its buffer at once
 				buf[j] = 0xff
 			}

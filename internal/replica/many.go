@@ -2,8 +2,6 @@ package replica
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"sync"
 
 	"github.com/cairn-fs/cairn/internal/blob"
@@ -12,39 +10,40 @@ import (
 )
 
 // WriteMany stores many blobs, each on its replicas exactly as Write would
-// (same placement, same quorum), but sends each node all of its blobs
-// together: this node's copies with one PutMany when the local store has
-// it (blob.Store: one append, one fsync), every other node's in PutBlobs
-// calls of up to the batch caps when the peers support them. It returns one
-// error per blob (nil: w copies are durable) once every blob has reached
-// its quorum or can no longer reach it, or ctx ends (then the undecided
-// blobs fail with ctx's error).
+// (same placement, same quorum rules), but sends each node all of its
+// blobs together: this node's copies with one PutMany when the local store
+// has it (blob.Store: one append, one fsync), every other node's in
+// PutBlobs calls of up to the batch caps when the peers support them. It
+// returns one outcome and one error per blob (nil: the blob is written as
+// Write would have acknowledged it) once every blob is decided, or ctx
+// ends (then the undecided blobs fail with ctx's error).
 //
 // WriteMany takes ownership of the blobs' data: the sends to slower
 // replicas go on after it returns (bounded by BackgroundTimeout), so the
 // caller must not modify the slices afterwards. It is the bulk upload's
 // path (store.Local.PutFiles): one call per group of small files instead
 // of one Write per blob.
-func (r *Replicator) WriteMany(ctx context.Context, blobs []transport.BlobPut, rf, w int) []error {
+func (r *Replicator) WriteMany(ctx context.Context, blobs []transport.BlobPut, pol placement.Policy) ([]placement.Copies, []error) {
 	m := r.cfg.Map()
 	n := len(blobs)
 	errs := make([]error, n)
-	need := make([]int, n)
-	left := make([]int, n) // targets that have not answered yet
-	acked := make([]int, n)
-	failures := make([][]error, n)
+	copies := make([]placement.Copies, n)
+	tallies := make([]tally, n)
 	decided := make([]bool, n)
 	perNode := map[placement.NodeID][]int{}
 	pending, sends := 0, 0
+	decide := func(i int, err error) {
+		decided[i] = true
+		copies[i], errs[i] = tallies[i].copies(), err
+		r.countWrite(copies[i], err)
+	}
 	for i, b := range blobs {
-		targets := placement.Place(m, b.Hash, rf).Targets
-		need[i] = writeQuorum(m, b.Hash, rf, w)
-		if len(targets) < need[i] || len(targets) == 0 {
-			errs[i] = fmt.Errorf("%w: %d live targets for %d required copies", ErrNoQuorum, len(targets), need[i])
-			decided[i] = true
+		targets, t, err := newTally(m, b.Hash, pol)
+		tallies[i] = t
+		if err != nil {
+			decide(i, err)
 			continue
 		}
-		left[i] = len(targets)
 		pending++
 		sends += len(targets)
 		for _, id := range targets {
@@ -52,7 +51,7 @@ func (r *Replicator) WriteMany(ctx context.Context, blobs []transport.BlobPut, r
 		}
 	}
 	if pending == 0 {
-		return errs
+		return copies, errs
 	}
 	type ack struct {
 		i   int
@@ -77,33 +76,21 @@ func (r *Replicator) WriteMany(ctx context.Context, blobs []transport.BlobPut, r
 			if decided[a.i] {
 				continue
 			}
-			left[a.i]--
-			if a.err == nil {
-				acked[a.i]++
-			} else {
-				failures[a.i] = append(failures[a.i], fmt.Errorf("node %d: %w", a.id, a.err))
-			}
-			switch {
-			case acked[a.i] >= need[a.i]:
-				decided[a.i] = true
-				pending--
-			case acked[a.i]+left[a.i] < need[a.i]:
-				errs[a.i] = fmt.Errorf("%w: %d of %d copies written, %d required: %w",
-					ErrNoQuorum, acked[a.i], acked[a.i]+left[a.i]+len(failures[a.i]), need[a.i], errors.Join(failures[a.i]...))
-				decided[a.i] = true
+			if done, err := tallies[a.i].add(a.id, a.err); done {
+				decide(a.i, err)
 				pending--
 			}
 		case <-ctx.Done():
 			cancelBG()
 			for i := range errs {
 				if !decided[i] {
-					errs[i] = ctx.Err()
+					copies[i], errs[i] = tallies[i].copies(), ctx.Err()
 				}
 			}
-			return errs
+			return copies, errs
 		}
 	}
-	return errs
+	return copies, errs
 }
 
 // sendMany stores blobs[idx...] on node id and reports each blob's outcome

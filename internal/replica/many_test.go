@@ -26,7 +26,8 @@ func TestWriteManyOverTransport(t *testing.T) {
 		h, d := testBlob(i, size)
 		blobs = append(blobs, transport.BlobPut{Hash: h, Data: d})
 	}
-	for i, err := range writer.WriteMany(context.Background(), blobs, 3, 0) {
+	_, errs := writer.WriteMany(context.Background(), blobs, placement.Policy{Replicas: 3})
+	for i, err := range errs {
 		if err != nil {
 			t.Fatalf("blob %d: %v", i, err)
 		}
@@ -57,9 +58,11 @@ func TestWriteManyOverTransport(t *testing.T) {
 	}
 }
 
-// A blob is acknowledged once W copies are durable; with two of its
-// targets failing and W=2 of R=3 it fails with ErrNoQuorum, the others
-// succeed; no result waits for a hung node once the quorum is in.
+// A blob is acknowledged once W copies are durable; in a strict bucket,
+// with two of its targets failing and W=2 of R=3 it fails with
+// ErrNoQuorum, the others succeed; no result waits for a hung node once
+// the quorum is in. Without Strict, a blob whose answering targets all
+// answered succeeds with the copies made, under-replicated.
 func TestWriteManyQuorum(t *testing.T) {
 	f := newFakeNet(1, 2, 3, 4, 5)
 	m := mapOf(t)
@@ -74,7 +77,7 @@ func TestWriteManyQuorum(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
 	defer cancel()
 	start := time.Now()
-	errs := r.WriteMany(ctx, blobs, 3, 2)
+	_, errs := r.WriteMany(ctx, blobs, placement.Policy{Replicas: 3, WriteQuorum: 2, Strict: true})
 	ok, failed := 0, 0
 	for i, b := range blobs {
 		targets := placement.Place(m, b.Hash, 3).Targets
@@ -101,4 +104,27 @@ func TestWriteManyQuorum(t *testing.T) {
 		t.Fatalf("%d ok, %d failed: the test needs both kinds", ok, failed)
 	}
 	t.Logf("%d ok, %d failed in %v", ok, failed, time.Since(start))
+
+	// Not strict: a blob whose targets are 1 and two failing nodes is
+	// written on 1 alone, and says so.
+	ctx2, cancel2 := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel2()
+	copies, errs := r.WriteMany(ctx2, blobs, placement.Policy{Replicas: 3, WriteQuorum: 2})
+	degraded := 0
+	for i, b := range blobs {
+		targets := placement.Place(m, b.Hash, 3).Targets
+		if contains(targets, 3) || contains(targets, 2) {
+			continue // 3 hangs; 2 may make a quorum
+		}
+		if errs[i] != nil || copies[i] != (placement.Copies{Made: 1, Wanted: 3}) {
+			t.Fatalf("blob %d (targets %v): %v %+v, want success with 1 of 3 copies", i, targets, errs[i], copies[i])
+		}
+		degraded++
+	}
+	if degraded == 0 {
+		t.Fatal("no blob had targets 1, 4 and 5: the test needs one")
+	}
+	if r.WriteStats().Under < int64(degraded) {
+		t.Fatalf("under-replicated writes counted %d, want >= %d", r.WriteStats().Under, degraded)
+	}
 }

@@ -41,6 +41,19 @@ import (
 //     confirmed nodes and not here. An unreachable target, a failed push or
 //     an unreadable local copy keeps the copy for a later pass.
 //
+// Under-replicated blobs. A write acknowledged with fewer copies than
+// wanted is recorded in the namespace (meta's u records, the same on every
+// node). An under pass (RunUnder) walks only those records, so it is cheap
+// and runs as soon as something may have changed them: after every full
+// pass, when TriggerUnder is called (the node applied such a write and
+// lacks its blob: it is catching up after a restart), and again
+// RetryUnder later while a pass made progress but left records pending.
+// For each record where this node is a target it pulls the blob if it
+// lacks it (as a stand-in only past the grace period, as above), then, if
+// the blob has as many live targets as home nodes, asks the other targets
+// (HasBlobs) whether they hold it; the records confirmed on every target
+// are cleared through MarkReplicated (meta.OpReplicated).
+//
 // Blobs this node holds that nothing references are left alone: that is
 // the garbage collector's business (a blob just written whose namespace
 // entry is not applied yet looks the same). A node the map says is dead
@@ -93,6 +106,17 @@ type RepairConfig struct {
 	// a blob it lacks only when one of the blob's absent home nodes is, so
 	// a brief outage does not re-replicate. Nil: stand-ins pull at once.
 	DeadPastGrace func(id placement.NodeID) bool
+	// UnderReplicated, if set, calls fn for every blob recorded as
+	// under-replicated (meta.Reader.UnderReplicated), with the R of its
+	// bucket (0 for DefaultReplicas), until fn returns false. Nil: no
+	// under passes.
+	UnderReplicated func(fn func(h blob.Hash, replicas int) bool) error
+	// MarkReplicated records that blobs hs have all their copies
+	// (proposes meta.OpReplicated). Required with UnderReplicated.
+	MarkReplicated func(ctx context.Context, hs []blob.Hash) error
+	// RetryUnder is how long after an under pass that made progress but
+	// left records pending the next one runs. Default 2 s.
+	RetryUnder time.Duration
 	// DefaultReplicas is R for a blob reported with replicas 0. Default 3.
 	DefaultReplicas int
 	// BlobsPerSec and BytesPerSec throttle the blobs a pass moves (pulled
@@ -121,7 +145,11 @@ type RepairStats struct {
 	PushFailed  int64 // pushes that failed (target down, local copy unreadable)
 	Dropped     int64 // local copies deleted after their targets confirmed
 	Kept        int64 // hand-off candidates kept: a target did not confirm
-	Duration    time.Duration
+	// Under passes (RunUnder) only:
+	UnderChecked int64 // under-replicated records looked at
+	UnderCleared int64 // records confirmed fully copied and cleared
+	UnderPending int64 // records this node checked that still lack a copy
+	Duration     time.Duration
 }
 
 // Changed reports whether the pass moved or dropped anything; a settled
@@ -137,13 +165,17 @@ func (s RepairStats) Settled() bool {
 // Repairer moves copies to where placement wants them. Safe for concurrent
 // use; passes do not overlap.
 type Repairer struct {
-	cfg     RepairConfig
-	pass    sync.Mutex // one pass at a time
-	trigger chan struct{}
+	cfg          RepairConfig
+	pass         sync.Mutex // one pass at a time
+	trigger      chan struct{}
+	triggerUnder chan struct{}
 
-	mu   sync.Mutex
-	last RepairStats
-	runs int64
+	mu        sync.Mutex
+	last      RepairStats
+	runs      int64
+	lastUnder RepairStats
+	total     RepairStats // sums over every pass since the start (Duration: time spent)
+	active    bool        // a pass is running
 }
 
 // NewRepairer returns a Repairer.
@@ -166,10 +198,72 @@ func NewRepairer(cfg RepairConfig) (*Repairer, error) {
 	if cfg.RequestTimeout <= 0 {
 		cfg.RequestTimeout = 10 * time.Second
 	}
+	if cfg.RetryUnder <= 0 {
+		cfg.RetryUnder = 2 * time.Second
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &Repairer{cfg: cfg, trigger: make(chan struct{}, 1)}, nil
+	if cfg.UnderReplicated != nil && cfg.MarkReplicated == nil {
+		return nil, errors.New("replica: RepairConfig.MarkReplicated is required with UnderReplicated")
+	}
+	return &Repairer{cfg: cfg, trigger: make(chan struct{}, 1), triggerUnder: make(chan struct{}, 1)}, nil
+}
+
+// TriggerUnder asks Run for an under pass soon (see RunUnder). It never
+// blocks.
+func (r *Repairer) TriggerUnder() {
+	select {
+	case r.triggerUnder <- struct{}{}:
+	default:
+	}
+}
+
+// Progress is what the Repairer did since the start and is doing now.
+type Progress struct {
+	Active    bool        // a pass is running
+	Passes    int64       // full passes finished
+	Last      RepairStats // the last full pass
+	LastUnder RepairStats // the last under pass
+	Total     RepairStats // sums over every pass, full and under
+}
+
+// Progress returns the Repairer's progress. Safe for concurrent use.
+func (r *Repairer) Progress() Progress {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return Progress{Active: r.active, Passes: r.runs, Last: r.last, LastUnder: r.lastUnder, Total: r.total}
+}
+
+// begin and end bracket a pass for Progress.
+func (r *Repairer) begin() {
+	r.mu.Lock()
+	r.active = true
+	r.mu.Unlock()
+}
+
+func (r *Repairer) end(st RepairStats, under bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.active = false
+	if under {
+		r.lastUnder = st
+	} else {
+		r.last, r.runs = st, r.runs+1
+	}
+	t := &r.total
+	t.Checked += st.Checked
+	t.Pulled += st.Pulled
+	t.PulledBytes += st.PulledBytes
+	t.PullFailed += st.PullFailed
+	t.Pushed += st.Pushed
+	t.PushedBytes += st.PushedBytes
+	t.PushFailed += st.PushFailed
+	t.Dropped += st.Dropped
+	t.Kept += st.Kept
+	t.UnderChecked += st.UnderChecked
+	t.UnderCleared += st.UnderCleared
+	t.Duration += st.Duration
 }
 
 // Trigger asks Run for a pass soon (a node came back, the map changed).
@@ -188,38 +282,167 @@ func (r *Repairer) Last() (RepairStats, int64) {
 	return r.last, r.runs
 }
 
-// Run runs a pass every Interval, and soon after each Trigger, until ctx
-// ends. Errors are logged; the next pass retries.
+// Run runs a full pass every Interval and soon after each Trigger, and an
+// under pass after each full pass, soon after each TriggerUnder, and
+// RetryUnder after one that made progress but left records pending, until
+// ctx ends. Errors are logged; the next pass retries.
 func (r *Repairer) Run(ctx context.Context) {
 	t := time.NewTimer(r.cfg.Interval)
 	defer t.Stop()
+	var retry <-chan time.Time // the next under pass's retry, if one is due
 	for {
+		full := false
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+			full = true
 		case <-r.trigger:
+			full = true
+		case <-r.triggerUnder:
+		case <-retry:
 		}
-		st, err := r.RunOnce(ctx)
+		if full {
+			st, err := r.RunOnce(ctx)
+			switch {
+			case ctx.Err() != nil:
+				return
+			case err != nil:
+				r.cfg.Logger.Warn("repair pass failed", "err", err)
+			case !st.Settled():
+				r.cfg.Logger.Info("repair pass", "checked", st.Checked, "pulled", st.Pulled,
+					"pull_failed", st.PullFailed, "pushed", st.Pushed, "push_failed", st.PushFailed,
+					"dropped", st.Dropped, "kept", st.Kept, "took", st.Duration)
+			}
+			if !t.Stop() {
+				select {
+				case <-t.C:
+				default:
+				}
+			}
+			t.Reset(r.cfg.Interval)
+		}
+		retry = nil
+		if r.cfg.UnderReplicated == nil {
+			continue
+		}
+		st, err := r.RunUnder(ctx)
 		switch {
 		case ctx.Err() != nil:
 			return
 		case err != nil:
-			r.cfg.Logger.Warn("repair pass failed", "err", err)
-		case !st.Settled():
-			r.cfg.Logger.Info("repair pass", "checked", st.Checked, "pulled", st.Pulled,
-				"pull_failed", st.PullFailed, "pushed", st.Pushed, "push_failed", st.PushFailed,
-				"dropped", st.Dropped, "kept", st.Kept, "took", st.Duration)
+			r.cfg.Logger.Warn("under-replicated repair pass failed", "err", err)
+		case st.Pulled+st.UnderCleared+st.PullFailed > 0:
+			r.cfg.Logger.Info("under-replicated repair pass", "records", st.UnderChecked, "pulled", st.Pulled,
+				"pull_failed", st.PullFailed, "cleared", st.UnderCleared, "pending", st.UnderPending, "took", st.Duration)
 		}
-		if !t.Stop() {
-			select {
-			case <-t.C:
-			default:
-			}
+		if err == nil && st.UnderPending > 0 && st.Pulled+st.UnderCleared > 0 {
+			retry = time.After(r.cfg.RetryUnder)
 		}
-		t.Reset(r.cfg.Interval)
 	}
 }
+
+// RunUnder runs one under pass (see "Under-replicated blobs" at the top of
+// repair.go). It returns an error when UnderReplicated or MarkReplicated
+// fails or ctx ends.
+func (r *Repairer) RunUnder(ctx context.Context) (RepairStats, error) {
+	var st RepairStats
+	if r.cfg.UnderReplicated == nil {
+		return st, nil
+	}
+	r.pass.Lock()
+	defer r.pass.Unlock()
+	r.begin()
+	start := time.Now()
+	defer func() { st.Duration = time.Since(start); r.end(st, true) }()
+	m := r.cfg.Map()
+	if n, ok := m.Node(r.cfg.Self); ok && n.State == placement.Dead {
+		return st, nil
+	}
+	p := newPacer(r.cfg.BlobsPerSec, r.cfg.BytesPerSec)
+	type check struct {
+		h       blob.Hash
+		targets []placement.NodeID
+	}
+	var checks []check
+	var perr error
+	err := r.cfg.UnderReplicated(func(h blob.Hash, rf int) bool {
+		if ctx.Err() != nil {
+			return false
+		}
+		st.UnderChecked++
+		plan := placement.Place(m, h, r.normalize(rf))
+		if !slices.Contains(plan.Targets, r.cfg.Self) {
+			return true
+		}
+		if !r.cfg.Local.Has(h) {
+			if !r.owed(plan) {
+				return true
+			}
+			if perr = r.pull(ctx, m, p, h, &st); perr != nil || !r.cfg.Local.Has(h) {
+				return perr == nil
+			}
+		}
+		if len(plan.Targets) >= len(plan.Home) {
+			checks = append(checks, check{h, plan.Targets})
+		}
+		return true
+	})
+	if err == nil {
+		err = perr
+	}
+	if err != nil {
+		return st, err
+	}
+	// Confirm the copies on the other targets.
+	missing := make([]bool, len(checks))
+	byTarget := map[placement.NodeID][]int{}
+	for i, c := range checks {
+		for _, t := range c.targets {
+			if t != r.cfg.Self {
+				byTarget[t] = append(byTarget[t], i)
+			}
+		}
+	}
+	for t, idx := range byTarget {
+		for lo := 0; lo < len(idx); lo += r.cfg.BatchSize {
+			part := idx[lo:min(lo+r.cfg.BatchSize, len(idx))]
+			hs := make([]blob.Hash, len(part))
+			for k, i := range part {
+				hs[k] = checks[i].h
+			}
+			has, err := r.hasBlobs(ctx, t, hs)
+			for k, i := range part {
+				if err != nil || !has[k] {
+					missing[i] = true
+				}
+			}
+			if ctx.Err() != nil {
+				return st, ctx.Err()
+			}
+		}
+	}
+	var done []blob.Hash
+	for i, c := range checks {
+		if missing[i] {
+			st.UnderPending++
+		} else {
+			done = append(done, c.h)
+		}
+	}
+	for lo := 0; lo < len(done); lo += markChunk {
+		part := done[lo:min(lo+markChunk, len(done))]
+		if err := r.cfg.MarkReplicated(ctx, part); err != nil {
+			return st, fmt.Errorf("mark %d blobs replicated: %w", len(part), err)
+		}
+		st.UnderCleared += int64(len(part))
+	}
+	return st, nil
+}
+
+// markChunk is the most blobs one MarkReplicated call (one log command)
+// carries.
+const markChunk = 4096
 
 // handoff is a local copy that belongs elsewhere.
 type handoff struct {
@@ -235,11 +458,13 @@ type handoff struct {
 func (r *Repairer) RunOnce(ctx context.Context) (RepairStats, error) {
 	r.pass.Lock()
 	defer r.pass.Unlock()
+	r.begin()
 	start := time.Now()
 	var st RepairStats
 	m := r.cfg.Map()
 	if n, ok := m.Node(r.cfg.Self); ok && n.State == placement.Dead {
 		r.cfg.Logger.Debug("repair skipped: the map says this node is dead")
+		r.end(st, false)
 		return st, nil
 	}
 	p := newPacer(r.cfg.BlobsPerSec, r.cfg.BytesPerSec)
@@ -270,9 +495,7 @@ func (r *Repairer) RunOnce(ctx context.Context) (RepairStats, error) {
 		perr = r.handOff(ctx, p, batch, &st)
 	}
 	st.Duration = time.Since(start)
-	r.mu.Lock()
-	r.last, r.runs = st, r.runs+1
-	r.mu.Unlock()
+	r.end(st, false)
 	if err == nil {
 		err = perr
 	}

@@ -84,9 +84,10 @@ type rcluster struct {
 	repairs  map[placement.NodeID]*Repairer
 	batch    int
 
-	mu   sync.Mutex
-	refs map[blob.Hash]int
-	data map[blob.Hash][]byte
+	mu    sync.Mutex
+	refs  map[blob.Hash]int
+	data  map[blob.Hash][]byte
+	under map[blob.Hash]int // under-replicated records: blob → R
 }
 
 func newRCluster(t *testing.T, n int, batch int, dead ...placement.NodeID) *rcluster {
@@ -94,7 +95,7 @@ func newRCluster(t *testing.T, n int, batch int, dead ...placement.NodeID) *rclu
 		stores: map[placement.NodeID]*blob.Store{}, handlers: map[placement.NodeID]*faultyHandler{},
 		peers: map[placement.NodeID]*countingPeers{}, reps: map[placement.NodeID]*Replicator{},
 		repairs: map[placement.NodeID]*Repairer{}, batch: batch,
-		refs: map[blob.Hash]int{}, data: map[blob.Hash][]byte{}}
+		refs: map[blob.Hash]int{}, data: map[blob.Hash][]byte{}, under: map[blob.Hash]int{}}
 	c.setMap(n, dead...)
 	for id := placement.NodeID(1); id <= placement.NodeID(n); id++ {
 		c.addNode(id)
@@ -151,6 +152,32 @@ func (c *rcluster) referenced(ctx context.Context, fn func(h blob.Hash, rf int) 
 	return nil
 }
 
+// underReplicated and markReplicated are the namespace's under-replicated
+// records as RepairConfig wants them.
+func (c *rcluster) underReplicated(fn func(h blob.Hash, rf int) bool) error {
+	c.mu.Lock()
+	recs := make(map[blob.Hash]int, len(c.under))
+	for h, rf := range c.under {
+		recs[h] = rf
+	}
+	c.mu.Unlock()
+	for h, rf := range recs {
+		if !fn(h, rf) {
+			break
+		}
+	}
+	return nil
+}
+
+func (c *rcluster) markReplicated(_ context.Context, hs []blob.Hash) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, h := range hs {
+		delete(c.under, h)
+	}
+	return nil
+}
+
 func (c *rcluster) addNode(id placement.NodeID) {
 	t := c.t
 	bs, err := blob.Open(blob.Config{Dir: "/b", FS: vfs.NewMem(), MinFreeBytes: -1,
@@ -171,7 +198,8 @@ func (c *rcluster) addNode(id placement.NodeID) {
 	}
 	c.reps[id] = rep
 	rp, err := NewRepairer(RepairConfig{Self: id, Local: bs, Peers: peers, Map: c.m.Load,
-		Referenced: c.referenced, BatchSize: c.batch, Logger: slog.New(slog.DiscardHandler)})
+		Referenced: c.referenced, BatchSize: c.batch, Logger: slog.New(slog.DiscardHandler),
+		UnderReplicated: c.underReplicated, MarkReplicated: c.markReplicated})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -185,7 +213,7 @@ func (c *rcluster) write(via placement.NodeID, i, rf int) blob.Hash {
 	h := blob.Sum(data)
 	m := c.m.Load()
 	w := len(placement.Place(m, h, rf).Targets)
-	if _, err := c.reps[via].Write(context.Background(), h, data, rf, w); err != nil {
+	if _, err := c.reps[via].Write(context.Background(), h, data, placement.Policy{Replicas: rf, WriteQuorum: w}); err != nil {
 		c.t.Fatalf("write blob %d: %v", i, err)
 	}
 	c.mu.Lock()
@@ -675,4 +703,68 @@ func btoi(b bool) int {
 		return 1
 	}
 	return 0
+}
+
+// Two data nodes, one down: a write makes one copy, is under-replicated
+// and recorded; once the node is back its under pass pulls the blob,
+// confirms the other copy and clears the record. The surviving node's
+// pass alone, while the other is down, neither checks nor clears.
+func TestUnderPassRestoresCopies(t *testing.T) {
+	c := newRCluster(t, 2, 0, 2)
+	data := []byte("written while node 2 was down")
+	h := blob.Sum(data)
+	res, err := c.reps[1].Write(context.Background(), h, data, placement.Policy{Replicas: 3})
+	if err != nil || res.Copies != (placement.Copies{Made: 1, Wanted: 2}) {
+		t.Fatalf("degraded write: %v, %+v; want 1 of 2 copies", err, res.Copies)
+	}
+	c.mu.Lock()
+	c.refs[h], c.data[h], c.under[h] = 3, data, 3
+	c.mu.Unlock()
+	st, err := c.repairs[1].RunUnder(context.Background())
+	if err != nil || st.UnderChecked != 1 || st.UnderCleared != 0 || st.UnderPending != 0 {
+		t.Fatalf("node 1 alone: %+v, %v", st, err)
+	}
+	c.setMap(2) // node 2 is back
+	st, err = c.repairs[2].RunUnder(context.Background())
+	if err != nil || st.Pulled != 1 || st.UnderCleared != 1 {
+		t.Fatalf("node 2 back: %+v, %v; want one pull and one record cleared", st, err)
+	}
+	if !c.stores[2].Has(h) {
+		t.Fatal("node 2 did not get its copy")
+	}
+	c.mu.Lock()
+	n := len(c.under)
+	c.mu.Unlock()
+	if n != 0 {
+		t.Fatalf("%d records left, want 0", n)
+	}
+	if p := c.repairs[2].Progress(); p.LastUnder.UnderCleared != 1 || p.Total.Pulled != 1 || p.Active {
+		t.Fatalf("progress %+v", p)
+	}
+}
+
+// A record stays while a target lacks the copy (a stand-in inside the
+// grace period), and is cleared by the pass that finds every copy.
+func TestUnderPassKeepsRecordUntilEveryCopy(t *testing.T) {
+	c := newRCluster(t, 3, 0)
+	data := []byte("two of three")
+	h := blob.Sum(data)
+	targets := placement.Place(c.m.Load(), h, 3).Targets
+	if _, err := c.reps[targets[0]].Write(context.Background(), h, data, placement.Policy{Replicas: 3, WriteQuorum: 3}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.stores[targets[2]].Delete(h); err != nil {
+		t.Fatal(err)
+	}
+	c.mu.Lock()
+	c.refs[h], c.data[h], c.under[h] = 3, data, 3
+	c.mu.Unlock()
+	st, err := c.repairs[targets[0]].RunUnder(context.Background())
+	if err != nil || st.UnderPending != 1 || st.UnderCleared != 0 {
+		t.Fatalf("one copy missing: %+v, %v; want the record pending", st, err)
+	}
+	st, err = c.repairs[targets[2]].RunUnder(context.Background())
+	if err != nil || st.Pulled != 1 || st.UnderCleared != 1 {
+		t.Fatalf("the missing target's pass: %+v, %v; want a pull and the record cleared", st, err)
+	}
 }

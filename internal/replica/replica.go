@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cairn-fs/cairn/internal/blob"
@@ -102,6 +103,29 @@ type Replicator struct {
 	cfg   Config
 	batch *Batcher // nil: no batching
 	cache *Cache   // nil: no cache
+
+	under, failed atomic.Int64 // WriteStats
+}
+
+// WriteStats counts the outcomes of blob writes since the start.
+type WriteStats struct {
+	Under  int64 // acknowledged with fewer copies than wanted
+	Failed int64 // refused: the copies required could not be made
+}
+
+// WriteStats returns the write outcome counters.
+func (r *Replicator) WriteStats() WriteStats {
+	return WriteStats{Under: r.under.Load(), Failed: r.failed.Load()}
+}
+
+// countWrite counts one decided blob write.
+func (r *Replicator) countWrite(c placement.Copies, err error) {
+	switch {
+	case err != nil:
+		r.failed.Add(1)
+	case c.Under():
+		r.under.Add(1)
+	}
 }
 
 // New returns a Replicator.
@@ -144,39 +168,30 @@ func (r *Replicator) BatchStats() BatchStats {
 	return r.batch.Stats()
 }
 
-// writeQuorum is how many copies a write needs: w if set (capped at R),
-// else a majority of R — of the configured R, not of the live targets, so
-// that with R=3 and a node down two copies are still required. For
-// mirror buckets R is the number of data nodes.
-func writeQuorum(m *placement.Map, h blob.Hash, rf, w int) int {
-	if rf == placement.Mirror || rf <= 0 {
-		rf = len(placement.Rank(m, h))
-	}
-	if w > 0 {
-		return min(w, rf)
-	}
-	return rf/2 + 1
-}
-
 // WriteResult says where a blob was written.
 type WriteResult struct {
 	// Acked lists the nodes that acknowledged before Write returned.
 	Acked []placement.NodeID
 	// Targets are all the nodes the blob was sent to.
 	Targets []placement.NodeID
+	// Copies is the write's outcome: copies made (or still in flight) and
+	// wanted. Copies.Under() marks an under-replicated write.
+	Copies placement.Copies
 }
 
-// Write sends blob h to its replicas (r copies, placement.Mirror for every
-// data node) and returns once w of them (0: a majority) hold it durably.
-// It fails with ErrNoQuorum when w can no longer be reached, or ctx's error.
-func (r *Replicator) Write(ctx context.Context, h blob.Hash, data []byte, rf, w int) (WriteResult, error) {
-	m := r.cfg.Map()
-	plan := placement.Place(m, h, rf)
-	targets := plan.Targets
-	need := writeQuorum(m, h, rf, w)
-	res := WriteResult{Targets: targets}
-	if len(targets) < need || len(targets) == 0 {
-		return res, fmt.Errorf("%w: %d live targets for %d required copies", ErrNoQuorum, len(targets), need)
+// Write sends blob h to its replicas (pol.Replicas copies, capped at the
+// data nodes; placement.Mirror for every data node) and returns once
+// pol.Quorum of them hold it durably. When fewer targets can be reached
+// than the quorum, a non-strict write waits for every target and succeeds
+// if at least one holds a copy (res.Copies.Under() then says so); a strict
+// one fails. It fails with a *QuorumError (errors.Is ErrNoQuorum) when
+// the write cannot succeed, or with ctx's error.
+func (r *Replicator) Write(ctx context.Context, h blob.Hash, data []byte, pol placement.Policy) (WriteResult, error) {
+	targets, t, err := newTally(r.cfg.Map(), h, pol)
+	res := WriteResult{Targets: targets, Copies: t.copies()}
+	if err != nil {
+		r.countWrite(res.Copies, err)
+		return res, err
 	}
 	type ack struct {
 		id  placement.NodeID
@@ -200,28 +215,111 @@ func (r *Replicator) Write(ctx context.Context, h blob.Hash, data []byte, rf, w 
 		}()
 	}
 	go func() { wg.Wait(); cancelBG() }()
-
-	failed := 0
-	var errs []error
-	for len(res.Acked) < need {
+	for {
 		select {
 		case a := <-acks:
 			if a.err == nil {
 				res.Acked = append(res.Acked, a.id)
-				continue
 			}
-			failed++
-			errs = append(errs, fmt.Errorf("node %d: %w", a.id, a.err))
-			if len(targets)-failed < need {
-				return res, fmt.Errorf("%w: %d of %d copies written, %d required: %w",
-					ErrNoQuorum, len(res.Acked), len(targets), need, errors.Join(errs...))
+			if done, err := t.add(a.id, a.err); done {
+				res.Copies = t.copies()
+				r.countWrite(res.Copies, err)
+				return res, err
 			}
 		case <-ctx.Done():
 			cancelBG()
 			return res, ctx.Err()
 		}
 	}
-	return res, nil
+}
+
+// QuorumError is the failure of a write that could not make the copies its
+// policy requires. errors.Is(err, ErrNoQuorum) holds.
+type QuorumError struct {
+	// Reachable is how many copies could be made: the live targets less
+	// those that failed (0 when no data node is live).
+	Reachable int
+	// Required is W.
+	Required int
+	// Strict: the bucket asked for a strict quorum (otherwise the write
+	// failed because no copy at all could be made).
+	Strict bool
+	// Err joins the failures of the targets, if any.
+	Err error
+}
+
+func (e *QuorumError) Error() string {
+	msg := fmt.Sprintf("write quorum not reached: %d copies reachable, %d required", e.Reachable, e.Required)
+	if e.Strict {
+		msg += " (strict bucket)"
+	}
+	if e.Err != nil {
+		msg += ": " + e.Err.Error()
+	}
+	return msg
+}
+
+// Is reports ErrNoQuorum.
+func (e *QuorumError) Is(target error) bool { return target == ErrNoQuorum }
+
+// Unwrap returns the targets' failures.
+func (e *QuorumError) Unwrap() error { return e.Err }
+
+// tally decides one blob's write from its targets' answers (see Write).
+type tally struct {
+	targets, need, want int
+	strict              bool
+	acked, failed       int
+	errs                []error
+}
+
+// newTally places blob h under pol in m: its targets and the tally that
+// decides the write. err is a *QuorumError when the write cannot start: no
+// live data node, or a strict policy with fewer targets than W.
+func newTally(m *placement.Map, h blob.Hash, pol placement.Policy) ([]placement.NodeID, tally, error) {
+	t := tally{need: pol.Quorum(m), want: pol.Wanted(m), strict: pol.Strict}
+	if t.want == 0 {
+		return nil, t, &QuorumError{Required: max(pol.WriteQuorum, 1), Strict: pol.Strict,
+			Err: errors.New("no data node in the cluster map")}
+	}
+	targets := placement.Place(m, h, pol.Replicas).Targets
+	t.targets = len(targets)
+	switch {
+	case len(targets) == 0:
+		return nil, t, &QuorumError{Required: t.need, Strict: pol.Strict, Err: errors.New("no live data node")}
+	case pol.Strict && len(targets) < t.need:
+		return targets, t, &QuorumError{Reachable: len(targets), Required: t.need, Strict: true}
+	}
+	return targets, t, nil
+}
+
+// add records node id's answer; done reports that the write is decided,
+// err why it failed.
+func (t *tally) add(id placement.NodeID, err error) (done bool, _ error) {
+	if err == nil {
+		t.acked++
+	} else {
+		t.failed++
+		t.errs = append(t.errs, fmt.Errorf("node %d: %w", id, err))
+	}
+	left := t.targets - t.acked - t.failed
+	switch {
+	case t.acked >= t.need:
+		return true, nil
+	case t.strict && t.acked+left < t.need:
+		return true, &QuorumError{Reachable: t.targets - t.failed, Required: t.need, Strict: true, Err: errors.Join(t.errs...)}
+	case left > 0:
+		return false, nil
+	case t.acked > 0:
+		return true, nil // every target answered: the copies that could be made are
+	default:
+		return true, &QuorumError{Required: t.need, Err: errors.Join(t.errs...)}
+	}
+}
+
+// copies is the write's outcome so far: the targets less the failures.
+func (t *tally) copies() placement.Copies {
+	return placement.Copies{Made: t.targets - t.failed, Wanted: t.want}
 }
 
 func (r *Replicator) put(ctx context.Context, id placement.NodeID, h blob.Hash, data []byte) error {
@@ -400,7 +498,7 @@ func (r *Replicator) fetch(ctx context.Context, id placement.NodeID, h blob.Hash
 
 // WriteBlob is Write for callers that only need the outcome
 // (store.Replication).
-func (r *Replicator) WriteBlob(ctx context.Context, h blob.Hash, data []byte, rf, w int) error {
-	_, err := r.Write(ctx, h, data, rf, w)
-	return err
+func (r *Replicator) WriteBlob(ctx context.Context, h blob.Hash, data []byte, pol placement.Policy) (placement.Copies, error) {
+	res, err := r.Write(ctx, h, data, pol)
+	return res.Copies, err
 }

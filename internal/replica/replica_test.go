@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -193,7 +194,7 @@ func TestWriteReachesRankedReplicas(t *testing.T) {
 	for i := 0; i < 50; i++ {
 		data := []byte(fmt.Sprint("blob ", i))
 		h := blob.Sum(data)
-		res, err := r.Write(context.Background(), h, data, 3, 0)
+		res, err := r.Write(context.Background(), h, data, placement.Policy{Replicas: 3, WriteQuorum: 0})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -235,7 +236,7 @@ func TestWriteDoesNotWaitForStraggler(t *testing.T) {
 	f.hang[targets[2]] = true
 	r := newRep(t, self, f, m)
 	start := time.Now()
-	res, err := r.Write(context.Background(), h, data, 3, 2)
+	res, err := r.Write(context.Background(), h, data, placement.Policy{Replicas: 3, WriteQuorum: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -262,11 +263,28 @@ func TestWriteQuorumFailure(t *testing.T) {
 	}
 	f.fail[targets[0]], f.fail[targets[1]] = true, true
 	r := newRep(t, self, f, m)
-	if _, err := r.Write(context.Background(), h, data, 3, 0); !errors.Is(err, ErrNoQuorum) {
-		t.Fatalf("two of three replicas failing: %v, want ErrNoQuorum", err)
+	_, err := r.Write(context.Background(), h, data, placement.Policy{Replicas: 3, Strict: true})
+	var qe *QuorumError
+	if !errors.Is(err, ErrNoQuorum) || !errors.As(err, &qe) || qe.Reachable != 1 || qe.Required != 2 {
+		t.Fatalf("strict, two of three replicas failing: %v, want ErrNoQuorum with 1 reachable of 2", err)
 	}
+	if !strings.Contains(err.Error(), "1 copies reachable, 2 required") {
+		t.Fatalf("error %q does not say the counts", err)
+	}
+	// Not strict (the default): the write succeeds on the one target that
+	// could take it, and says it is under-replicated.
+	res, err := r.Write(context.Background(), h, data, placement.Policy{Replicas: 3})
+	if err != nil || res.Copies != (placement.Copies{Made: 1, Wanted: 3}) || !res.Copies.Under() {
+		t.Fatalf("not strict: %v, copies %+v; want success with 1 of 3", err, res.Copies)
+	}
+	// Every target failing fails even when not strict.
+	f.fail[targets[2]] = true
+	if _, err := r.Write(context.Background(), h, data, placement.Policy{Replicas: 3}); !errors.Is(err, ErrNoQuorum) {
+		t.Fatalf("no copy at all: %v, want ErrNoQuorum", err)
+	}
+	f.fail[targets[2]] = false
 	// W=1 succeeds with one good replica.
-	if _, err := r.Write(context.Background(), h, data, 3, 1); err != nil {
+	if _, err := r.Write(context.Background(), h, data, placement.Policy{Replicas: 3, WriteQuorum: 1}); err != nil {
 		t.Fatalf("W=1: %v", err)
 	}
 }
@@ -288,7 +306,7 @@ func TestWriteStandInForDeadNode(t *testing.T) {
 	home := placement.Replicas(mapOf(t), h, 3)
 	m := mapOf(t, home[1])
 	r := newRep(t, 1, f, m)
-	res, err := r.Write(context.Background(), h, data, 3, 3)
+	res, err := r.Write(context.Background(), h, data, placement.Policy{Replicas: 3, WriteQuorum: 3})
 	if err != nil {
 		t.Fatal(err)
 	}

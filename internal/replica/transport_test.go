@@ -57,7 +57,7 @@ func TestOverTransport(t *testing.T) {
 		data := bytes.Repeat([]byte{byte(i)}, 1000+i)
 		h := blob.Sum(data)
 		hs = append(hs, h)
-		if _, err := reps[1].Write(ctx, h, data, 3, 3); err != nil {
+		if _, err := reps[1].Write(ctx, h, data, placement.Policy{Replicas: 3, WriteQuorum: 3}); err != nil {
 			t.Fatal(err)
 		}
 		for _, id := range placement.Replicas(m, h, 3) {

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"time"
 )
@@ -28,6 +29,32 @@ var (
 	ErrReadOnly       = errors.New("store: read-only")
 )
 
+// QuorumError is the failure of a write that could not make the copies
+// its bucket requires: errors.Is(err, ErrUnavailable). Its message says
+// how many copies were reachable and how many are required, and says
+// nothing else about the cluster, so front ends may show it.
+type QuorumError struct {
+	Reachable, Required int
+	Strict              bool
+	// Err is the replication's error with the nodes' failures: for logs,
+	// not for clients (Error leaves it out).
+	Err error
+}
+
+func (e *QuorumError) Error() string {
+	msg := fmt.Sprintf("write quorum not reached: %d copies reachable, %d required", e.Reachable, e.Required)
+	if e.Strict {
+		msg += " (the bucket is strict)"
+	}
+	return msg
+}
+
+// Is reports ErrUnavailable.
+func (e *QuorumError) Is(target error) bool { return target == ErrUnavailable }
+
+// Unwrap returns Err.
+func (e *QuorumError) Unwrap() error { return e.Err }
+
 // BucketInfo describes a bucket and its options.
 type BucketInfo struct {
 	Name             string    `json:"name"`
@@ -40,6 +67,10 @@ type BucketInfo struct {
 	Replicas int `json:"replicas"`
 	// WriteQuorum is W, the copies a write waits for: 0 = majority of R.
 	WriteQuorum int `json:"write_quorum"`
+	// Strict refuses (ErrUnavailable, a *QuorumError) a write that cannot
+	// make W copies. Without it a write goes on with the copies it can
+	// make, at least one, and is under-replicated until repair restores R.
+	Strict bool `json:"strict"`
 }
 
 // ObjectInfo describes a file or directory.
@@ -53,6 +84,13 @@ type ObjectInfo struct {
 	SHA256      string    `json:"sha256,omitempty"` // hex SHA-256 of the content
 	ContentType string    `json:"content_type,omitempty"`
 	Mode        uint32    `json:"mode"`
+	// Copies and CopiesWanted are set by a write (Put, PutFiles) that was
+	// acknowledged under-replicated: Copies is the fewest copies any of
+	// the file's blobs has (or is still getting), CopiesWanted the R the
+	// bucket asks for, capped at the cluster's data nodes. Both are 0
+	// otherwise.
+	Copies       int `json:"copies,omitempty"`
+	CopiesWanted int `json:"copies_wanted,omitempty"`
 }
 
 // PutOptions are the optional parts of a Put.

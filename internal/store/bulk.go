@@ -10,6 +10,7 @@ import (
 
 	"github.com/cairn-fs/cairn/internal/blob"
 	"github.com/cairn-fs/cairn/internal/meta"
+	"github.com/cairn-fs/cairn/internal/placement"
 	"github.com/cairn-fs/cairn/internal/transport"
 )
 
@@ -48,8 +49,9 @@ type BatchPutter interface {
 // one send per node instead of one per blob.
 type BatchReplication interface {
 	// WriteMany stores each blob on its replicas like WriteBlob and
-	// returns one error per blob. It takes ownership of the data.
-	WriteMany(ctx context.Context, blobs []transport.BlobPut, replicas, writeQuorum int) []error
+	// returns one outcome and one error per blob. It takes ownership of
+	// the data.
+	WriteMany(ctx context.Context, blobs []transport.BlobPut, pol placement.Policy) ([]placement.Copies, []error)
 }
 
 var _ BatchPutter = (*Local)(nil)
@@ -75,10 +77,7 @@ func (s *Local) PutFiles(ctx context.Context, bucket string, files []FilePut) []
 	if err != nil {
 		return failAll(err)
 	}
-	replicas := binfo.Replicas
-	if replicas == 0 {
-		replicas = DefaultReplicas
-	}
+	pol := policy(binfo)
 	startIndex := s.log.AppliedIndex()
 	ctx = transport.WithMinIndex(ctx, startIndex) // as in Put: see GuardReplicaPut
 
@@ -131,22 +130,27 @@ func (s *Local) PutFiles(ctx context.Context, bucket string, files []FilePut) []
 		}
 	}()
 
-	blobErrs := s.writeBlobs(ctx, blobs, replicas, binfo.WriteQuorum)
+	blobCopies, blobErrs := s.writeBlobs(ctx, blobs, pol)
 	var wg sync.WaitGroup
 	for i, cmd := range cmds {
 		if cmd == nil {
 			continue
 		}
+		var under underTally
 		if len(cmd.File.Extents) > 0 {
-			if err := blobErrs[blobOf[cmd.File.Extents[0].Hash]]; err != nil {
+			h := cmd.File.Extents[0].Hash
+			if err := blobErrs[blobOf[h]]; err != nil {
 				res[i].Err = mapErr(fmt.Errorf("write blob: %w", err))
 				continue
 			}
+			under.add(h, blobCopies[blobOf[h]])
+			under.apply(cmd)
 		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			info, created, err := s.commitFile(ctx, *cmd)
+			under.annotate(&info)
 			res[i] = PutResult{Info: info, Created: created, Err: err}
 		}()
 	}
@@ -159,23 +163,25 @@ func (s *Local) PutFiles(ctx context.Context, bucket string, files []FilePut) []
 	return res
 }
 
-// writeBlobs stores the blobs of a PutFiles call and returns one error per
-// blob: in a cluster through the replication (in bulk when it can), else
-// with one local PutMany.
-func (s *Local) writeBlobs(ctx context.Context, blobs []transport.BlobPut, replicas, w int) []error {
+// writeBlobs stores the blobs of a PutFiles call and returns one outcome
+// and one error per blob: in a cluster through the replication (in bulk
+// when it can), else with one local PutMany.
+func (s *Local) writeBlobs(ctx context.Context, blobs []transport.BlobPut, pol placement.Policy) ([]placement.Copies, []error) {
 	if len(blobs) == 0 {
-		return nil
+		return nil, nil
 	}
+	copies := make([]placement.Copies, len(blobs))
 	if s.cfg.Replication == nil {
 		hs := make([]blob.Hash, len(blobs))
 		data := make([][]byte, len(blobs))
 		for i, b := range blobs {
 			hs[i], data[i] = b.Hash, b.Data
+			copies[i] = placement.Copies{Made: 1, Wanted: 1}
 		}
-		return s.blobs.PutMany(hs, data)
+		return copies, s.blobs.PutMany(hs, data)
 	}
 	if br, ok := s.cfg.Replication.(BatchReplication); ok {
-		return br.WriteMany(ctx, blobs, replicas, w)
+		return br.WriteMany(ctx, blobs, pol)
 	}
 	errs := make([]error, len(blobs))
 	var wg sync.WaitGroup
@@ -183,9 +189,9 @@ func (s *Local) writeBlobs(ctx context.Context, blobs []transport.BlobPut, repli
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs[i] = s.cfg.Replication.WriteBlob(ctx, b.Hash, b.Data, replicas, w)
+			copies[i], errs[i] = s.cfg.Replication.WriteBlob(ctx, b.Hash, b.Data, pol)
 		}()
 	}
 	wg.Wait()
-	return errs
+	return copies, errs
 }

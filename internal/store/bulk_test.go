@@ -17,6 +17,7 @@ import (
 	"github.com/cairn-fs/cairn/internal/consensus"
 	"github.com/cairn-fs/cairn/internal/kv"
 	"github.com/cairn-fs/cairn/internal/meta"
+	"github.com/cairn-fs/cairn/internal/placement"
 	"github.com/cairn-fs/cairn/internal/transport"
 	"github.com/cairn-fs/cairn/internal/vfs"
 )
@@ -137,21 +138,26 @@ type bulkReplication struct {
 	kept     []transport.BlobPut // every blob handed over, as handed
 }
 
-func (b *bulkReplication) WriteMany(ctx context.Context, blobs []transport.BlobPut, r, w int) []error {
+func (b *bulkReplication) WriteMany(ctx context.Context, blobs []transport.BlobPut, pol placement.Policy) ([]placement.Copies, []error) {
 	b.mu2.Lock()
 	b.many = append(b.many, len(blobs))
 	b.minIndex = append(b.minIndex, transport.MinIndex(ctx))
 	b.kept = append(b.kept, blobs...)
 	b.mu2.Unlock()
 	errs := make([]error, len(blobs))
+	copies := make([]placement.Copies, len(blobs))
 	for i, bp := range blobs {
 		if b.fail[bp.Hash] {
 			errs[i] = errors.New("replica down")
 			continue
 		}
+		copies[i] = placement.Copies{Made: 3, Wanted: 3}
+		if b.made > 0 {
+			copies[i].Made = b.made
+		}
 		errs[i] = b.remote.Put(bp.Hash, bp.Data)
 	}
-	return errs
+	return copies, errs
 }
 
 // In a cluster the blobs of a PutFiles go out in one WriteMany carrying

@@ -3,6 +3,8 @@ package store
 import (
 	"bytes"
 	"context"
+	"errors"
+	"fmt"
 	"math/rand"
 	"sync"
 	"testing"
@@ -11,6 +13,8 @@ import (
 	"github.com/cairn-fs/cairn/internal/consensus"
 	"github.com/cairn-fs/cairn/internal/kv"
 	"github.com/cairn-fs/cairn/internal/meta"
+	"github.com/cairn-fs/cairn/internal/placement"
+	"github.com/cairn-fs/cairn/internal/replica"
 	"github.com/cairn-fs/cairn/internal/vfs"
 )
 
@@ -21,13 +25,19 @@ type fakeReplication struct {
 	mu     sync.Mutex
 	calls  [][2]int
 	reads  int
+	// made, if > 0, is the copies every write reports making, of 3 wanted.
+	made int
 }
 
-func (f *fakeReplication) WriteBlob(ctx context.Context, h blob.Hash, data []byte, r, w int) error {
+func (f *fakeReplication) WriteBlob(ctx context.Context, h blob.Hash, data []byte, pol placement.Policy) (placement.Copies, error) {
 	f.mu.Lock()
-	f.calls = append(f.calls, [2]int{r, w})
+	f.calls = append(f.calls, [2]int{pol.Replicas, pol.WriteQuorum})
+	copies := placement.Copies{Made: 3, Wanted: 3}
+	if f.made > 0 {
+		copies.Made = f.made
+	}
 	f.mu.Unlock()
-	return f.remote.Put(h, data)
+	return copies, f.remote.Put(h, data)
 }
 
 func (f *fakeReplication) ReadAt(ctx context.Context, h blob.Hash, p []byte, off int64) (int, error) {
@@ -99,4 +109,65 @@ func readAllB(t *testing.T, s *Local, bucket, path string) []byte {
 		t.Fatal(err)
 	}
 	return buf.Bytes()
+}
+
+// A write the replication made with fewer copies than wanted says so in
+// its answer and is recorded in the namespace as under-replicated; a
+// strict bucket's quorum failure keeps its counts.
+func TestPutUnderReplicated(t *testing.T) {
+	local, err := blob.Open(blob.Config{Dir: "/l", FS: vfs.NewMem(), MinFreeBytes: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	remote, err := blob.Open(blob.Config{Dir: "/r", FS: vfs.NewMem(), MinFreeBytes: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := kv.NewMem()
+	var st *Local
+	lg, _ := consensus.NewLocal(consensus.LocalConfig{KV: db, OnApply: func(i uint64, c []meta.Command, r []meta.Result) { st.Applied(i, c, r) }})
+	rep := &bulkReplication{fakeReplication: fakeReplication{remote: remote, made: 1}}
+	st, err = New(Config{Blobs: local, KV: db, Log: lg, Replication: rep})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { st.Close(); lg.Close(); local.Close(); remote.Close() }()
+	ctx := context.Background()
+	if err := st.CreateBucket(ctx, BucketInfo{Name: "dflt"}); err != nil {
+		t.Fatal(err)
+	}
+	info, _, err := st.Put(ctx, "dflt", "a.txt", bytes.NewReader([]byte("one copy")), PutOptions{Size: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Copies != 1 || info.CopiesWanted != 3 {
+		t.Fatalf("put answer copies %d of %d, want 1 of 3", info.Copies, info.CopiesWanted)
+	}
+	res := st.PutFiles(ctx, "dflt", []FilePut{{Path: "b.txt", Data: []byte("bulk, one copy")}})
+	if res[0].Err != nil || res[0].Info.Copies != 1 || res[0].Info.CopiesWanted != 3 {
+		t.Fatalf("bulk put: %+v", res[0])
+	}
+	if n, err := meta.NewReader(db).UnderReplicatedCount(); err != nil || n != 2 {
+		t.Fatalf("under-replicated blobs recorded: %d, %v; want 2", n, err)
+	}
+	// Fully replicated writes are not annotated nor recorded.
+	rep.made = 0
+	info, _, err = st.Put(ctx, "dflt", "c.txt", bytes.NewReader([]byte("three")), PutOptions{Size: 5})
+	if err != nil || info.Copies != 0 || info.CopiesWanted != 0 {
+		t.Fatalf("full write: %+v, %v", info, err)
+	}
+	if n, _ := meta.NewReader(db).UnderReplicatedCount(); n != 2 {
+		t.Fatalf("under-replicated blobs recorded: %d, want still 2", n)
+	}
+	// A strict failure from the replication keeps its counts, and is a 503
+	// kind of error.
+	qe := &replica.QuorumError{Reachable: 1, Required: 2, Strict: true, Err: errors.New("node 2: connection refused")}
+	err = mapErr(fmt.Errorf("write blob: %w", qe))
+	var sq *QuorumError
+	if !errors.Is(err, ErrUnavailable) || !errors.As(err, &sq) || sq.Reachable != 1 || sq.Required != 2 {
+		t.Fatalf("mapped %v", err)
+	}
+	if msg := err.Error(); msg != "write quorum not reached: 1 copies reachable, 2 required (the bucket is strict)" {
+		t.Fatalf("message %q", msg)
+	}
 }

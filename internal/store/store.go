@@ -18,6 +18,7 @@ import (
 	"github.com/cairn-fs/cairn/internal/consensus"
 	"github.com/cairn-fs/cairn/internal/kv"
 	"github.com/cairn-fs/cairn/internal/meta"
+	"github.com/cairn-fs/cairn/internal/placement"
 	"github.com/cairn-fs/cairn/internal/replica"
 	"github.com/cairn-fs/cairn/internal/transport"
 )
@@ -82,10 +83,12 @@ func (c *Config) Validate() error {
 // Replication moves blobs between the nodes of a cluster
 // (replica.Replicator implements it).
 type Replication interface {
-	// WriteBlob stores blob h on its replicas (replicas: R, 0 for the
-	// cluster default, -1 for every node) and returns once writeQuorum of
-	// them (0: a majority) hold it durably.
-	WriteBlob(ctx context.Context, h blob.Hash, data []byte, replicas, writeQuorum int) error
+	// WriteBlob stores blob h on its replicas under pol and returns once
+	// the write is decided (see placement.Policy): W copies are durable,
+	// or, not strict, every reachable target holds one. copies says how
+	// many were made of how many wanted. The error wraps
+	// replica.ErrNoQuorum when the write cannot succeed.
+	WriteBlob(ctx context.Context, h blob.Hash, data []byte, pol placement.Policy) (placement.Copies, error)
 	// ReadAt reads blob h from this node's copy or a replica's.
 	ReadAt(ctx context.Context, h blob.Hash, p []byte, off int64) (int, error)
 }
@@ -229,6 +232,9 @@ func mapErr(err error) error {
 	if err == nil {
 		return nil
 	}
+	if qe, ok := errors.AsType[*replica.QuorumError](err); ok {
+		return &QuorumError{Reachable: qe.Reachable, Required: qe.Required, Strict: qe.Strict, Err: err}
+	}
 	table := []struct{ from, to error }{
 		{meta.ErrNotFound, ErrNotFound},
 		{meta.ErrNoBucket, ErrNoBucket},
@@ -246,7 +252,7 @@ func mapErr(err error) error {
 		{blob.ErrNotFound, ErrCorrupt}, // a referenced blob is missing
 		{consensus.ErrStopped, ErrUnavailable},
 		{consensus.ErrUnavailable, ErrUnavailable},
-		{replica.ErrNoQuorum, ErrUnavailable},
+		{replica.ErrNoQuorum, ErrUnavailable}, // a *replica.QuorumError becomes a *QuorumError first
 		{replica.ErrUnavailable, ErrUnavailable},
 		{meta.ErrBlobReaped, ErrUnavailable}, // retries exhausted: the client may retry
 	}
@@ -275,12 +281,57 @@ func (s *Local) propose(ctx context.Context, cmd meta.Command) (meta.Result, err
 func bucketInfo(b *meta.Bucket) BucketInfo {
 	return BucketInfo{Name: b.Name, Public: b.Public, ChecksumSidecars: b.ChecksumSidecars,
 		CacheControl: b.CacheControl, Created: time.Unix(0, b.CreatedNs).UTC(),
-		Replicas: int(b.Replicas), WriteQuorum: int(b.WriteQuorum)}
+		Replicas: int(b.Replicas), WriteQuorum: int(b.WriteQuorum), Strict: b.Strict}
+}
+
+// policy is the replication policy of a write into bucket b.
+func policy(b BucketInfo) placement.Policy {
+	r := b.Replicas
+	if r == 0 {
+		r = DefaultReplicas
+	}
+	return placement.Policy{Replicas: r, WriteQuorum: b.WriteQuorum, Strict: b.Strict}
+}
+
+// underTally collects the under-replicated blobs of one file's write.
+type underTally struct {
+	mu     sync.Mutex
+	hashes []blob.Hash
+	copies placement.Copies // the fewest copies among them
+}
+
+// add records one blob's outcome.
+func (u *underTally) add(h blob.Hash, c placement.Copies) {
+	if !c.Under() {
+		return
+	}
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if len(u.hashes) == 0 || c.Made < u.copies.Made {
+		u.copies = c
+	}
+	u.hashes = append(u.hashes, h)
+}
+
+// apply marks cmd's under-replicated blobs and info's copies.
+func (u *underTally) apply(cmd *meta.Command) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	cmd.Under = u.hashes
+}
+
+// annotate sets info's copies when the write was under-replicated.
+func (u *underTally) annotate(info *ObjectInfo) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if len(u.hashes) > 0 {
+		info.Copies, info.CopiesWanted = u.copies.Made, u.copies.Wanted
+	}
 }
 
 func metaBucket(b BucketInfo) *meta.Bucket {
 	return &meta.Bucket{Name: b.Name, Public: b.Public, ChecksumSidecars: b.ChecksumSidecars,
-		CacheControl: b.CacheControl, Replicas: clamp32(b.Replicas), WriteQuorum: clamp32(b.WriteQuorum)}
+		CacheControl: b.CacheControl, Replicas: clamp32(b.Replicas), WriteQuorum: clamp32(b.WriteQuorum), Strict: b.Strict}
 }
 
 // CreateBucket implements Store.
@@ -555,10 +606,8 @@ func (s *Local) Put(ctx context.Context, bucket, path string, r io.Reader, opts 
 	if err != nil {
 		return ObjectInfo{}, false, err
 	}
-	replicas := binfo.Replicas
-	if replicas == 0 {
-		replicas = DefaultReplicas
-	}
+	pol := policy(binfo)
+	var under underTally
 	startIndex := s.log.AppliedIndex()
 	// Replicas store the blobs only once they have applied startIndex
 	// (GuardReplicaPut): a reap this upload saw cannot delete, under it, a
@@ -627,17 +676,22 @@ func (s *Local) Put(ctx context.Context, bucket, path string, r io.Reader, opts 
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					var err error
+					var (
+						err    error
+						copies placement.Copies
+					)
 					if br, ok := s.cfg.Replication.(BatchReplication); ok && n > handOverBytes {
 						// The buffer goes to the replication (its sends to
 						// slow replicas outlive this call) instead of
 						// being copied there; the pool makes a new one.
-						err = br.WriteMany(ctx, []transport.BlobPut{{Hash: h, Data: data}}, replicas, binfo.WriteQuorum)[0]
+						cs, errs := br.WriteMany(ctx, []transport.BlobPut{{Hash: h, Data: data}}, pol)
+						copies, err = cs[0], errs[0]
 						<-sem
 					} else {
-						err = s.writeBlob(ctx, h, data, replicas, binfo.WriteQuorum)
+						copies, err = s.writeBlob(ctx, h, data, pol)
 						release()
 					}
+					under.add(h, copies)
 					if err != nil {
 						setErr(fmt.Errorf("write blob: %w", err))
 					}
@@ -670,10 +724,13 @@ func (s *Local) Put(ctx context.Context, bucket, path string, r io.Reader, opts 
 	}
 	cmd := s.putFileCommand(bucket, path, opts, total, hex.EncodeToString(md.Sum(nil)),
 		fileSHA256(single, sh, extents), extents, startIndex)
+	under.apply(&cmd)
 	if s.beforePropose != nil {
 		s.beforePropose()
 	}
-	return s.commitFile(ctx, cmd)
+	info, created, err := s.commitFile(ctx, cmd)
+	under.annotate(&info)
+	return info, created, err
 }
 
 // putFileCommand is the OpPutFile command of an upload whose blobs are
@@ -739,12 +796,12 @@ func (s *Local) commitFile(ctx context.Context, cmd meta.Command) (ObjectInfo, b
 const handOverBytes = 256 << 10
 
 // writeBlob stores one blob of an upload: on its replicas in a cluster,
-// else in the local blob store.
-func (s *Local) writeBlob(ctx context.Context, h blob.Hash, data []byte, replicas, w int) error {
+// else in the local blob store (one copy, all that is wanted).
+func (s *Local) writeBlob(ctx context.Context, h blob.Hash, data []byte, pol placement.Policy) (placement.Copies, error) {
 	if s.cfg.Replication != nil {
-		return s.cfg.Replication.WriteBlob(ctx, h, data, replicas, w)
+		return s.cfg.Replication.WriteBlob(ctx, h, data, pol)
 	}
-	return s.blobs.Put(h, data)
+	return placement.Copies{Made: 1, Wanted: 1}, s.blobs.Put(h, data)
 }
 
 // rewriteMissing verifies that every blob of extents is present locally

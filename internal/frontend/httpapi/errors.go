@@ -130,6 +130,9 @@ func (s *Server) errorMessage(ctx context.Context, method, path string, status i
 		if errors.Is(err, errNoReadIndex) {
 			msg = errNoReadIndex.Error() // says nothing internal, and what to do
 		}
+		if qe, ok := errors.AsType[*store.QuorumError](err); ok {
+			msg = qe.Error() // the copies reachable and required, nothing else
+		}
 	}
 	return msg
 }

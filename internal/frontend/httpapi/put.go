@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -32,7 +33,9 @@ func (s *Server) writeJSON(rs *reqState, status int, v any) {
 	}
 }
 
-// setObjectHeaders sets ETag and Repr-Digest of a written file.
+// setObjectHeaders sets ETag and Repr-Digest of a written file, and, when
+// the write was under-replicated, X-Cairn-Copies and
+// X-Cairn-Copies-Wanted (docs/http-api.md).
 func setObjectHeaders(h http.Header, info store.ObjectInfo) {
 	if info.ETag != "" {
 		h[hdrETag] = []string{`"` + info.ETag + `"`}
@@ -40,7 +43,17 @@ func setObjectHeaders(h http.Header, info store.ObjectInfo) {
 	if d := appendReprDigest(nil, info.SHA256); len(d) > 0 {
 		h[hdrReprDigest] = []string{string(d)}
 	}
+	if info.CopiesWanted > 0 {
+		h[hdrCopies] = []string{strconv.Itoa(info.Copies)}
+		h[hdrCopiesWanted] = []string{strconv.Itoa(info.CopiesWanted)}
+	}
 }
+
+// Headers of an under-replicated write's answer.
+const (
+	hdrCopies       = "X-Cairn-Copies"
+	hdrCopiesWanted = "X-Cairn-Copies-Wanted"
+)
 
 // writeTarget authorizes a write on t and refuses targets that are a
 // bucket (buckets are managed under /_cairn/buckets).
@@ -256,6 +269,7 @@ type bucketPatch struct {
 	CacheControl     *string `json:"cache_control"`
 	Replicas         *int    `json:"replicas"`
 	WriteQuorum      *int    `json:"write_quorum"`
+	Strict           *bool   `json:"strict"`
 }
 
 // maxAdminBody bounds admin JSON bodies.
@@ -294,6 +308,9 @@ func (p bucketPatch) apply(b *store.BucketInfo) {
 	}
 	if p.WriteQuorum != nil {
 		b.WriteQuorum = *p.WriteQuorum
+	}
+	if p.Strict != nil {
+		b.Strict = *p.Strict
 	}
 }
 

@@ -1,0 +1,105 @@
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"time"
+)
+
+// Status is the cluster as one node sees it, with each member's own report
+// (GET /_cairn/status, admin). It mirrors the server's JSON.
+type Status struct {
+	// Self is the ID of the node that answered (0 for a lone node).
+	Self uint64 `json:"self,string"`
+	// Cluster is false for a lone node (no Raft, no members).
+	Cluster bool `json:"cluster"`
+	// Leader is the Raft leader's ID, 0 when unknown.
+	Leader uint64 `json:"leader,string"`
+	// Term is the answering node's Raft term.
+	Term uint64 `json:"term"`
+	// CommitIndex is the last log index the answering node knows committed.
+	CommitIndex uint64 `json:"commit_index"`
+	// UnderReplicated counts the blobs written with fewer copies than
+	// wanted (nodes were down) that repair has not completed yet.
+	UnderReplicated int64 `json:"under_replicated"`
+	// Nodes are the members, by ID.
+	Nodes []NodeStatus `json:"nodes"`
+	// Time is when the answering node made the view.
+	Time time.Time `json:"time"`
+}
+
+// NodeStatus is one member in Status.
+type NodeStatus struct {
+	ID      uint64 `json:"id,string"`
+	URL     string `json:"url"`
+	Zone    string `json:"zone"`
+	Witness bool   `json:"witness"`
+	// State is NodeActive or NodeDraining.
+	State string `json:"state"`
+	// Liveness is alive, suspect, dead, left or joining, as the answering
+	// node's failure detector sees the member.
+	Liveness string `json:"liveness"`
+	// Role is NodeVoter, NodeLearner or NodeNone.
+	Role   string `json:"role"`
+	Leader bool   `json:"leader"`
+	Self   bool   `json:"self"`
+	// Lag is how many committed log entries the member has not applied.
+	Lag uint64 `json:"lag"`
+	// Report is the member's own report; nil when it did not answer, and
+	// Error then says why.
+	Report *NodeReport `json:"report,omitempty"`
+	Error  string      `json:"error,omitempty"`
+}
+
+// NodeReport is what a node reports of itself.
+type NodeReport struct {
+	AppliedIndex uint64     `json:"applied_index"`
+	CommitIndex  uint64     `json:"commit_index"`
+	Disk         DiskStatus `json:"disk"`
+	// Repair is nil for a lone node.
+	Repair *RepairStatus `json:"repair,omitempty"`
+	// Scrub is the scrub's progress as the server reports it (see
+	// ScrubStatus), or null.
+	Scrub json.RawMessage `json:"scrub,omitempty"`
+}
+
+// DiskStatus is a node's storage.
+type DiskStatus struct {
+	UsedBytes  int64 `json:"used_bytes"`
+	LiveBytes  int64 `json:"live_bytes"`
+	FreeBytes  int64 `json:"free_bytes"`
+	TotalBytes int64 `json:"total_bytes"`
+	Blobs      int64 `json:"blobs"`
+	Volumes    int   `json:"volumes"`
+	ReadOnly   bool  `json:"read_only"`
+}
+
+// RepairStatus is a node's repair (pulls of copies it should hold) and
+// rebalance (hand-offs of copies that belong elsewhere) progress since it
+// started.
+type RepairStatus struct {
+	Active       bool          `json:"active"`
+	Passes       int64         `json:"passes"`
+	LastChecked  int64         `json:"last_pass_checked"`
+	LastDuration time.Duration `json:"last_pass_ns"`
+	// Pending is what the last passes could not do yet.
+	Pending     int64 `json:"pending"`
+	Pulled      int64 `json:"pulled"`
+	PulledBytes int64 `json:"pulled_bytes"`
+	Pushed      int64 `json:"pushed"`
+	PushedBytes int64 `json:"pushed_bytes"`
+	Dropped     int64 `json:"dropped"`
+	Cleared     int64 `json:"under_replicated_cleared"`
+}
+
+// Status returns the cluster's status as the node the client talks to
+// sees it (admin).
+func (c *Client) Status(ctx context.Context) (Status, error) {
+	var out Status
+	if err := c.doJSON(ctx, request{method: http.MethodGet, url: c.base + "/_cairn/status"}, &out); err != nil {
+		return Status{}, fmt.Errorf("status: %w", err)
+	}
+	return out, nil
+}

@@ -1,0 +1,132 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strconv"
+	"text/tabwriter"
+	"time"
+
+	"github.com/cairn-fs/cairn/client"
+	"github.com/spf13/cobra"
+)
+
+func newStatusCmd() *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "status [--json]",
+		Short: "Show the cluster: nodes (liveness, Raft role, lag, disk), under-replicated blobs, repair and scrub progress (needs the admin key)",
+		Args:  cobra.NoArgs,
+	}
+	cf := addClientFlags(cmd)
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the server's JSON answer")
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		st, err := cf.client().Status(cmd.Context())
+		if err != nil {
+			return err
+		}
+		out := cmd.OutOrStdout()
+		if asJSON {
+			enc := json.NewEncoder(out)
+			enc.SetIndent("", "  ")
+			return enc.Encode(st)
+		}
+		return printStatus(out, st)
+	}
+	return cmd
+}
+
+// printStatus writes the human form of a status view.
+func printStatus(out io.Writer, st client.Status) error {
+	if st.Cluster {
+		leader := "none known (the cluster may have lost its quorum)"
+		if st.Leader != 0 {
+			leader = strconv.FormatUint(st.Leader, 10)
+		}
+		fmt.Fprintf(out, "cluster: %d nodes, leader %s, term %d, commit index %d\n", len(st.Nodes), leader, st.Term, st.CommitIndex)
+	} else {
+		fmt.Fprintln(out, "single node (not a cluster)")
+	}
+	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tURL\tSTATE\tLIVENESS\tROLE\tLAG\tDISK USED\tFREE\tBLOBS\tREPAIR\tSCRUB")
+	for _, n := range st.Nodes {
+		role := n.Role
+		if n.Leader {
+			role += "*"
+		}
+		if n.Witness {
+			role += " (witness)"
+		}
+		used, free, blobs, repair, scrub := "-", "-", "-", "-", "-"
+		if r := n.Report; r != nil {
+			used, free, blobs = humanBytes(r.Disk.UsedBytes), humanBytes(r.Disk.FreeBytes), strconv.FormatInt(r.Disk.Blobs, 10)
+			if r.Disk.ReadOnly {
+				used += " (read-only)"
+			}
+			if p := r.Repair; p != nil {
+				repair = repairSummary(p)
+			}
+			scrub = scrubSummary(r.Scrub)
+		} else if n.Error != "" {
+			repair = "no report: " + n.Error
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n", n.ID, n.URL, n.State, n.Liveness, role, n.Lag,
+			used, free, blobs, repair, scrub)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if st.Cluster {
+		fmt.Fprintf(out, "under-replicated blobs: %d\n", st.UnderReplicated)
+	}
+	return nil
+}
+
+// repairSummary is one node's repair and rebalance progress in a few words.
+func repairSummary(p *client.RepairStatus) string {
+	state := "idle"
+	if p.Active {
+		state = "running"
+	}
+	return fmt.Sprintf("%s, %d passes, pulled %d (%s), handed off %d (%s), pending %d",
+		state, p.Passes, p.Pulled, humanBytes(p.PulledBytes), p.Pushed, humanBytes(p.PushedBytes), p.Pending)
+}
+
+// scrubSummary is a scrub report in a few words: its progress and findings
+// when the server sends them, "-" otherwise.
+func scrubSummary(raw json.RawMessage) string {
+	var s struct {
+		Running      bool      `json:"running"`
+		BytesChecked int64     `json:"bytes_checked"`
+		BytesTotal   int64     `json:"bytes_total"`
+		Corrupt      int64     `json:"corrupt_found"`
+		LastPassEnd  time.Time `json:"last_pass_end"`
+	}
+	if len(raw) == 0 || string(raw) == "null" || json.Unmarshal(raw, &s) != nil {
+		return "-"
+	}
+	pct := 0.0
+	if s.BytesTotal > 0 {
+		pct = 100 * float64(s.BytesChecked) / float64(s.BytesTotal)
+	}
+	state := "idle"
+	if s.Running {
+		state = "running"
+	}
+	return fmt.Sprintf("%s %.0f%%, %d corrupt", state, pct, s.Corrupt)
+}
+
+// humanBytes formats n bytes with a binary unit.
+func humanBytes(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := int64(unit), 0
+	for m := n / unit; m >= unit; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
+}

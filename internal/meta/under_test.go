@@ -1,0 +1,108 @@
+package meta
+
+import (
+	"testing"
+
+	"github.com/cairn-fs/cairn/internal/blob"
+	"github.com/cairn-fs/cairn/internal/kv"
+)
+
+// mustApply applies cmd as entry index and fails the test on any error.
+func mustApply(t *testing.T, s kv.Store, index uint64, cmd Command) Result {
+	t.Helper()
+	res := applyOne(t, s, index, cmd)
+	if res.Err != nil {
+		t.Fatalf("entry %d: %v", index, res.Err)
+	}
+	return res
+}
+
+func underOf(t *testing.T, s kv.Store) (map[blob.Hash]int, int64) {
+	t.Helper()
+	r := NewReader(s)
+	got := map[blob.Hash]int{}
+	if err := r.UnderReplicated(func(h blob.Hash, replicas int, _ int64) bool {
+		got[h] = replicas
+		return true
+	}); err != nil {
+		t.Fatal(err)
+	}
+	n, err := r.UnderReplicatedCount()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if int64(len(got)) != n {
+		t.Fatalf("count %d, records %d", n, len(got))
+	}
+	return got, n
+}
+
+// A put's under-replicated blobs are recorded with the bucket's R, only
+// for blobs of the file; OpReplicated and a reap drop them.
+func TestUnderReplicatedRecords(t *testing.T) {
+	s := kv.NewMem()
+	mustApply(t, s, 1, Command{Op: OpCreateBucket, Bucket: &Bucket{Name: "bkt", Replicas: 2, Strict: true}, TimeNs: 1})
+	bk, err := NewReader(s).Bucket("bkt")
+	if err != nil || !bk.Strict || bk.Replicas != 2 {
+		t.Fatalf("bucket %+v, %v: want strict, R=2", bk, err)
+	}
+	h1, h2, stranger := blob.Sum([]byte("1")), blob.Sum([]byte("2")), blob.Sum([]byte("x"))
+	file := func(hs ...blob.Hash) *Inode {
+		f := &Inode{Type: TypeFile}
+		for _, h := range hs {
+			f.Extents = append(f.Extents, Extent{Hash: h, Offset: f.Size, Length: 1})
+			f.Size++
+		}
+		return f
+	}
+	mustApply(t, s, 2, Command{Op: OpPutFile, BucketName: "bkt", Path: "f", File: file(h1, h2), TimeNs: 2,
+		Under: []blob.Hash{h1, stranger}})
+	got, n := underOf(t, s)
+	if n != 1 || got[h1] != 2 {
+		t.Fatalf("after put: %v (count %d), want only h1 with R=2", got, n)
+	}
+	// Again with the same blob: still one record.
+	mustApply(t, s, 3, Command{Op: OpPutFile, BucketName: "bkt", Path: "g", File: file(h1), TimeNs: 3, Under: []blob.Hash{h1}})
+	if _, n := underOf(t, s); n != 1 {
+		t.Fatalf("after a second put of h1: count %d, want 1", n)
+	}
+	mustApply(t, s, 4, Command{Op: OpPutFile, BucketName: "bkt", Path: "h", File: file(h2), TimeNs: 4, Under: []blob.Hash{h2}})
+	mustApply(t, s, 5, Command{Op: OpReplicated, Replicated: []blob.Hash{h1, stranger}, TimeNs: 5})
+	if got, n := underOf(t, s); n != 1 || got[h2] != 2 {
+		t.Fatalf("after OpReplicated(h1): %v (count %d), want only h2", got, n)
+	}
+	// Deleting the files and reaping h2 drops its record.
+	for i, p := range []string{"f", "g", "h"} {
+		mustApply(t, s, uint64(6+i), Command{Op: OpDelete, BucketName: "bkt", Path: p, TimeNs: 6})
+	}
+	res := mustApply(t, s, 10, Command{Op: OpReap, Reap: []blob.Hash{h1, h2}, ReapBefore: 100, TimeNs: 10})
+	if len(res.Freed) != 2 {
+		t.Fatalf("reap freed %d blobs, want 2", len(res.Freed))
+	}
+	if got, n := underOf(t, s); n != 0 {
+		t.Fatalf("after the reap: %v (count %d), want none", got, n)
+	}
+}
+
+// Entries and buckets of the previous encoding (version 2) still decode.
+func TestDecodeVersion2(t *testing.T) {
+	b := &Bucket{Name: "old", Ino: 3, Replicas: 3, WriteQuorum: 2}
+	e := encoder{}
+	e.byte1(2)
+	appendBucket(&e, b)
+	v2 := e.b[:len(e.b)-1] // version 2 had no strict byte
+	got, err := decodeBucket(v2)
+	if err != nil || got.Name != "old" || got.Replicas != 3 || got.Strict {
+		t.Fatalf("bucket v2: %+v, %v", got, err)
+	}
+	p, err := EncodeCommands([]Command{{Op: OpMkdir, BucketName: "old", Path: "d", TimeNs: 7}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p[0] = 2
+	p = p[:len(p)-2] // version 2 had no under and replicated lists
+	cmds, err := DecodeCommands(p)
+	if err != nil || len(cmds) != 1 || cmds[0].Path != "d" || cmds[0].TimeNs != 7 {
+		t.Fatalf("entry v2: %+v, %v", cmds, err)
+	}
+}

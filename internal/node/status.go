@@ -1,0 +1,265 @@
+package node
+
+// Status: what `cairn status` shows (docs/http-api.md, "Status").
+//
+//	GET /_cairn/status          the cluster as this node sees it, with each
+//	                            member's own report (fetched from it)
+//	GET /_cairn/status?local=1  this node's own report only
+//
+// Both need the admin key. The cluster view asks every other member for
+// its local report at its public URL, in parallel, forwarding the
+// caller's Authorization header, each bounded by statusPeerTimeout; a
+// member that does not answer is listed with its error, and its liveness
+// and role still come from this node's failure detector and Raft view.
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/cairn-fs/cairn/internal/cluster"
+	"github.com/cairn-fs/cairn/internal/placement"
+	"github.com/cairn-fs/cairn/internal/replica"
+	"github.com/cairn-fs/cairn/internal/vfs"
+)
+
+// statusPath is the admin endpoint of the status view.
+const statusPath = "/_cairn/status"
+
+// statusPeerTimeout bounds the fetch of one member's local report.
+const statusPeerTimeout = 2 * time.Second
+
+// statusJSON is the answer of GET /_cairn/status.
+type statusJSON struct {
+	Self    uint64 `json:"self,string"`
+	Cluster bool   `json:"cluster"` // false: a lone node (no Raft)
+	Leader  uint64 `json:"leader,string"`
+	Term    uint64 `json:"term"`
+	// CommitIndex is the last log index this node knows committed; each
+	// node's lag is CommitIndex less its applied index.
+	CommitIndex uint64 `json:"commit_index"`
+	// UnderReplicated is the number of blobs recorded as written with
+	// fewer copies than wanted and not yet repaired (the same on every
+	// node: it is kept in the namespace).
+	UnderReplicated int64            `json:"under_replicated"`
+	Nodes           []nodeStatusJSON `json:"nodes"`
+	Time            time.Time        `json:"time"`
+}
+
+// nodeStatusJSON is one member in the status view.
+type nodeStatusJSON struct {
+	ID      uint64 `json:"id,string"`
+	URL     string `json:"url"`
+	Zone    string `json:"zone"`
+	Witness bool   `json:"witness"`
+	State   string `json:"state"`    // active, draining
+	Live    string `json:"liveness"` // alive, suspect, dead, left, joining (never seen yet)
+	Role    string `json:"role"`     // voter, learner, none
+	Leader  bool   `json:"leader"`
+	Self    bool   `json:"self"`
+	// Lag is how many committed entries the member has not applied yet
+	// (from its own report; 0 when it did not answer).
+	Lag uint64 `json:"lag"`
+	// Report is the member's own report; nil when it did not answer
+	// (Error says why).
+	Report *localStatusJSON `json:"report,omitempty"`
+	Error  string           `json:"error,omitempty"`
+}
+
+// localStatusJSON is one node's report of itself: GET
+// /_cairn/status?local=1.
+type localStatusJSON struct {
+	ID           uint64         `json:"id,string"`
+	AppliedIndex uint64         `json:"applied_index"`
+	CommitIndex  uint64         `json:"commit_index"`
+	Disk         diskStatusJSON `json:"disk"`
+	Repair       *repairJSON    `json:"repair,omitempty"` // cluster mode only
+	Scrub        any            `json:"scrub,omitempty"`
+}
+
+// diskStatusJSON is the node's storage.
+type diskStatusJSON struct {
+	UsedBytes  int64 `json:"used_bytes"`  // volume files
+	LiveBytes  int64 `json:"live_bytes"`  // live blobs in them
+	FreeBytes  int64 `json:"free_bytes"`  // free on the data disk
+	TotalBytes int64 `json:"total_bytes"` // size of the data disk
+	Blobs      int64 `json:"blobs"`
+	Volumes    int   `json:"volumes"`
+	ReadOnly   bool  `json:"read_only"`
+}
+
+// repairJSON is the progress of the node's repair and rebalance: pulls are
+// repair (copies this node should hold), pushes and drops are rebalance
+// (hand-offs of copies that belong elsewhere).
+type repairJSON struct {
+	Active       bool          `json:"active"`
+	Passes       int64         `json:"passes"`
+	LastChecked  int64         `json:"last_pass_checked"`
+	LastDuration time.Duration `json:"last_pass_ns"`
+	// Pending is what the last passes could not do yet: copies this node
+	// should hold but could not fetch, hand-offs kept, and under-replicated
+	// blobs whose copies are not all confirmed.
+	Pending     int64 `json:"pending"`
+	Pulled      int64 `json:"pulled"`
+	PulledBytes int64 `json:"pulled_bytes"`
+	Pushed      int64 `json:"pushed"`
+	PushedBytes int64 `json:"pushed_bytes"`
+	Dropped     int64 `json:"dropped"`
+	Cleared     int64 `json:"under_replicated_cleared"`
+}
+
+func repairView(p replica.Progress) *repairJSON {
+	return &repairJSON{Active: p.Active, Passes: p.Passes, LastChecked: p.Last.Checked,
+		LastDuration: p.Last.Duration, Pending: repairPending(p),
+		Pulled: p.Total.Pulled, PulledBytes: p.Total.PulledBytes, Pushed: p.Total.Pushed,
+		PushedBytes: p.Total.PushedBytes, Dropped: p.Total.Dropped, Cleared: p.Total.UnderCleared}
+}
+
+// repairPending is the repair queue as the last passes left it.
+func repairPending(p replica.Progress) int64 {
+	return p.Last.PullFailed + p.Last.Kept + p.LastUnder.PullFailed + p.LastUnder.UnderPending
+}
+
+// localStatus is this node's own report.
+func (n *Node) localStatus() localStatusJSON {
+	bs := n.blobs.Stats()
+	v := localStatusJSON{AppliedIndex: n.log.AppliedIndex(), Disk: diskStatusJSON{UsedBytes: bs.Bytes,
+		LiveBytes: bs.LiveBytes, Blobs: bs.Blobs, Volumes: bs.Volumes, ReadOnly: bs.ReadOnly}}
+	v.CommitIndex = v.AppliedIndex
+	if free, total, err := vfs.OS().Statfs(n.cfg.DataDir); err == nil {
+		v.Disk.FreeBytes, v.Disk.TotalBytes = int64(free), int64(total)
+	}
+	if c := n.cl; c != nil {
+		v.ID = c.id
+		v.CommitIndex = c.raft.Status().Commit
+		v.Repair = repairView(c.repair.Progress())
+	}
+	if n.scrubStatus != nil {
+		v.Scrub = n.scrubStatus()
+	}
+	return v
+}
+
+// serveStatus answers GET /_cairn/status (authorized by the caller).
+func (h *adminHandler) serveStatus(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		h.notAllowed(w, r, "GET, HEAD")
+		return
+	}
+	n := h.n
+	if r.URL.Query().Get("local") == "1" {
+		h.writeJSON(w, r, http.StatusOK, n.localStatus())
+		return
+	}
+	local := n.localStatus()
+	v := statusJSON{Self: local.ID, Time: time.Now().UTC(), CommitIndex: local.CommitIndex}
+	c := n.cl
+	if c == nil {
+		v.Nodes = []nodeStatusJSON{{URL: n.URL, State: "active", Live: "alive", Role: "none", Self: true, Report: &local}}
+		h.writeJSON(w, r, http.StatusOK, v)
+		return
+	}
+	v.Cluster = true
+	if cnt, err := c.reader.UnderReplicatedCount(); err == nil {
+		v.UnderReplicated = cnt
+	}
+	cv, err := h.view(c)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	v.Leader, v.Term = cv.Leader, cv.Term
+	v.Nodes = make([]nodeStatusJSON, len(cv.Nodes))
+	var wg sync.WaitGroup
+	for i, nd := range cv.Nodes {
+		ns := nodeStatusJSON{ID: nd.ID, URL: nd.URL, Zone: nd.Zone, Witness: nd.Witness, State: nd.State,
+			Live: c.lv.livenessOf(nd.ID), Role: nd.Role, Leader: nd.Leader, Self: nd.Self}
+		switch {
+		case nd.Self:
+			rep := local
+			ns.Report = &rep
+		case nd.URL == "":
+			ns.Error = "no URL in the cluster map"
+		default:
+			wg.Add(1)
+			go func() { // ns is this goroutine's copy; only it writes v.Nodes[i] now
+				defer wg.Done()
+				rep, err := h.fetchLocalStatus(r, nd.URL)
+				if err != nil {
+					ns.Error = err.Error()
+				} else {
+					ns.Report = &rep
+				}
+				v.Nodes[i] = ns
+			}()
+			continue
+		}
+		v.Nodes[i] = ns
+	}
+	wg.Wait()
+	for i := range v.Nodes {
+		if rep := v.Nodes[i].Report; rep != nil && v.CommitIndex > rep.AppliedIndex {
+			v.Nodes[i].Lag = v.CommitIndex - rep.AppliedIndex
+		}
+	}
+	h.writeJSON(w, r, http.StatusOK, v)
+}
+
+// fetchLocalStatus asks the member at base for its local report, with the
+// caller's credentials.
+func (h *adminHandler) fetchLocalStatus(r *http.Request, base string) (localStatusJSON, error) {
+	var v localStatusJSON
+	ctx, cancel := context.WithTimeout(r.Context(), statusPeerTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+statusPath+"?local=1", nil)
+	if err != nil {
+		return v, err
+	}
+	req.Header.Set("Authorization", r.Header.Get("Authorization"))
+	resp, err := h.hc.Do(req)
+	if err != nil {
+		return v, fmt.Errorf("unreachable: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return v, fmt.Errorf("answered %s", resp.Status)
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&v); err != nil {
+		return v, fmt.Errorf("bad report: %w", err)
+	}
+	return v, nil
+}
+
+// livenessOf names member id's liveness in this node's failure detector:
+// alive, suspect (missed probes, not yet declared dead), dead, left, or
+// joining (never seen yet, within the grace after it entered the map).
+func (l *liveness) livenessOf(id uint64) string {
+	if id == l.self {
+		return "alive"
+	}
+	d := l.det.Load()
+	if d == nil {
+		return "unknown"
+	}
+	if m, ok := d.Member(id); ok {
+		switch m.State {
+		case cluster.StateAlive:
+			if d.Suspect(id) {
+				return "suspect"
+			}
+			return "alive"
+		case cluster.StateLeft:
+			return "left"
+		}
+		return "dead"
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.stateLocked(id, time.Now()) == placement.Dead {
+		return "dead"
+	}
+	return "joining"
+}
