@@ -65,6 +65,8 @@ type Config struct {
 	DisableFastPath   bool          // serve every request through net/http (no GET fast path)
 	DisableMmap       bool          // read blobs with pread instead of memory maps
 	RemoteCacheBytes  int64         // cluster mode: in-memory cache of blobs read from other nodes; 0 = off; default 64 MiB
+	ScrubRate         int64         // bytes/s the blob scrub reads at; 0 = live bytes / ScrubPeriod, at least 1 MiB/s
+	ScrubPeriod       time.Duration // a scrub pass starts this often; default 336h (2 weeks); negative = only on request
 	Logger            *slog.Logger
 }
 
@@ -72,7 +74,7 @@ type Config struct {
 func DefaultConfig() Config {
 	return Config{Listen: "127.0.0.1:8080", GCGrace: 15 * time.Minute, GCInterval: time.Minute,
 		MaxVolumeSize: 1 << 30, CompactRatio: 0.5, MinFreeBytes: 64 << 20, KVCacheBytes: 64 << 20,
-		RemoteCacheBytes: 64 << 20, RepairGrace: 10 * time.Minute, RepairRate: 32 << 20,
+		RemoteCacheBytes: 64 << 20, ScrubPeriod: blob.DefaultScrubPeriod, RepairGrace: 10 * time.Minute, RepairRate: 32 << 20,
 		PathCacheEntries: 65536, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
 		WriteTimeout: 30 * time.Second, IdleTimeout: 120 * time.Second, MaxHeaderBytes: 64 << 10}
 }
@@ -90,6 +92,7 @@ type Node struct {
 	// --cluster-listen address, or URL without one.
 	ClusterURL string
 	blobs      *blob.Store
+	scrub      nodeScrub // scrub.go
 	kv         kv.Store
 	log        consensus.Log
 	cl         *clusterNode
@@ -196,7 +199,7 @@ func Start(cfg Config) (_ *Node, err error) {
 	bcfg := blob.Config{Dir: filepath.Join(cfg.DataDir, "blobs"), FS: vfs.OS(),
 		MaxVolumeSize: cfg.MaxVolumeSize, CompactGarbageRatio: cfg.CompactRatio,
 		MinFreeBytes: cfg.MinFreeBytes, Logger: cfg.Logger, OnFsync: metrics.ObserveFsync,
-		DisableMmap: cfg.DisableMmap}
+		DisableMmap: cfg.DisableMmap, OnCorrupt: n.scrub.corrupt, ScrubRate: cfg.ScrubRate, ScrubPeriod: cfg.ScrubPeriod}
 	if cfg.Witness {
 		witnessBlobConfig(&bcfg)
 	}
@@ -204,6 +207,7 @@ func Start(cfg Config) (_ *Node, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("open blob store: %w", err)
 	}
+	reg.MustRegister(scrubCollector{n.blobs}) // scrub.go
 	n.kv, err = kv.OpenPebble(filepath.Join(cfg.DataDir, "meta"), kv.PebbleConfig{CacheSize: cfg.KVCacheBytes, Logger: cfg.Logger})
 	if err != nil {
 		return nil, fmt.Errorf("open namespace store: %w", err)
@@ -267,6 +271,7 @@ func Start(cfg Config) (_ *Node, err error) {
 		replication = n.cl.rep
 		reg.MustRegister(n.cl.rep.Collector()) // remote-blob cache, write batching and outcomes
 		reg.MustRegister(n.cl.mets)            // Raft, under-replicated blobs, repair (metrics.go)
+		n.scrub.repair.Store(n.cl.repair)      // a corrupt copy asks for a repair pass
 		if n.cl.removedLocally() {
 			err := n.cl.markRemoved("as this node's Raft configuration shows")
 			n.cl.close()
@@ -326,7 +331,7 @@ func Start(cfg Config) (_ *Node, err error) {
 	if n.cl != nil {
 		acfg.ExtraHandlers = n.rpcHandlers() // all RPC, or only join with --cluster-listen (clusterlisten.go)
 	}
-	acfg.ExtraHandlers = n.adminHandlers(acfg.ExtraHandlers) // /_cairn/nodes (admin.go)
+	acfg.ExtraHandlers = n.scrubHandlers(n.adminHandlers(acfg.ExtraHandlers)) // /_cairn/nodes (admin.go), /_cairn/scrub (scrub.go)
 	acfg.HealthFunc = n.health
 	n.api, err = httpapi.New(acfg)
 	if err != nil {
@@ -386,7 +391,7 @@ func (n *Node) health() error {
 	if n.blobs.Stats().ReadOnly {
 		return errors.New("blob store is read-only after a disk error")
 	}
-	return nil
+	return n.corruptHealth() // scrub.go
 }
 
 // Wait blocks until the HTTP server stops, or until the node finds a
