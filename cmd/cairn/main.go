@@ -41,6 +41,7 @@ func newRootCmd() *cobra.Command {
 	root.AddCommand(newBucketCmd(), newPutCmd(), newGetCmd(), newLsCmd(), newStatCmd(), newRmCmd(), newSyncCmd())
 	root.AddCommand(newNodeCmd())   // cluster members (node.go)
 	root.AddCommand(newStatusCmd()) // status.go
+	root.AddCommand(newScrubCmd())  // scrub.go
 	strictGroups(root)              // an unknown subcommand is an error (usage.go)
 	return root
 }
