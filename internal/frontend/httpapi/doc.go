@@ -97,6 +97,13 @@
 //     in the page cache (store's object.Resident: mincore(2) on the
 //     volume's map, vfs.Resident), and an ordinary system call otherwise,
 //     since it may then wait for the disk.
+//   - No byte of a corrupt blob is sent: the blob store checks a needle
+//     whole (CRC) the first time it lends, hands out for sendfile or reads
+//     it, before any of it leaves, and quarantines a copy that fails
+//     (blob package, "Verified reads"). The lend or span is then refused
+//     and the body is read with Object.ReadAt, which in a cluster reads a
+//     replica and alone fails with store.ErrCorrupt: a 500 before the
+//     head, as for any unreadable body (corrupt_test.go).
 //   - The head of a plain 200 (no conditional or Range field) is encoded
 //     once per cached version of a file and kept in the store object's
 //     memo slot (store's object.Memo; the store hands every reader of a
