@@ -124,7 +124,7 @@ func (h scrubHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 type scrubCollector struct{ b *blob.Store }
 
 var scrubDescs = struct {
-	running, started, completed, rate, checked, total, needles, found, passes, corrupt *prometheus.Desc
+	running, started, completed, rate, checked, total, needles, found, passes, corrupt, regions *prometheus.Desc
 }{
 	running:   prometheus.NewDesc("cairn_scrub_running", "1 while a scrub pass runs.", nil, nil),
 	started:   prometheus.NewDesc("cairn_scrub_pass_start_timestamp_seconds", "Start of the scrub pass running or of the last one (Unix time; 0: none).", nil, nil),
@@ -136,13 +136,14 @@ var scrubDescs = struct {
 	found:     prometheus.NewDesc("cairn_scrub_corrupt_found", "Corrupt copies the scrub pass running (or the last one) found.", nil, nil),
 	passes:    prometheus.NewDesc("cairn_scrub_passes_total", "Scrub passes completed since the node started.", nil, nil),
 	corrupt:   prometheus.NewDesc("cairn_blob_corrupt_copies_total", "Blob copies found corrupt (by reads or the scrub) and quarantined since the node started.", nil, nil),
+	regions:   prometheus.NewDesc("cairn_blob_corrupt_regions", "Damaged regions inside volume files that the recovery scan at start skipped (their blobs are lost here).", nil, nil),
 }
 
 // Describe implements prometheus.Collector.
 func (c scrubCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{scrubDescs.running, scrubDescs.started, scrubDescs.completed,
 		scrubDescs.rate, scrubDescs.checked, scrubDescs.total, scrubDescs.needles, scrubDescs.found,
-		scrubDescs.passes, scrubDescs.corrupt} {
+		scrubDescs.passes, scrubDescs.corrupt, scrubDescs.regions} {
 		ch <- d
 	}
 }
@@ -170,5 +171,7 @@ func (c scrubCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(scrubDescs.needles, g, float64(st.NeedlesChecked))
 	ch <- prometheus.MustNewConstMetric(scrubDescs.found, g, float64(st.CorruptFound))
 	ch <- prometheus.MustNewConstMetric(scrubDescs.passes, ctr, float64(st.Passes))
-	ch <- prometheus.MustNewConstMetric(scrubDescs.corrupt, ctr, float64(c.b.Stats().CorruptCopies))
+	bs := c.b.Stats()
+	ch <- prometheus.MustNewConstMetric(scrubDescs.corrupt, ctr, float64(bs.CorruptCopies))
+	ch <- prometheus.MustNewConstMetric(scrubDescs.regions, g, float64(bs.CorruptRegions))
 }
