@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -69,7 +70,10 @@ func printStatus(out io.Writer, st client.Status) error {
 			}
 			scrub = scrubSummary(r.Scrub)
 		} else if n.Error != "" {
-			repair = "no report: " + n.Error
+			repair = "no report" // the reason is in --json
+			if strings.HasPrefix(n.Error, "unreachable") {
+				repair = "unreachable"
+			}
 		}
 		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n", n.ID, n.URL, n.State, n.Liveness, role, n.Lag,
 			used, free, blobs, repair, scrub)
