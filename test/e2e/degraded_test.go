@@ -188,7 +188,7 @@ func TestTwoDataNodesAndWitnessUnderLoad(t *testing.T) {
 	var (
 		mu       sync.Mutex
 		live     = map[*server]bool{d1: true, d2: true, w: true}
-		inflight = map[*server]int{} // requests under way, per node
+		inflight = map[*server]int{}      // requests under way, per node
 		acked    = map[string]time.Time{} // path -> when its write started
 		readFail []string
 		stop     atomic.Bool
