@@ -42,6 +42,7 @@ func (n *Node) adminHandlers(m map[string]http.Handler) map[string]http.Handler 
 	m[nodesPath] = h
 	m[nodesPath+"/"] = h
 	m[statusPath] = h
+	m[scrubPath] = h // scrub.go
 	return m
 }
 
@@ -124,6 +125,10 @@ func (h *adminHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if r.URL.Path == statusPath {
 		h.serveStatus(w, r)
+		return
+	}
+	if r.URL.Path == scrubPath {
+		h.serveScrub(w, r)
 		return
 	}
 	c := h.n.cl

@@ -331,7 +331,7 @@ func Start(cfg Config) (_ *Node, err error) {
 	if n.cl != nil {
 		acfg.ExtraHandlers = n.rpcHandlers() // all RPC, or only join with --cluster-listen (clusterlisten.go)
 	}
-	acfg.ExtraHandlers = n.scrubHandlers(n.adminHandlers(acfg.ExtraHandlers)) // /_cairn/nodes (admin.go), /_cairn/scrub (scrub.go)
+	acfg.ExtraHandlers = n.adminHandlers(acfg.ExtraHandlers) // /_cairn/nodes (admin.go)
 	acfg.HealthFunc = n.health
 	n.api, err = httpapi.New(acfg)
 	if err != nil {

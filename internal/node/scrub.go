@@ -6,7 +6,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/cairn-fs/cairn/internal/access"
 	"github.com/cairn-fs/cairn/internal/blob"
 	"github.com/cairn-fs/cairn/internal/replica"
 	"github.com/prometheus/client_golang/prometheus"
@@ -72,36 +71,12 @@ func scrubView(st blob.ScrubStatus, corrupt int64, started bool) scrubJSON {
 		CorruptFound: st.CorruptFound, Passes: st.Passes, CorruptCopies: corrupt}
 }
 
-// scrubHandlers adds /_cairn/scrub to the front end's extra handlers
-// (creating the map when nil):
+// serveScrub serves /_cairn/scrub for adminHandler (admin.go), which has
+// checked the admin key:
 //
 //	GET  /_cairn/scrub   the scrub's progress (this node)
 //	POST /_cairn/scrub   start a pass now (202; 200 if one is running)
-//
-// Both need the admin key.
-func (n *Node) scrubHandlers(m map[string]http.Handler) map[string]http.Handler {
-	auth, err := access.New(access.Config{AdminKey: n.AdminKey})
-	if err != nil {
-		return m // httpapi.New refuses the same key with a clear error
-	}
-	if m == nil {
-		m = map[string]http.Handler{}
-	}
-	m[scrubPath] = scrubHandler{&adminHandler{n: n, auth: auth, log: n.cfg.Logger}}
-	return m
-}
-
-type scrubHandler struct{ *adminHandler }
-
-func (h scrubHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	p, err := h.auth.Authenticate(r.Header.Get("Authorization"))
-	if err == nil {
-		err = h.auth.Authorize(p, access.ActionAdmin, access.Resource{})
-	}
-	if err != nil {
-		h.fail(w, r, err)
-		return
-	}
+func (h *adminHandler) serveScrub(w http.ResponseWriter, r *http.Request) {
 	b := h.n.blobs
 	switch r.Method {
 	case http.MethodGet, http.MethodHead:
