@@ -16,9 +16,6 @@ import (
 
 	"github.com/cairn-fs/cairn/internal/blob"
 	"github.com/cairn-fs/cairn/internal/clock"
-	"github.com/cairn-fs/cairn/internal/consensus"
-	"github.com/cairn-fs/cairn/internal/kv"
-	"github.com/cairn-fs/cairn/internal/meta"
 	"github.com/cairn-fs/cairn/internal/store"
 	"github.com/cairn-fs/cairn/internal/vfs"
 )
@@ -64,19 +61,8 @@ func TestCorruptBlobNeverServed(t *testing.T) {
 				bs, err := blob.Open(blob.Config{Dir: dir, FS: vfs.OS(), MinFreeBytes: 1, Logger: slog.New(slog.DiscardHandler),
 					Clock: clock.NewFake(time.Unix(1e9, 0))}) // no scrub pass
 				must(t, err)
-				db := kv.NewMem()
-				var st *store.Local
-				lg, err := consensus.NewLocal(consensus.LocalConfig{KV: db, OnApply: func(i uint64, c []meta.Command, r []meta.Result) {
-					st.Applied(i, c, r)
-				}})
-				must(t, err)
-				cfg := store.DefaultConfig()
-				cfg.Blobs, cfg.KV, cfg.Log, cfg.GCInterval = bs, db, lg, 0
-				st, err = store.New(cfg)
-				must(t, err)
-				t.Cleanup(func() { st.Close(); lg.Close(); db.Close(); bs.Close() })
+				st, cfg := realStoreOn(t, bs)
 				ctx := context.Background()
-				must(t, st.CreateBucket(ctx, store.BucketInfo{Name: "pub", Public: true}))
 				good := goodReplica{blobs: map[blob.Hash][]byte{}}
 				for name, b := range files {
 					_, _, err := st.Put(ctx, "pub", name, bytes.NewReader(b), store.PutOptions{Size: int64(len(b))})

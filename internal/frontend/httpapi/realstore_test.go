@@ -29,6 +29,15 @@ func realStore(tb testing.TB) *store.Local {
 	tb.Helper()
 	bs, err := blob.Open(blob.Config{Dir: tb.TempDir(), FS: vfs.OS(), MinFreeBytes: 1})
 	must(tb, err)
+	st, _ := realStoreOn(tb, bs)
+	return st
+}
+
+// realStoreOn is realStore over the blob store bs, which it closes at
+// cleanup. It also returns the store's Config, with which a test can open
+// a second store over the same blobs and namespace.
+func realStoreOn(tb testing.TB, bs *blob.Store) (*store.Local, store.Config) {
+	tb.Helper()
 	db := kv.NewMem()
 	var st *store.Local
 	lg, err := consensus.NewLocal(consensus.LocalConfig{KV: db, OnApply: func(i uint64, c []meta.Command, r []meta.Result) {
@@ -41,7 +50,7 @@ func realStore(tb testing.TB) *store.Local {
 	must(tb, err)
 	tb.Cleanup(func() { st.Close(); lg.Close(); db.Close(); bs.Close() })
 	must(tb, st.CreateBucket(context.Background(), store.BucketInfo{Name: "pub", Public: true}))
-	return st
+	return st, cfg
 }
 
 // realCorpus puts n files of about 15 KB (10–20 KB) with random content
