@@ -850,7 +850,7 @@ func (s *Store) MappedData(h Hash, off, n int64) (b []byte, ref Ref, ok bool) {
 			}
 			if off+n > int64(l.n) {
 				vr.release()
-				return nil, Ref{}, false // past the blob (or another blob's length)
+				continue // past the blob's end, or another blob's sharing the key
 			}
 			if verified&(1<<i) == 0 {
 				match, err := s.verify(vr, l, &h)
