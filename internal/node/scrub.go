@@ -64,6 +64,12 @@ type scrubJSON struct {
 	CorruptCopies  int64     `json:"corrupt_copies"` // quarantined since the node started, by reads and the scrub
 }
 
+// scrubReport is the scrub's progress for GET /_cairn/scrub and the
+// status view (status.go).
+func (n *Node) scrubReport() any {
+	return scrubView(n.blobs.ScrubStatus(), n.blobs.Stats().CorruptCopies, false)
+}
+
 func scrubView(st blob.ScrubStatus, corrupt int64, started bool) scrubJSON {
 	return scrubJSON{Running: st.Running, Started: started, PassStarted: st.PassStarted,
 		LastCompleted: st.LastCompleted, NextPass: st.NextPass, RateBytes: st.Rate,
@@ -80,7 +86,7 @@ func (h *adminHandler) serveScrub(w http.ResponseWriter, r *http.Request) {
 	b := h.n.blobs
 	switch r.Method {
 	case http.MethodGet, http.MethodHead:
-		h.writeJSON(w, r, http.StatusOK, scrubView(b.ScrubStatus(), b.Stats().CorruptCopies, false))
+		h.writeJSON(w, r, http.StatusOK, h.n.scrubReport())
 	case http.MethodPost:
 		st, started := b.StartScrub()
 		status := http.StatusOK

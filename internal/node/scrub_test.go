@@ -3,6 +3,7 @@ package node
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"log/slog"
 	"math/rand/v2"
@@ -113,6 +114,14 @@ func TestCorruptBlobSingleNode(t *testing.T) {
 	st, err := c.Scrub(ctx)
 	if err != nil || st.CorruptCopies != 2 || st.Running || st.NextPass.IsZero() {
 		t.Fatalf("Scrub: %+v, %v", st, err)
+	}
+	cs, err := c.Status(ctx) // cairn status shows the same report
+	if err != nil || len(cs.Nodes) != 1 || cs.Nodes[0].Report == nil {
+		t.Fatalf("Status: %+v, %v", cs, err)
+	}
+	var inStatus client.ScrubStatus
+	if err := json.Unmarshal(cs.Nodes[0].Report.Scrub, &inStatus); err != nil || inStatus.CorruptCopies != 2 || !inStatus.NextPass.Equal(st.NextPass) {
+		t.Fatalf("scrub in the status view: %+v, %v (%s)", inStatus, err, cs.Nodes[0].Report.Scrub)
 	}
 	st, err = c.StartScrub(ctx)
 	if err != nil || !st.Started || !st.Running || st.PassStarted.IsZero() {
