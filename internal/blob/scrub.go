@@ -128,6 +128,9 @@ type scrubber struct {
 	stop  chan struct{}
 	done  chan struct{}
 	once  sync.Once
+	// first is when the first pass after Open may start (Open +
+	// scrubStartDelay).
+	first time.Time
 
 	mu     sync.Mutex
 	st     ScrubStatus // guarded by mu
@@ -147,7 +150,8 @@ type scrubber struct {
 // Close stops.
 func (s *Store) startScrub() {
 	sc := &scrubber{s: s, clock: s.cfg.Clock, kick: make(chan struct{}, 1),
-		stop: make(chan struct{}), done: make(chan struct{}), sleeping: s.cfg.scrubSleeping}
+		stop: make(chan struct{}), done: make(chan struct{}), sleeping: s.cfg.scrubSleeping,
+		first: s.cfg.Clock.Now().Add(scrubStartDelay)}
 	sc.load()
 	s.scrub = sc
 	go sc.run()
@@ -228,12 +232,13 @@ func (sc *scrubber) rate() int64 {
 }
 
 // nextDueLocked is when the next background pass is due: ScrubPeriod after
-// the last one began, or now if there was none. Must hold sc.mu.
+// the last one began, and not before the start delay after Open. Must hold
+// sc.mu.
 func (sc *scrubber) nextDueLocked() time.Time {
 	if sc.st.PassStarted.IsZero() {
-		return sc.clock.Now()
+		return sc.first
 	}
-	return sc.st.PassStarted.Add(sc.s.cfg.ScrubPeriod)
+	return later(sc.st.PassStarted.Add(sc.s.cfg.ScrubPeriod), sc.first)
 }
 
 // run waits for each pass (due, or kicked) and runs it, until stopped.

@@ -113,6 +113,9 @@ func TestScrubResumesAfterRestart(t *testing.T) {
 		}
 	}
 	needle := volume.NeedleSize(size)
+	if st := s.ScrubStatus(); !st.NextPass.Equal(fake.Now().Add(scrubStartDelay)) {
+		t.Fatalf("NextPass %v before any pass, want the start delay after Open", st.NextPass)
+	}
 	if d := waitSleep(t, sleeps); d != scrubStartDelay {
 		t.Fatalf("first wait %v, want the start delay", d)
 	}
