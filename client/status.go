@@ -2,7 +2,6 @@ package client
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"time"
@@ -60,9 +59,8 @@ type NodeReport struct {
 	Disk         DiskStatus `json:"disk"`
 	// Repair is nil for a lone node.
 	Repair *RepairStatus `json:"repair,omitempty"`
-	// Scrub is the scrub's progress as the server reports it (see
-	// ScrubStatus), or null.
-	Scrub json.RawMessage `json:"scrub,omitempty"`
+	// Scrub is the node's scrub progress and the corrupt copies it found.
+	Scrub ScrubStatus `json:"scrub"`
 }
 
 // DiskStatus is a node's storage.

@@ -7,7 +7,6 @@ import (
 	"strconv"
 	"strings"
 	"text/tabwriter"
-	"time"
 
 	"github.com/cairn-fs/cairn/client"
 	"github.com/spf13/cobra"
@@ -97,28 +96,18 @@ func repairSummary(p *client.RepairStatus) string {
 		state, p.Passes, p.Pulled, humanBytes(p.PulledBytes), p.Pushed, humanBytes(p.PushedBytes), p.Pending)
 }
 
-// scrubSummary is a scrub report in a few words: its progress and findings
-// when the server sends them, "-" otherwise.
-func scrubSummary(raw json.RawMessage) string {
-	var s struct {
-		Running      bool      `json:"running"`
-		BytesChecked int64     `json:"bytes_checked"`
-		BytesTotal   int64     `json:"bytes_total"`
-		Corrupt      int64     `json:"corrupt_found"`
-		LastPassEnd  time.Time `json:"last_pass_end"`
+// scrubSummary is a node's scrub progress and findings in a few words.
+func scrubSummary(s client.ScrubStatus) string {
+	var state string
+	switch {
+	case s.Running:
+		state = fmt.Sprintf("running %.0f%%", 100*s.Fraction())
+	case s.LastCompleted.IsZero():
+		state = "no pass yet"
+	default:
+		state = "last pass " + s.LastCompleted.Local().Format("2006-01-02 15:04")
 	}
-	if len(raw) == 0 || string(raw) == "null" || json.Unmarshal(raw, &s) != nil {
-		return "-"
-	}
-	pct := 0.0
-	if s.BytesTotal > 0 {
-		pct = 100 * float64(s.BytesChecked) / float64(s.BytesTotal)
-	}
-	state := "idle"
-	if s.Running {
-		state = "running"
-	}
-	return fmt.Sprintf("%s %.0f%%, %d corrupt", state, pct, s.Corrupt)
+	return fmt.Sprintf("%s, %d corrupt found", state, s.CorruptCopies)
 }
 
 // humanBytes formats n bytes with a binary unit.

@@ -58,6 +58,7 @@ func TestLivenessInProcess(t *testing.T) {
 		cfg.ClusterSecret = secret
 		cfg.Join = join
 		cfg.GCInterval = time.Hour
+		cfg.RepairGrace = 1500 * time.Millisecond
 		cfg.Logger = slog.New(slog.DiscardHandler)
 		n, err := Start(cfg)
 		if err != nil {
@@ -125,4 +126,23 @@ func TestLivenessInProcess(t *testing.T) {
 		return states(n1)[id3] == placement.Dead && states(n2)[id3] == placement.Dead
 	})
 	t.Logf("node 3 marked dead %v after its shutdown", time.Since(closedAt).Round(time.Millisecond))
+	if got := n1.cl.lv.livenessOf(id3); got != "left" { // Close leaves the gossip gracefully
+		t.Fatalf("node 3's liveness on node 1: %q, want left", got)
+	}
+	if got := n1.cl.lv.livenessOf(n2.cl.id); got != "alive" {
+		t.Fatalf("node 2's liveness on node 1: %q, want alive", got)
+	}
+	// The repair grace: node 3's copies are not re-made elsewhere until it
+	// has been dead for --repair-grace (1.5 s here).
+	deadAt := time.Now()
+	if n1.cl.lv.deadPastGrace(placement.NodeID(id3)) {
+		t.Fatal("node 3 past its repair grace as soon as it is dead")
+	}
+	wait("node 3 past the repair grace on node 1", func() bool { return n1.cl.lv.deadPastGrace(placement.NodeID(id3)) })
+	if d := time.Since(deadAt); d > 5*time.Second {
+		t.Fatalf("grace of 1.5 s ran out after %v", d)
+	}
+	if n1.cl.lv.deadPastGrace(placement.NodeID(n2.cl.id)) {
+		t.Fatal("a live node is past the repair grace")
+	}
 }

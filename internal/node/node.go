@@ -105,8 +105,6 @@ type Node struct {
 	alog       io.WriteCloser
 	served     chan error
 	fatal      chan error // a reason to stop the node on its own (removed from the cluster)
-	// scrubStatus, if set, reports the scrub's progress in the status view.
-	scrubStatus func() any
 }
 
 // LoadOrCreateAdminKey returns the key in dir/admin.key, creating it (mode

@@ -77,7 +77,7 @@ type localStatusJSON struct {
 	CommitIndex  uint64         `json:"commit_index"`
 	Disk         diskStatusJSON `json:"disk"`
 	Repair       *repairJSON    `json:"repair,omitempty"` // cluster mode only
-	Scrub        any            `json:"scrub,omitempty"`
+	Scrub        scrubJSON      `json:"scrub"`            // scrub.go
 }
 
 // diskStatusJSON is the node's storage.
@@ -137,9 +137,7 @@ func (n *Node) localStatus() localStatusJSON {
 		v.CommitIndex = c.raft.Status().Commit
 		v.Repair = repairView(c.repair.Progress())
 	}
-	if n.scrubStatus != nil {
-		v.Scrub = n.scrubStatus()
-	}
+	v.Scrub = scrubView(n.blobs.ScrubStatus(), n.blobs.Stats().CorruptCopies, false)
 	return v
 }
 

@@ -1,22 +1,30 @@
 // Package replica moves blobs between nodes: the write fan-out (a blob
 // goes to its R ranked nodes in parallel; the write succeeds once W of
 // them hold it) and remote reads (from the nearest live replica, with a
-// hedged second request when the first is slow). Repair and rebalance,
-// which move copies home after failures and membership changes, come next.
+// hedged second request when the first is slow), and repair and rebalance
+// (repair.go), which move copies home after failures and membership
+// changes and restore under-replicated writes.
 //
 // The package sees other nodes only through the Peers interface (the
 // transport package implements it over HTTP, tests and the simulator in
 // memory) and the local copy through Local (blob.Store). It never sees an
 // *http.Request.
 //
-// Write rule: targets = placement.Place(map, hash, R).Targets — the R
+// Write rule (placement.Policy): R is capped at the data nodes of the map
+// and W at R; targets = placement.Place(map, hash, R).Targets — the R
 // best-ranked live nodes, stand-ins taking the place of dead home nodes.
 // Every target is sent the blob at once; Write returns when W have
-// acknowledged (each acknowledges only after its fsync), or fails with
-// ErrNoQuorum when so many have failed that W can no longer be reached. The
-// sends still running when Write returns go on in the background, bounded
-// by Config.BackgroundTimeout: a straggler that misses the write is
-// repaired later.
+// acknowledged (each acknowledges only after its fsync). When so many
+// targets are missing or failed that W cannot be reached, a strict policy
+// fails with a *QuorumError (errors.Is ErrNoQuorum) saying how many copies
+// were reachable and how many are required; a non-strict one (the
+// default) waits for every target to answer and succeeds if at least one
+// holds the blob: the result's Copies then says Made < Wanted, the write is
+// under-replicated (counted in WriteStats), and the caller records it for
+// repair (meta's under-replicated records, RunUnder). The sends still
+// running when Write returns go on in the background, bounded by
+// Config.BackgroundTimeout: a straggler that misses the write is repaired
+// later.
 //
 // Read rule: the local copy if there is one; otherwise the sources in
 // placement order (live ones first) one after another, and when a request

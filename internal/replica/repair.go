@@ -117,6 +117,9 @@ type RepairConfig struct {
 	// RetryUnder is how long after an under pass that made progress but
 	// left records pending the next one runs. Default 2 s.
 	RetryUnder time.Duration
+	// UnderGap is the least time between the starts of two under passes
+	// (each reads every record): triggers in between wait. Default 200 ms.
+	UnderGap time.Duration
 	// DefaultReplicas is R for a blob reported with replicas 0. Default 3.
 	DefaultReplicas int
 	// BlobsPerSec and BytesPerSec throttle the blobs a pass moves (pulled
@@ -200,6 +203,9 @@ func NewRepairer(cfg RepairConfig) (*Repairer, error) {
 	}
 	if cfg.RetryUnder <= 0 {
 		cfg.RetryUnder = 2 * time.Second
+	}
+	if cfg.UnderGap <= 0 {
+		cfg.UnderGap = 200 * time.Millisecond
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -290,6 +296,7 @@ func (r *Repairer) Run(ctx context.Context) {
 	t := time.NewTimer(r.cfg.Interval)
 	defer t.Stop()
 	var retry <-chan time.Time // the next under pass's retry, if one is due
+	var lastUnder time.Time
 	for {
 		full := false
 		select {
@@ -326,6 +333,16 @@ func (r *Repairer) Run(ctx context.Context) {
 		if r.cfg.UnderReplicated == nil {
 			continue
 		}
+		if wait := r.cfg.UnderGap - time.Since(lastUnder); !full && wait > 0 {
+			// A burst of triggers (every under-replicated write applied
+			// while this node lacks its blob) runs one pass per gap.
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(wait):
+			}
+		}
+		lastUnder = time.Now()
 		st, err := r.RunUnder(ctx)
 		switch {
 		case ctx.Err() != nil:

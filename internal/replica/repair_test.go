@@ -768,3 +768,42 @@ func TestUnderPassKeepsRecordUntilEveryCopy(t *testing.T) {
 		t.Fatalf("the missing target's pass: %+v, %v; want a pull and the record cleared", st, err)
 	}
 }
+
+// Run answers TriggerUnder with an under pass: the returning node pulls
+// the blob and clears the record without waiting for its interval.
+func TestRunTriggerUnder(t *testing.T) {
+	c := newRCluster(t, 2, 0, 2)
+	data := []byte("pulled on a trigger")
+	h := blob.Sum(data)
+	if _, err := c.reps[1].Write(context.Background(), h, data, placement.Policy{Replicas: 2}); err != nil {
+		t.Fatal(err)
+	}
+	c.mu.Lock()
+	c.refs[h], c.data[h], c.under[h] = 2, data, 2
+	c.mu.Unlock()
+	c.setMap(2)
+	marked := make(chan struct{})
+	rp, err := NewRepairer(RepairConfig{Self: 2, Local: c.stores[2], Peers: c.peers[2], Map: c.m.Load,
+		Referenced: c.referenced, Interval: time.Hour, Logger: slog.New(slog.DiscardHandler),
+		UnderReplicated: c.underReplicated,
+		MarkReplicated: func(ctx context.Context, hs []blob.Hash) error {
+			defer close(marked)
+			return c.markReplicated(ctx, hs)
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { rp.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	rp.TriggerUnder()
+	select {
+	case <-marked:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no under pass cleared the record after TriggerUnder")
+	}
+	if !c.stores[2].Has(h) {
+		t.Fatal("the blob was not pulled")
+	}
+}

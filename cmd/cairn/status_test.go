@@ -1,0 +1,44 @@
+package main
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cairn-fs/cairn/client"
+)
+
+func TestPrintStatus(t *testing.T) {
+	st := client.Status{Cluster: true, Leader: 7, Term: 3, CommitIndex: 120, UnderReplicated: 4, Nodes: []client.NodeStatus{
+		{ID: 7, URL: "http://10.0.0.1:8080", State: "active", Liveness: "alive", Role: "voter", Leader: true, Self: true,
+			Report: &client.NodeReport{AppliedIndex: 120, Disk: client.DiskStatus{UsedBytes: 3 << 30, FreeBytes: 10 << 30, Blobs: 1234},
+				Repair: &client.RepairStatus{Passes: 2, Pulled: 5, PulledBytes: 5 << 20, Pending: 1},
+				Scrub:  client.ScrubStatus{Running: true, BytesChecked: 1, BytesTotal: 4, CorruptCopies: 1}}},
+		{ID: 9, URL: "http://10.0.0.2:8080", State: "active", Liveness: "dead", Role: "voter", Lag: 0, Error: "unreachable: connection refused"},
+		{ID: 11, URL: "http://10.0.0.3:8080", State: "draining", Liveness: "suspect", Role: "learner", Lag: 17,
+			Report: &client.NodeReport{AppliedIndex: 103, Scrub: client.ScrubStatus{LastCompleted: time.Unix(1, 0)}}},
+	}}
+	var b strings.Builder
+	if err := printStatus(&b, st); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	for _, want := range []string{
+		"cluster: 3 nodes, leader 7, term 3, commit index 120",
+		"voter*", "3.0 GiB", "10.0 GiB", "1234", "running 25%, 1 corrupt found",
+		"idle, 2 passes, pulled 5 (5.0 MiB), handed off 0 (0 B), pending 1",
+		" dead ", "unreachable", "suspect", "draining", " 17 ", "last pass ",
+		"under-replicated blobs: 4",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("status output lacks %q:\n%s", want, out)
+		}
+	}
+	b.Reset()
+	if err := printStatus(&b, client.Status{Nodes: []client.NodeStatus{{URL: "http://127.0.0.1:8080", Liveness: "alive", Role: "none"}}}); err != nil {
+		t.Fatal(err)
+	}
+	if out := b.String(); !strings.Contains(out, "single node") || strings.Contains(out, "under-replicated") {
+		t.Errorf("lone node status:\n%s", out)
+	}
+}
