@@ -311,7 +311,7 @@ func (c *clusterNode) applied(cmds []meta.Command) {
 			under = under || !c.n.blobs.Has(h)
 		}
 	}
-	if under && c.repair != nil {
+	if under && c.repair != nil && !c.cfg.Witness { // a witness holds no blob, ever
 		c.repair.TriggerUnder()
 	}
 }

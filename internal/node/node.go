@@ -206,7 +206,6 @@ func Start(cfg Config) (_ *Node, err error) {
 		return nil, fmt.Errorf("open blob store: %w", err)
 	}
 	reg.MustRegister(scrubCollector{n.blobs}) // scrub.go
-	n.scrubStatus = n.scrubReport             // scrub.go
 	n.kv, err = kv.OpenPebble(filepath.Join(cfg.DataDir, "meta"), kv.PebbleConfig{CacheSize: cfg.KVCacheBytes, Logger: cfg.Logger})
 	if err != nil {
 		return nil, fmt.Errorf("open namespace store: %w", err)

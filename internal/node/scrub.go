@@ -66,7 +66,7 @@ type scrubJSON struct {
 
 // scrubReport is the scrub's progress for GET /_cairn/scrub and the
 // status view (status.go).
-func (n *Node) scrubReport() any {
+func (n *Node) scrubReport() scrubJSON {
 	return scrubView(n.blobs.ScrubStatus(), n.blobs.Stats().CorruptCopies, false)
 }
 

@@ -137,7 +137,7 @@ func (n *Node) localStatus() localStatusJSON {
 		v.CommitIndex = c.raft.Status().Commit
 		v.Repair = repairView(c.repair.Progress())
 	}
-	v.Scrub = scrubView(n.blobs.ScrubStatus(), n.blobs.Stats().CorruptCopies, false)
+	v.Scrub = n.scrubReport()
 	return v
 }
 
