@@ -3,7 +3,6 @@ package main
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -383,9 +382,7 @@ func newStatCmd() *cobra.Command {
 		}
 		out := cmd.OutOrStdout()
 		if asJSON {
-			enc := json.NewEncoder(out)
-			enc.SetIndent("", "  ")
-			return enc.Encode(info)
+			return printJSON(out, info)
 		}
 		fmt.Fprintf(out, "path:   %s/%s\n", bucket, info.Path)
 		if info.IsDir {

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"time"
@@ -71,9 +70,7 @@ corrupt copies.`,
 			}
 		}
 		if asJSON {
-			enc := json.NewEncoder(out)
-			enc.SetIndent("", "  ")
-			if err := enc.Encode(st); err != nil {
+			if err := printJSON(out, st); err != nil {
 				return err
 			}
 		} else if !wait || statusOnly || !st.Running {

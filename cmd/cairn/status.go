@@ -28,13 +28,18 @@ func newStatusCmd() *cobra.Command {
 		}
 		out := cmd.OutOrStdout()
 		if asJSON {
-			enc := json.NewEncoder(out)
-			enc.SetIndent("", "  ")
-			return enc.Encode(st)
+			return printJSON(out, st)
 		}
 		return printStatus(out, st)
 	}
 	return cmd
+}
+
+// printJSON writes v as indented JSON (the --json output of the commands).
+func printJSON(out io.Writer, v any) error {
+	enc := json.NewEncoder(out)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
 }
 
 // printStatus writes the human form of a status view.

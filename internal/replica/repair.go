@@ -421,23 +421,13 @@ func (r *Repairer) RunUnder(ctx context.Context) (RepairStats, error) {
 			}
 		}
 	}
-	for t, idx := range byTarget {
-		for lo := 0; lo < len(idx); lo += r.cfg.BatchSize {
-			part := idx[lo:min(lo+r.cfg.BatchSize, len(idx))]
-			hs := make([]blob.Hash, len(part))
+	if err := r.askTargets(ctx, byTarget, func(i int) blob.Hash { return checks[i].h },
+		func(_ placement.NodeID, part []int, has []bool, err error) {
 			for k, i := range part {
-				hs[k] = checks[i].h
+				missing[i] = missing[i] || err != nil || !has[k]
 			}
-			has, err := r.hasBlobs(ctx, t, hs)
-			for k, i := range part {
-				if err != nil || !has[k] {
-					missing[i] = true
-				}
-			}
-			if ctx.Err() != nil {
-				return st, ctx.Err()
-			}
-		}
+		}); err != nil {
+		return st, err
 	}
 	var done []blob.Hash
 	for i, c := range checks {
@@ -638,27 +628,12 @@ func (r *Repairer) handOff(ctx context.Context, p *pacer, batch []handoff, st *R
 			byTarget[t] = append(byTarget[t], i)
 		}
 	}
-	targets := make([]placement.NodeID, 0, len(byTarget))
-	for t := range byTarget {
-		targets = append(targets, t)
-	}
-	slices.Sort(targets)
-	for _, t := range targets {
-		idx := byTarget[t]
-		for lo := 0; lo < len(idx); lo += r.cfg.BatchSize {
-			part := idx[lo:min(lo+r.cfg.BatchSize, len(idx))]
-			hs := make([]blob.Hash, len(part))
-			for k, i := range part {
-				hs[k] = batch[i].h
-			}
-			has, err := r.hasBlobs(ctx, t, hs)
+	if err := r.askTargets(ctx, byTarget, func(i int) blob.Hash { return batch[i].h },
+		func(t placement.NodeID, part []int, has []bool, err error) {
 			if err != nil {
-				if ctx.Err() != nil {
-					return ctx.Err()
-				}
 				// Unreachable: these copies stay unknown, so kept.
 				r.cfg.Logger.Debug("repair: HasBlobs failed", "node", t, "err", err)
-				continue
+				return
 			}
 			for k, i := range part {
 				j := slices.Index(batch[i].targets, t)
@@ -668,7 +643,8 @@ func (r *Repairer) handOff(ctx context.Context, p *pacer, batch []handoff, st *R
 					state[i][j] = copyLacking
 				}
 			}
-		}
+		}); err != nil {
+		return err
 	}
 	for i, c := range batch {
 		var data []byte
@@ -731,6 +707,35 @@ func (r *Repairer) handOff(ctx context.Context, p *pacer, batch []handoff, st *R
 			continue
 		}
 		st.Dropped++
+	}
+	return nil
+}
+
+// askTargets asks every target t of byTarget (in ID order) which of the
+// blobs hashOf(i), i in byTarget[t], it holds, BatchSize hashes a HasBlobs
+// call, and hands each answer to fn with the indices it covers (err: the
+// call failed, has is nil). It returns only ctx's error.
+func (r *Repairer) askTargets(ctx context.Context, byTarget map[placement.NodeID][]int, hashOf func(i int) blob.Hash,
+	fn func(t placement.NodeID, part []int, has []bool, err error)) error {
+	targets := make([]placement.NodeID, 0, len(byTarget))
+	for t := range byTarget {
+		targets = append(targets, t)
+	}
+	slices.Sort(targets)
+	for _, t := range targets {
+		idx := byTarget[t]
+		for lo := 0; lo < len(idx); lo += r.cfg.BatchSize {
+			part := idx[lo:min(lo+r.cfg.BatchSize, len(idx))]
+			hs := make([]blob.Hash, len(part))
+			for k, i := range part {
+				hs[k] = hashOf(i)
+			}
+			has, err := r.hasBlobs(ctx, t, hs)
+			if err != nil && ctx.Err() != nil {
+				return ctx.Err()
+			}
+			fn(t, part, has, err)
+		}
 	}
 	return nil
 }

@@ -47,7 +47,14 @@ func (f *fakeReplication) ReadAt(ctx context.Context, h blob.Hash, p []byte, off
 	return f.remote.ReadAt(h, p, off)
 }
 
-func TestPutAndGetThroughReplication(t *testing.T) {
+// newReplicatedStore returns a store over an in-memory namespace and
+// local blob store whose Replication is rep; rep.remote (set here) is the
+// "replicas'" blob store. Everything is closed when the test ends.
+func newReplicatedStore(t *testing.T, rep interface {
+	Replication
+	setRemote(*blob.Store)
+}) (*Local, *blob.Store, kv.Store) {
+	t.Helper()
 	local, err := blob.Open(blob.Config{Dir: "/l", FS: vfs.NewMem(), MinFreeBytes: -1})
 	if err != nil {
 		t.Fatal(err)
@@ -56,15 +63,23 @@ func TestPutAndGetThroughReplication(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	rep.setRemote(remote)
 	db := kv.NewMem()
 	var st *Local
 	lg, _ := consensus.NewLocal(consensus.LocalConfig{KV: db, OnApply: func(i uint64, c []meta.Command, r []meta.Result) { st.Applied(i, c, r) }})
-	rep := &fakeReplication{remote: remote}
 	st, err = New(Config{Blobs: local, KV: db, Log: lg, Replication: rep})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer func() { st.Close(); lg.Close(); local.Close(); remote.Close() }()
+	t.Cleanup(func() { st.Close(); lg.Close(); local.Close(); remote.Close() })
+	return st, local, db
+}
+
+func (f *fakeReplication) setRemote(b *blob.Store) { f.remote = b }
+
+func TestPutAndGetThroughReplication(t *testing.T) {
+	rep := &fakeReplication{}
+	st, local, _ := newReplicatedStore(t, rep)
 	ctx := context.Background()
 	st.CreateBucket(ctx, BucketInfo{Name: "dflt"})
 	st.CreateBucket(ctx, BucketInfo{Name: "mirr", Replicas: -1, WriteQuorum: 2})
@@ -115,23 +130,8 @@ func readAllB(t *testing.T, s *Local, bucket, path string) []byte {
 // its answer and is recorded in the namespace as under-replicated; a
 // strict bucket's quorum failure keeps its counts.
 func TestPutUnderReplicated(t *testing.T) {
-	local, err := blob.Open(blob.Config{Dir: "/l", FS: vfs.NewMem(), MinFreeBytes: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	remote, err := blob.Open(blob.Config{Dir: "/r", FS: vfs.NewMem(), MinFreeBytes: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	db := kv.NewMem()
-	var st *Local
-	lg, _ := consensus.NewLocal(consensus.LocalConfig{KV: db, OnApply: func(i uint64, c []meta.Command, r []meta.Result) { st.Applied(i, c, r) }})
-	rep := &bulkReplication{fakeReplication: fakeReplication{remote: remote, made: 1}}
-	st, err = New(Config{Blobs: local, KV: db, Log: lg, Replication: rep})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { st.Close(); lg.Close(); local.Close(); remote.Close() }()
+	rep := &bulkReplication{fakeReplication: fakeReplication{made: 1}}
+	st, _, db := newReplicatedStore(t, rep)
 	ctx := context.Background()
 	if err := st.CreateBucket(ctx, BucketInfo{Name: "dflt"}); err != nil {
 		t.Fatal(err)
