@@ -79,8 +79,11 @@ const (
 	// cursor is saved.
 	scrubSaveEvery = 64 << 20
 	// scrubSlack: the pass runs ahead of its rate by up to this much time
-	// before it sleeps, so it does not set a timer per small needle.
-	scrubSlack = 10 * time.Millisecond
+	// before it sleeps, so it works in bursts (at 1 MiB/s, about 12 small
+	// needles four times a second) instead of waking once per needle: each
+	// wake-up and pread costs the GET path too (Go's sysmon, woken by an
+	// ordinary system call, polls for a millisecond; bench/BENCHMARKS.md).
+	scrubSlack = 250 * time.Millisecond
 )
 
 var scrubMagic = [4]byte{'C', 'R', 'N', 'S'}
