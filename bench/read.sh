@@ -22,6 +22,10 @@
 #   SEED=1 SCALE=1     corpus seed and size fraction (SCALE=0.05 for a smoke run)
 #   NGINX_ONLY=1       skip Cairn (proves the tools and the nginx side)
 #   CAIRN_BIN=path     cairn binary (default bin/cairn, built if missing)
+#   CAIRN_BIN_B=path   A/B: a second Cairn node from this binary, loaded with the
+#                      same corpus, takes its turn beside CAIRN_BIN's in every
+#                      round (nginx, A, B; nginx, B, A in even rounds); a table
+#                      of B against A (CAIRN_BIN) follows the main one (A's)
 #   NGINX_OPEN_FILE_CACHE=1  turn on nginx's open_file_cache
 #   KEEP=1             keep the Cairn data and nginx scratch directories
 #
@@ -65,6 +69,10 @@ if [ "$NGINX_ONLY" = 1 ]; then
 	SERVERS=nginx
 else
 	resolve_cairn_bin
+	if [ -n "${CAIRN_BIN_B:-}" ]; then
+		[ -x "$CAIRN_BIN_B" ] || die "CAIRN_BIN_B=$CAIRN_BIN_B is not executable"
+		SERVERS="nginx cairn cairnb"
+	fi
 fi
 
 OUT=$DATA_DIR/results/read-$(date +%Y%m%d-%H%M%S)
@@ -85,17 +93,32 @@ for p in $PROFILES; do
 	spot_check "${BASE[nginx]}/$p" "$CORPUS_DIR/$p" "$CORPUS_DIR/$p/paths.txt" "$SPOT_CHECK"
 done
 
-if [ "$NGINX_ONLY" != 1 ]; then
+# start_loaded_cairn NAME: start a Cairn node (CAIRN_BIN) as server NAME
+# and load every profile's corpus into it.
+start_loaded_cairn() {
+	local name=$1 p n t0
 	cairn_start "$(pick_port)"
-	BASE[cairn]=$CAIRN_URL
+	BASE[$name]=$CAIRN_URL
 	for p in $PROFILES; do
 		n=$(wc -l <"$CORPUS_DIR/$p/paths.txt")
-		log "loading corpus $p ($n files) into Cairn bucket $p with cairn sync"
+		log "loading corpus $p ($n files) into $name ($CAIRN_BIN) bucket $p with cairn sync"
 		t0=$EPOCHREALTIME
 		cairn_load "$CORPUS_DIR/$p" "$p"
 		log "loaded $p in $(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN {printf "%.1f", b - a}') s"
-		spot_check "${BASE[cairn]}/$p" "$CORPUS_DIR/$p" "$CORPUS_DIR/$p/paths.txt" "$SPOT_CHECK"
+		spot_check "${BASE[$name]}/$p" "$CORPUS_DIR/$p" "$CORPUS_DIR/$p/paths.txt" "$SPOT_CHECK"
 	done
+}
+declare -A PID_OF
+if [ "$NGINX_ONLY" != 1 ]; then
+	if [ -n "${CAIRN_BIN_B:-}" ]; then
+		bin_a=$CAIRN_BIN
+		CAIRN_BIN=$CAIRN_BIN_B
+		start_loaded_cairn cairnb
+		PID_OF[cairnb]=$CAIRN_PID LOG_OF_B=$CAIRN_DATA/server.log
+		CAIRN_BIN=$bin_a
+	fi
+	start_loaded_cairn cairn
+	PID_OF[cairn]=$CAIRN_PID
 fi
 
 # check_alive SERVER: die (in the main shell) when the server has exited.
@@ -103,6 +126,10 @@ check_alive() {
 	if [ "$1" = cairn ] && ! kill -0 "$CAIRN_PID" 2>/dev/null; then
 		tail -n 30 "$CAIRN_DATA/server.log" >&2
 		die "the Cairn server died (log: $CAIRN_DATA/server.log)"
+	fi
+	if [ "$1" = cairnb ] && ! kill -0 "${PID_OF[cairnb]}" 2>/dev/null; then
+		tail -n 30 "$LOG_OF_B" >&2
+		die "the Cairn server B died (log: $LOG_OF_B)"
 	fi
 	if [ "$1" = nginx ] && ! kill -0 "$NGINX_PID" 2>/dev/null; then
 		tail -n 30 "$NGINX_RUN/error.log" >&2
@@ -115,7 +142,7 @@ CLK_TCK=$(getconf CLK_TCK)
 # server's processes (nginx: its workers, not the idle master).
 server_cpu() {
 	local pids p t=0
-	if [ "$1" = cairn ]; then pids=$CAIRN_PID; else pids=$(pgrep -P "$NGINX_PID" || true); fi
+	if [ "$1" = nginx ]; then pids=$(pgrep -P "$NGINX_PID" || true); else pids=${PID_OF[$1]}; fi
 	for p in $pids; do
 		t=$((t + $(awk '{print $14 + $15}' "/proc/$p/stat" 2>/dev/null || echo 0)))
 	done
@@ -161,7 +188,11 @@ for p in $PROFILES; do
 	fi
 	for c in $CONNS; do
 		for r in $(seq 1 "$ROUNDS"); do
-			for s in $SERVERS; do
+			order=$SERVERS
+			if [ -n "${CAIRN_BIN_B:-}" ] && [ $((r % 2)) = 0 ]; then
+				order="nginx cairnb cairn" # A/B: neither always runs last
+			fi
+			for s in $order; do
 				f=$OUT/wrk-$p-c$c-r$r-$s.txt
 				status=ok
 				check_alive "$s"
@@ -192,7 +223,7 @@ done
 {
 	echo "Random GET, Cairn (1 node) vs nginx (local disk), wrk ${THREADS} threads, ${DURATION}s per run, best of ${ROUNDS} alternating rounds per server"
 	echo "$(date -u +%Y-%m-%dT%H:%MZ); $(machine_info)"
-	echo "command: DURATION=$DURATION ROUNDS=$ROUNDS CONNS=\"$CONNS\" PROFILES=\"$PROFILES\" SCALE=$SCALE SEED=$SEED bench/read.sh"
+	echo "command: ${CAIRN_BIN_B:+CAIRN_BIN=$CAIRN_BIN CAIRN_BIN_B=$CAIRN_BIN_B }DURATION=$DURATION ROUNDS=$ROUNDS CONNS=\"$CONNS\" PROFILES=\"$PROFILES\" SCALE=$SCALE SEED=$SEED bench/read.sh"
 	echo
 	awk -F, -v servers="$SERVERS" '
 	NR == 1 { next }
@@ -230,6 +261,29 @@ done
 				f((kn in cnt) ? cpu[kn] / cnt[kn] : "", "%.1f"), f((kc in cnt) ? cpu[kc] / cnt[kc] : "", "%.1f")
 		}
 		for (k in fail) { split(k, a, SUBSEP); printf "\nFAILED: %s, %s connections, %s (see the raw wrk output)\n", a[1], a[2], a[3] }
+	}' "$CSV"
+	[ -n "${CAIRN_BIN_B:-}" ] || exit 0
+	echo
+	echo "A/B: A = $CAIRN_BIN, B = $CAIRN_BIN_B; means over the ok rounds (each round ran nginx, A and B back to back; B before A in even rounds)"
+	echo
+	awk -F, '
+	NR == 1 { next }
+	$10 == "ok" { k = $1 SUBSEP $2 SUBSEP $4; sum[k] += $6; cnt[k]++; cpu[k] += $11
+		if (!(($1 SUBSEP $2) in seen)) { seen[$1 SUBSEP $2] = 1; order[++n] = $1 SUBSEP $2 } }
+	function m(k) { return (k in cnt) ? sum[k] / cnt[k] : "" }
+	function c(k) { return (k in cnt) ? cpu[k] / cnt[k] : "" }
+	function r(a, b) { return (a == "" || b == "" || b + 0 == 0) ? "—" : sprintf("%.3f", a / b) }
+	function f(x, fmt) { return (x == "" ? "—" : sprintf(fmt, x)) }
+	END {
+		print "| profile | conns | nginx req/s | A req/s | B req/s | A/nginx | B/nginx | B/A req/s | A CPU µs/req | B CPU µs/req | B/A CPU |"
+		print "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+		for (i = 1; i <= n; i++) {
+			split(order[i], a, SUBSEP)
+			kn = order[i] SUBSEP "nginx"; ka = order[i] SUBSEP "cairn"; kb = order[i] SUBSEP "cairnb"
+			printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", a[1], a[2],
+				f(m(kn), "%.0f"), f(m(ka), "%.0f"), f(m(kb), "%.0f"), r(m(ka), m(kn)), r(m(kb), m(kn)), r(m(kb), m(ka)),
+				f(c(ka), "%.1f"), f(c(kb), "%.1f"), r(c(kb), c(ka))
+		}
 	}' "$CSV"
 } | tee "$OUT/table.md"
 log "raw results in $OUT"
