@@ -74,7 +74,7 @@ func serverSettings() []setting {
 		s("scrub-rate", "CAIRN_SCRUB_RATE", "bytes per second the background scrub re-reads and checks blob copies at (0 = the live bytes spread over --scrub-period, at least 1 MiB/s)", func(fs *pflag.FlagSet, c *serverOptions) {
 			fs.Int64Var(&c.ScrubRate, "scrub-rate", d.ScrubRate, "")
 		}),
-		s("scrub-period", "CAIRN_SCRUB_PERIOD", "a scrub pass over every blob copy starts this often (negative = only on request, cairn scrub)", func(fs *pflag.FlagSet, c *serverOptions) {
+		s("scrub-period", "CAIRN_SCRUB_PERIOD", "a scrub pass over every blob copy starts this often (negative, e.g. -1s: only on request, cairn scrub)", func(fs *pflag.FlagSet, c *serverOptions) {
 			fs.DurationVar(&c.ScrubPeriod, "scrub-period", d.ScrubPeriod, "")
 		}),
 		s("path-cache-entries", "CAIRN_PATH_CACHE_ENTRIES", "resolved paths kept in memory", func(fs *pflag.FlagSet, c *serverOptions) {
