@@ -16,11 +16,11 @@
 #      buckets and the old nodes hand theirs off, all paced at the rate;
 #      wrk runs against node 1 for DURATION s from the join: p50, p99;
 #   4. the time until the 4th node holds its share (its blob count stops
-#      growing for 3 s, bounded by SETTLE_MAX s) and what repair moved
-#      (cairn status --json).
+#      growing for 3 s, bounded by SETTLE_MAX s) and the bytes it then
+#      holds (pulled by it, or handed to it by the others).
 #
 # Reported per rate: baseline and during-rebalance p99 and their ratio,
-# the rebalance time and the bytes the new node pulled. The cluster is
+# the rebalance time and the bytes moved to the new node. The cluster is
 # stopped between rates. Every load is bounded (wrk -d, SETTLE_MAX).
 #
 # Settings: RATES="0 33554432 8388608" SCALE=0.25 SEED=1 DURATION=10
@@ -86,7 +86,7 @@ wrk_p() {
 }
 
 emit "## Reads during a rebalance ($(date -u +%Y-%m-%d), rev $(git -C "$REPO_DIR" rev-parse --short HEAD 2>/dev/null || echo ?), SCALE=$SCALE)" ""
-emit "| --repair-rate | p99 before (ms) | p99 during (ms) | ratio | p50 before / during (ms) | rebalance time (s) | pulled by node 4 (MiB) |"
+emit "| --repair-rate | p99 before (ms) | p99 during (ms) | ratio | p50 before / during (ms) | rebalance time (s) | moved to node 4 (MiB) |"
 emit "|---|---|---|---|---|---|---|"
 for rate in $RATES; do
 	scratch_dir RUN "rebalance-$rate"
@@ -116,10 +116,11 @@ for rate in $RATES; do
 		sleep 0.5
 	done
 	took=$((stable_since - joined))
-	pulled=$(curl -s -H "Authorization: Bearer $CAIRN_ADMIN_KEY" "${URL[4]}/_cairn/status?local=1" |
-		jq -r '((.repair.pulled_bytes // 0) / 1048576 | floor)')
+	ccli status >"$OUT/rate$rate-status.txt" 2>&1 || true
+	moved=$(curl -s -H "Authorization: Bearer $CAIRN_ADMIN_KEY" "${URL[4]}/_cairn/status?local=1" |
+		jq -r '((.disk.live_bytes // 0) / 1048576 | floor)')
 	ratio=$(awk -v a="$b99" -v b="$d99" 'BEGIN { if (a > 0) printf "%.2f", b / a; else print "?" }')
-	emit "| $rate | $b99 | $d99 | $ratio | $b50 / $d50 | $took | $pulled |"
+	emit "| $rate | $b99 | $d99 | $ratio | $b50 / $d50 | $took | $moved |"
 	for i in 4 3 2 1; do stop_pid "${PID[i]}"; done
 	[ "${KEEP:-0}" = 1 ] || rm -rf -- "$RUN"
 done
