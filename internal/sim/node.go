@@ -95,7 +95,8 @@ func (s *Sim) start(n *node) error {
 		return fmt.Errorf("node %d: open pebble: %w", n.id, err)
 	}
 	inc.blobs, err = blob.Open(blob.Config{Dir: blobDir, FS: inc.fence, MaxVolumeSize: 256 << 10,
-		MinFreeBytes: 1, Logger: log, Now: s.clock.Now, DisableMmap: true, CheckpointInterval: 512 << 10})
+		MinFreeBytes: 1, Logger: log, Now: s.clock.Now, DisableMmap: true, CheckpointInterval: 512 << 10,
+		ScrubPeriod: -1}) // no background scrub: its reads and saves would run outside the schedule
 	if err != nil {
 		inc.kv.Close()
 		return fmt.Errorf("node %d: open blob store: %w", n.id, err)
