@@ -13,17 +13,21 @@
 #   2. baseline: wrk (THREADS threads, CONNS connections, DURATION s, random
 #      paths of the small corpus) against node 1: p50, p99;
 #   3. rebalance: start a 4th node with --join; it pulls its share of both
-#      buckets and the old nodes hand theirs off, all paced at the rate;
-#      wrk runs against node 1 for DURATION s from the join: p50, p99;
-#   4. the time until the 4th node holds its share (its blob count stops
-#      growing for 3 s, bounded by SETTLE_MAX s) and the bytes it then
-#      holds (pulled by it, or handed to it by the others).
+#      buckets and the old nodes hand theirs off, each node's moves paced at
+#      the rate; wrk runs against node 1 for DURATION s from the join: p50,
+#      p99 (DURATION should not exceed the rebalance much, or the window
+#      is mostly after it);
+#   4. the rebalance time: from the join to the last change of the 4th
+#      node's blob count (sampled every 0.2 s from the join; settled once
+#      it has not changed for 3 s, bounded by SETTLE_MAX s), and the bytes
+#      it then holds (pulled by it, or handed to it by the others).
 #
 # Reported per rate: baseline and during-rebalance p99 and their ratio,
 # the rebalance time and the bytes moved to the new node. The cluster is
 # stopped between rates. Every load is bounded (wrk -d, SETTLE_MAX).
 #
-# Settings: RATES="0 33554432 8388608" SCALE=0.25 SEED=1 DURATION=10
+# Settings: RATES="0 33554432 8388608" (repeat a rate for more rounds)
+# SCALE=0.25 SEED=1 DURATION=10
 # CONNS=20 THREADS=2 SETTLE_MAX=300 CAIRN_BIN KEEP=1.
 # Output: a table on stdout and in bench/.data/results/rebalance-DATE/.
 set -euo pipefail
@@ -60,7 +64,7 @@ start_node() {
 	local i=$1 rate=$2 join=() port
 	port=$(pick_port)
 	URL[i]=http://127.0.0.1:$port
-	LOGF[i]=$OUT/rate$rate-n$i.log
+	LOGF[i]=$OUT/rate$rate-r$round-n$i.log
 	[ -z "${3:-}" ] || join=(--join "$3")
 	CAIRN_CLUSTER_SECRET=$CLUSTER_SECRET "$CAIRN_BIN" server --data "$RUN/n$i" --listen "127.0.0.1:$port" \
 		--gossip-listen "127.0.0.1:$(pick_port)" --repair-rate "$rate" "${join[@]}" >"${LOGF[i]}" 2>&1 &
@@ -88,7 +92,9 @@ wrk_p() {
 emit "## Reads during a rebalance ($(date -u +%Y-%m-%d), rev $(git -C "$REPO_DIR" rev-parse --short HEAD 2>/dev/null || echo ?), SCALE=$SCALE)" ""
 emit "| --repair-rate | p99 before (ms) | p99 during (ms) | ratio | p50 before / during (ms) | rebalance time (s) | moved to node 4 (MiB) |"
 emit "|---|---|---|---|---|---|---|"
+round=0
 for rate in $RATES; do
+	round=$((round + 1))
 	scratch_dir RUN "rebalance-$rate"
 	start_node 1 "$rate"
 	start_node 2 "$rate" "${URL[1]}"
@@ -102,21 +108,36 @@ for rate in $RATES; do
 	log "rate $rate: filling"
 	ccli sync "$MEDIUM" bulk >>"$OUT/cli.log" 2>&1 || die "sync medium failed"
 	ccli sync "$SMALL" hot >>"$OUT/cli.log" 2>&1 || die "sync small failed"
-	read -r b50 b99 brps <<<"$(wrk_p "$OUT/rate$rate-before.wrk")"
+	read -r b50 b99 brps <<<"$(wrk_p "$OUT/rate$rate-r$round-before.wrk")"
 	log "rate $rate: baseline p50 $b50 ms p99 $b99 ms ($brps req/s); node 4 joins"
-	joined=$SECONDS
+	# Sample node 4's blob count every 0.2 s from the join, in the
+	# background, to time the rebalance while wrk runs.
+	samples=$OUT/rate$rate-r$round-blobs.txt
+	: >"$samples"
+	t0=$EPOCHREALTIME
 	start_node 4 "$rate" "${URL[1]}"
-	read -r d50 d99 drps <<<"$(wrk_p "$OUT/rate$rate-during.wrk")"
+	(
+		end=$((SECONDS + SETTLE_MAX))
+		while [ $SECONDS -lt "$end" ]; do
+			echo "$EPOCHREALTIME $(blobs_on 4)" >>"$samples"
+			sleep 0.2
+		done
+	) &
+	sampler=$!
+	read -r d50 d99 drps <<<"$(wrk_p "$OUT/rate$rate-r$round-during.wrk")"
 	log "rate $rate: during p50 $d50 ms p99 $d99 ms ($drps req/s)"
-	last=-1 stable_since=$SECONDS
-	while [ $((SECONDS - joined)) -lt "$SETTLE_MAX" ]; do
-		n=$(blobs_on 4)
-		if [ "$n" != "$last" ]; then last=$n stable_since=$SECONDS; fi
-		[ $((SECONDS - stable_since)) -lt 3 ] || break
+	# Settled: the count has not changed for 3 s (bounded by SETTLE_MAX).
+	while kill -0 "$sampler" 2>/dev/null; do
+		last=$(tail -n 1 "$samples" | awk '{print $2}')
+		since=$(awk -v v="$last" '$2 != v {t = $1} END {print t}' "$samples")
+		[ -n "$since" ] || since=$t0
+		awk -v a="$since" -v b="$EPOCHREALTIME" 'BEGIN {exit !(b - a >= 3)}' && break
 		sleep 0.5
 	done
-	took=$((stable_since - joined))
-	ccli status >"$OUT/rate$rate-status.txt" 2>&1 || true
+	kill "$sampler" 2>/dev/null || true
+	wait "$sampler" 2>/dev/null || true
+	took=$(awk -v t0="$t0" 'BEGIN {v = 0} $2 != v {t = $1; v = $2} END {printf "%.1f", (t ? t : t0) - t0}' "$samples")
+	ccli status >"$OUT/rate$rate-r$round-status.txt" 2>&1 || true
 	moved=$(curl -s -H "Authorization: Bearer $CAIRN_ADMIN_KEY" "${URL[4]}/_cairn/status?local=1" |
 		jq -r '((.disk.live_bytes // 0) / 1048576 | floor)')
 	ratio=$(awk -v a="$b99" -v b="$d99" 'BEGIN { if (a > 0) printf "%.2f", b / a; else print "?" }')

@@ -131,6 +131,11 @@ type RepairConfig struct {
 	// BatchSize is how many hashes go in one HasBlobs call, and how many
 	// hand-off candidates are handled together. Default 512.
 	BatchSize int
+	// Parallel is how many pulls a pass runs at once: a pull of a small
+	// blob is a round trip, and one at a time a returning node took 10 s
+	// to pull 5,000 small blobs. The byte and blob rates bound them all
+	// together. Default 8.
+	Parallel int
 	// RequestTimeout bounds one RPC (a fetch, a push, a HasBlobs). Default 10 s.
 	RequestTimeout time.Duration
 	// Logger; default slog.Default().
@@ -197,6 +202,9 @@ func NewRepairer(cfg RepairConfig) (*Repairer, error) {
 	}
 	if cfg.BatchSize <= 0 {
 		cfg.BatchSize = 512
+	}
+	if cfg.Parallel <= 0 {
+		cfg.Parallel = 8
 	}
 	if cfg.RequestTimeout <= 0 {
 		cfg.RequestTimeout = 10 * time.Second
@@ -381,8 +389,8 @@ func (r *Repairer) RunUnder(ctx context.Context) (RepairStats, error) {
 		h       blob.Hash
 		targets []placement.NodeID
 	}
-	var checks []check
-	var perr error
+	var checks, pulled []check
+	pl := r.newPullers(m, p)
 	err := r.cfg.UnderReplicated(func(h blob.Hash, rf int) bool {
 		if ctx.Err() != nil {
 			return false
@@ -392,24 +400,32 @@ func (r *Repairer) RunUnder(ctx context.Context) (RepairStats, error) {
 		if !slices.Contains(plan.Targets, r.cfg.Self) {
 			return true
 		}
-		if !r.cfg.Local.Has(h) {
-			if !r.owed(plan) {
-				return true
+		complete := len(plan.Targets) >= len(plan.Home)
+		switch {
+		case r.cfg.Local.Has(h):
+			if complete {
+				checks = append(checks, check{h, plan.Targets})
 			}
-			if perr = r.pull(ctx, m, p, h, &st); perr != nil || !r.cfg.Local.Has(h) {
-				return perr == nil
+		case r.owed(plan):
+			pl.pull(ctx, h)
+			if complete {
+				pulled = append(pulled, check{h, plan.Targets})
 			}
 		}
-		if len(plan.Targets) >= len(plan.Home) {
-			checks = append(checks, check{h, plan.Targets})
-		}
-		return true
+		return ctx.Err() == nil
 	})
+	pst := pl.wait()
+	st.Pulled, st.PulledBytes, st.PullFailed = pst.Pulled, pst.PulledBytes, pst.PullFailed
 	if err == nil {
-		err = perr
+		err = ctx.Err()
 	}
 	if err != nil {
 		return st, err
+	}
+	for _, c := range pulled {
+		if r.cfg.Local.Has(c.h) {
+			checks = append(checks, c)
+		}
 	}
 	// Confirm the copies on the other targets.
 	missing := make([]bool, len(checks))
@@ -477,6 +493,7 @@ func (r *Repairer) RunOnce(ctx context.Context) (RepairStats, error) {
 	p := newPacer(r.cfg.BlobsPerSec, r.cfg.BytesPerSec)
 	var batch []handoff
 	var perr error // a pacing wait cut by ctx
+	pl := r.newPullers(m, p)
 	err := r.cfg.Referenced(ctx, func(h blob.Hash, rf int) bool {
 		if ctx.Err() != nil {
 			return false
@@ -488,7 +505,8 @@ func (r *Repairer) RunOnce(ctx context.Context) (RepairStats, error) {
 		has := r.cfg.Local.Has(h)
 		switch {
 		case target && !has && r.owed(plan):
-			perr = r.pull(ctx, m, p, h, &st)
+			pl.pull(ctx, h)
+			perr = ctx.Err()
 		case has && !target && !plan.IsHome(r.cfg.Self):
 			batch = append(batch, handoff{h: h, rf: rf, home: len(plan.Home), targets: plan.Targets})
 			if len(batch) >= r.cfg.BatchSize {
@@ -501,6 +519,8 @@ func (r *Repairer) RunOnce(ctx context.Context) (RepairStats, error) {
 	if err == nil && perr == nil && len(batch) > 0 {
 		perr = r.handOff(ctx, p, batch, &st)
 	}
+	pst := pl.wait()
+	st.Pulled, st.PulledBytes, st.PullFailed = pst.Pulled, pst.PulledBytes, pst.PullFailed
 	st.Duration = time.Since(start)
 	r.end(st, false)
 	if err == nil {
@@ -533,6 +553,49 @@ func (r *Repairer) normalize(rf int) int {
 		return rf
 	}
 	return r.cfg.DefaultReplicas
+}
+
+// pullers runs the pulls of one pass, at most RepairConfig.Parallel at a
+// time, under the pass's pacer.
+type pullers struct {
+	r   *Repairer
+	m   *placement.Map
+	p   *pacer
+	sem chan struct{}
+	wg  sync.WaitGroup
+	mu  sync.Mutex
+	st  RepairStats // Pulled, PulledBytes, PullFailed
+}
+
+func (r *Repairer) newPullers(m *placement.Map, p *pacer) *pullers {
+	return &pullers{r: r, m: m, p: p, sem: make(chan struct{}, r.cfg.Parallel)}
+}
+
+// pull starts the pull of blob h once a slot is free (or does nothing when
+// ctx ends first).
+func (ps *pullers) pull(ctx context.Context, h blob.Hash) {
+	select {
+	case ps.sem <- struct{}{}:
+	case <-ctx.Done():
+		return
+	}
+	ps.wg.Add(1)
+	go func() {
+		defer func() { <-ps.sem; ps.wg.Done() }()
+		var st RepairStats
+		_ = ps.r.pull(ctx, ps.m, ps.p, h, &st) // only ctx's error, which the pass reports
+		ps.mu.Lock()
+		ps.st.Pulled += st.Pulled
+		ps.st.PulledBytes += st.PulledBytes
+		ps.st.PullFailed += st.PullFailed
+		ps.mu.Unlock()
+	}()
+}
+
+// wait waits for the pulls started and returns what they did.
+func (ps *pullers) wait() RepairStats {
+	ps.wg.Wait()
+	return ps.st
 }
 
 // pull fetches blob h from another node and stores it. It returns an
@@ -771,6 +834,7 @@ func (r *Repairer) putBlob(ctx context.Context, to placement.NodeID, h blob.Hash
 type pacer struct {
 	blobsPerSec, bytesPerSec float64
 	start                    time.Time
+	mu                       sync.Mutex // guards blobs and bytes: parallel pulls share the pacer
 	blobs, bytes             float64
 }
 
@@ -780,6 +844,7 @@ func newPacer(blobsPerSec, bytesPerSec float64) *pacer {
 
 // wait accounts for one blob of n bytes and sleeps until the rates allow it.
 func (p *pacer) wait(ctx context.Context, n int) error {
+	p.mu.Lock()
 	p.blobs++
 	p.bytes += float64(n)
 	var due float64 // seconds since start
@@ -789,6 +854,7 @@ func (p *pacer) wait(ctx context.Context, n int) error {
 	if p.bytesPerSec > 0 {
 		due = max(due, (p.bytes-float64(n))/p.bytesPerSec)
 	}
+	p.mu.Unlock()
 	d := time.Duration(due*float64(time.Second)) - time.Since(p.start)
 	if d <= 0 {
 		return ctx.Err()
