@@ -58,7 +58,7 @@ type Config struct {
 	Voters            int           // voters the cluster keeps (3 or 5); default 3
 	RepairInterval    time.Duration // period of blob repair passes; default 1 min
 	RepairGrace       time.Duration // a dead node's copies are re-made elsewhere only after this long; default 10 min
-	RepairRate        int64         // bytes/s that repair and rebalance move from or to this node; 0 = unlimited; default 32 MiB/s
+	RepairRate        int64         // bytes/s that repair and rebalance move from or to this node; 0 = unlimited; default 8 MiB/s (bench/BENCHMARKS.md, "Reads during a rebalance")
 	GossipListen      string        // failure detector HOST:PORT; "" = the host of ClusterListen (else Listen), port + 100 (liveness.go)
 	ClusterListen     string        // node-to-node RPC HOST:PORT; "" = RPC shares Listen under /_cairn/rpc/ (clusterlisten.go)
 	Witness           bool          // cluster mode: a Raft voter that stores no blobs (witness.go)
@@ -74,7 +74,7 @@ type Config struct {
 func DefaultConfig() Config {
 	return Config{Listen: "127.0.0.1:8080", GCGrace: 15 * time.Minute, GCInterval: time.Minute,
 		MaxVolumeSize: 1 << 30, CompactRatio: 0.5, MinFreeBytes: 64 << 20, KVCacheBytes: 64 << 20,
-		RemoteCacheBytes: 64 << 20, ScrubPeriod: blob.DefaultScrubPeriod, RepairGrace: 10 * time.Minute, RepairRate: 32 << 20,
+		RemoteCacheBytes: 64 << 20, ScrubPeriod: blob.DefaultScrubPeriod, RepairGrace: 10 * time.Minute, RepairRate: 8 << 20,
 		PathCacheEntries: 65536, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
 		WriteTimeout: 30 * time.Second, IdleTimeout: 120 * time.Second, MaxHeaderBytes: 64 << 10}
 }
