@@ -131,6 +131,10 @@ func TestLoneNodeThenJoins(t *testing.T) {
 		return err == nil && strings.Contains(out, "under-replicated blobs: 1") && strings.Contains(out, " dead ")
 	}, via, other)
 	t.Logf("cairn status:\n%s", out)
+	rows, list, err := nodeList(t, other)
+	if r, ok := rowByURL(rows, victim.url); err != nil || !ok || r.liveness != "dead" || r.state != "active" {
+		t.Fatalf("cairn node list with a node killed: the killed node is not dead (state active):\n%s", list)
+	}
 	// The victim returns: it gets the copy, and the count returns to 0.
 	returned := time.Now()
 	victim = startCairn(t, "server", victim.dir, victim.addr, "--join", d1.url, "--gossip-listen", gv)

@@ -14,8 +14,8 @@ import (
 
 // nodeRow is one line of `cairn node list`.
 type nodeRow struct {
-	id, url, zone, state, role string
-	leader                     bool
+	id, url, zone, state, liveness, role string
+	leader                               bool
 }
 
 // nodeList runs `cairn node list` against s and parses its table.
@@ -32,11 +32,11 @@ func nodeList(t *testing.T, s *server) ([]nodeRow, string, error) {
 	var rows []nodeRow
 	for _, ln := range lines[1:] {
 		f := strings.Fields(ln)
-		if len(f) < 5 || f[0][0] < '0' || f[0][0] > '9' {
+		if len(f) < 6 || f[0][0] < '0' || f[0][0] > '9' {
 			continue // a trailing note
 		}
-		rows = append(rows, nodeRow{id: f[0], url: f[1], zone: f[2], state: f[3], role: f[4],
-			leader: len(f) > 5 && f[len(f)-1] == "*"})
+		rows = append(rows, nodeRow{id: f[0], url: f[1], zone: f[2], state: f[3], liveness: f[4], role: f[5],
+			leader: len(f) > 6 && f[len(f)-1] == "*"})
 	}
 	return rows, out, nil
 }
@@ -73,7 +73,7 @@ func TestNodeCommands(t *testing.T) {
 			}
 			leaders := 0
 			for _, r := range rows {
-				if r.role != "voter" || r.state != "active" {
+				if r.role != "voter" || r.state != "active" || r.liveness != "alive" {
 					return false
 				}
 				if r.leader {
