@@ -4,7 +4,7 @@ GO ?= go
 export CGO_ENABLED ?= 0
 GOFLAGS_BUILD := -trimpath
 
-.PHONY: all build run test test-unit test-race test-e2e bench soak vet clean
+.PHONY: all build run test test-unit test-race test-e2e fuse3 bench soak vet clean
 
 all: build
 
@@ -20,9 +20,20 @@ vet:
 
 # Unit, package and end-to-end tests (the e2e test runs the real binary),
 # then the race detector over the concurrent packages.
-test: build vet
+test: build vet fuse3
 	$(GO) test -count=1 -timeout 12m ./...
 	@$(MAKE) --no-print-directory test-race
+
+# The mount tests need FUSE's mount helper (Debian: fuse3). As root with
+# apt-get (CI on Debian) it is installed when missing; otherwise those
+# tests skip with a message.
+fuse3:
+	@if ! command -v fusermount3 >/dev/null 2>&1 && [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+		echo "make: installing fuse3 (FUSE mount helper) with apt-get for the mount tests"; \
+		export DEBIAN_FRONTEND=noninteractive; \
+		apt-get install -y -q fuse3 >/dev/null || { apt-get update -q >/dev/null && apt-get install -y -q fuse3 >/dev/null; } \
+			|| echo "make: apt-get install fuse3 failed: the mount tests will skip"; \
+	fi
 
 # The race detector needs cgo, so a C compiler (RACE_CC, default gcc; or
 # e.g. RACE_CC=clang). When there is none and we run as root with apt-get

@@ -122,6 +122,9 @@ func serverSettings() []setting {
 		s("repair-rate", "CAIRN_REPAIR_RATE", "cluster mode: bytes per second that repair and rebalance move from or to this node (0 = unlimited)", func(fs *pflag.FlagSet, c *serverOptions) {
 			fs.Int64Var(&c.RepairRate, "repair-rate", d.RepairRate, "")
 		}),
+		s("mount", "CAIRN_MOUNT", "mount BUCKET[/PREFIX] as a POSIX file system on DIR, given as BUCKET[/PREFIX]:DIR; repeatable (env: comma-separated; TOML: an array); the bucket is created when missing, DIR must be empty", func(fs *pflag.FlagSet, c *serverOptions) {
+			fs.StringSliceVar(&c.Mounts, "mount", nil, "")
+		}),
 		s("zone", "CAIRN_ZONE", "failure domain of this node (rack, room, site): copies of a file spread over zones", func(fs *pflag.FlagSet, c *serverOptions) {
 			fs.StringVar(&c.Zone, "zone", "", "")
 		}),
@@ -178,6 +181,14 @@ func bindSettings(cmd *cobra.Command, c *serverOptions) func() error {
 				continue
 			}
 			if v, ok := fileVals[st.name]; ok {
+				if list, ok := v.([]any); ok { // a TOML array: one Set per element (repeatable flags)
+					for _, e := range list {
+						if err := f.Value.Set(fmt.Sprint(e)); err != nil {
+							return fmt.Errorf("config %s: %s = %v: %w", cfgFile, st.name, v, err)
+						}
+					}
+					continue
+				}
 				if err := f.Value.Set(fmt.Sprint(v)); err != nil {
 					return fmt.Errorf("config %s: %s = %v: %w", cfgFile, st.name, v, err)
 				}

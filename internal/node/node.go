@@ -23,6 +23,7 @@ import (
 	"github.com/cairn-fs/cairn/internal/access"
 	"github.com/cairn-fs/cairn/internal/blob"
 	"github.com/cairn-fs/cairn/internal/consensus"
+	"github.com/cairn-fs/cairn/internal/frontend/fuse"
 	"github.com/cairn-fs/cairn/internal/frontend/httpapi"
 	"github.com/cairn-fs/cairn/internal/kv"
 	"github.com/cairn-fs/cairn/internal/meta"
@@ -65,6 +66,7 @@ type Config struct {
 	DisableFastPath   bool          // serve every request through net/http (no GET fast path)
 	DisableMmap       bool          // read blobs with pread instead of memory maps
 	RemoteCacheBytes  int64         // cluster mode: in-memory cache of blobs read from other nodes; 0 = off; default 64 MiB
+	Mounts            []string      // POSIX mounts, each BUCKET[/PREFIX]:DIR (mount.go)
 	ScrubRate         int64         // bytes/s the blob scrub reads at; 0 = live bytes / ScrubPeriod, at least 1 MiB/s
 	ScrubPeriod       time.Duration // a scrub pass starts this often; default 336h (2 weeks); negative = only on request
 	Logger            *slog.Logger
@@ -104,7 +106,8 @@ type Node struct {
 	chs        *http.Server // serves cln
 	alog       io.WriteCloser
 	served     chan error
-	fatal      chan error // a reason to stop the node on its own (removed from the cluster)
+	fatal      chan error    // a reason to stop the node on its own (removed from the cluster)
+	mounts     []*fuse.Mount // mount.go
 }
 
 // LoadOrCreateAdminKey returns the key in dir/admin.key, creating it (mode
@@ -340,6 +343,13 @@ func Start(cfg Config) (_ *Node, err error) {
 	if n.cl != nil {
 		n.cl.start()
 	}
+	if err := n.startMounts(); err != nil {
+		n.closeMounts()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		n.api.Shutdown(ctx)
+		cancel()
+		return nil, err
+	}
 	if cfg.DebugListen != "" {
 		dln, err := net.Listen("tcp", cfg.DebugListen)
 		if err != nil {
@@ -416,7 +426,7 @@ func (n *Node) stopWith(err error) {
 func (n *Node) Close() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	var errs []error
+	errs := []error{n.closeMounts()}
 	if n.debug != nil {
 		n.debug.Close()
 	}

@@ -84,6 +84,10 @@ type ObjectInfo struct {
 	SHA256      string    `json:"sha256,omitempty"` // hex SHA-256 of the content
 	ContentType string    `json:"content_type,omitempty"`
 	Mode        uint32    `json:"mode"`
+	// Ino is the file's inode number, stable while it exists and across
+	// renames (the mount's inode numbers); UID and GID its owner.
+	Ino      uint64 `json:"-"`
+	UID, GID uint32 `json:"-"`
 	// Copies and CopiesWanted are set by a write (Put, PutFiles) that was
 	// acknowledged under-replicated: Copies is the fewest copies any of
 	// the file's blobs has (or is still getting), CopiesWanted the R the

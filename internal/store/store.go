@@ -119,6 +119,7 @@ type Local struct {
 	// and the cache insert.
 	afterBucketRead func()
 	closed          sync.Once
+	watch           watchers // watch.go
 }
 
 var _ Store = (*Local)(nil)
@@ -169,6 +170,7 @@ func New(cfg Config) (*Local, error) {
 func (s *Local) Applied(index uint64, cmds []meta.Command, res []meta.Result) {
 	for i := range res {
 		r := &res[i]
+		all := r.ChangedAll
 		if r.ChangedAll {
 			s.cache.clear()
 		}
@@ -178,7 +180,9 @@ func (s *Local) Applied(index uint64, cmds []meta.Command, res []meta.Result) {
 		switch cmds[i].Op {
 		case meta.OpCreateBucket, meta.OpUpdateBucket, meta.OpDeleteBucket:
 			s.cache.clear()
+			all = true
 		}
+		s.notify(r.Changed, all)
 		if len(r.Freed) > 0 {
 			// Deleting costs an fsync per blob (shared by group commit):
 			// do it off the apply goroutine so namespace writes never wait.
@@ -196,7 +200,7 @@ func (s *Local) Applied(index uint64, cmds []meta.Command, res []meta.Result) {
 
 // Invalidate drops every cached path and bucket. The host calls it when the
 // namespace changed wholesale (a Raft snapshot was installed).
-func (s *Local) Invalidate() { s.cache.clear() }
+func (s *Local) Invalidate() { s.cache.clear(); s.notify(nil, true) }
 
 // deleteBlob deletes the local copy of h unless an upload in flight holds
 // it or the namespace references it again. Under the deletion guard no
@@ -526,7 +530,8 @@ func (s *Local) newObject(bucket, path string, ino *meta.Inode) *object {
 func objectInfo(bucket, path string, ino *meta.Inode) ObjectInfo {
 	return ObjectInfo{Bucket: bucket, Path: path, IsDir: ino.Type == meta.TypeDir,
 		Size: ino.Size, ModTime: time.Unix(0, ino.MtimeNs).UTC(), ETag: ino.ETag,
-		SHA256: ino.SHA256, ContentType: ino.ContentType, Mode: ino.Mode}
+		SHA256: ino.SHA256, ContentType: ino.ContentType, Mode: ino.Mode,
+		Ino: uint64(ino.Ino), UID: ino.UID, GID: ino.GID}
 }
 
 // Stat implements Store.

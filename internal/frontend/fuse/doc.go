@@ -1,0 +1,38 @@
+// Package fuse serves a bucket (or a directory of one) as a POSIX mount
+// inside the node process, with hanwen/go-fuse/v2. It is a front end like
+// httpapi: it calls store.Store (and store.Local's Watch for cache
+// invalidation) and nothing below it.
+//
+// # What works (issue 9, first increment)
+//
+//   - Directories and regular files: lookup, getattr, readdir, mkdir,
+//     rmdir, create (O_EXCL), open, read, write at any offset, truncate,
+//     unlink, rename (within the mount), fsync, statfs.
+//   - Owner, group and mode are reported from the inode; the kernel checks
+//     them (default_permissions) and the mount allows other users
+//     (allow_other).
+//   - Not yet: symlinks, hard links, xattrs and ACLs, chmod/chown/utimens
+//     (EPERM... answered ENOTSUP), FIFOs, sockets and devices (EPERM),
+//     shared-writable mmap of files being written, write-back across
+//     files.
+//
+// # Writes
+//
+// A file opened for writing gets a private temporary file (in the node's
+// data directory, so a large copy does not use RAM) holding its content:
+// empty with O_TRUNC or a new file, else a copy of the committed content
+// made at the first write. Reads and getattr through the mount see the
+// temporary content at once. The content is published — store.Put, one
+// atomic new version, visible on every node — at fsync, at flush (close)
+// and at release; a failure is returned to the caller of that call (EIO,
+// ENOSPC). Two writers of one path: the last publish wins, whole.
+//
+// # Caching
+//
+// The kernel keeps entries, attributes and pages for EntryTimeout and
+// AttrTimeout (long: an hour). Every applied namespace change, made
+// through any node, reaches the mount through store.Local.Watch; the mount
+// then invalidates the kernel's entry for the changed name and the
+// attributes and pages of its inode (on a queue, never on the applying
+// goroutine: the kernel may wait on locks a FUSE call holds).
+package fuse

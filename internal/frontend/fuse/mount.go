@@ -1,0 +1,285 @@
+package fuse
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/cairn-fs/cairn/internal/store"
+	"github.com/hanwen/go-fuse/v2/fs"
+	gofuse "github.com/hanwen/go-fuse/v2/fuse"
+)
+
+// Config configures a Mount.
+type Config struct {
+	// Store is the node's store. Required.
+	Store store.Store
+	// Watch registers a watcher of applied changes (store.Local.Watch);
+	// nil: the kernel's caches are kept only for CacheTimeout.
+	Watch func(store.Watcher) (cancel func())
+	// Bucket is the bucket mounted; created with defaults when missing.
+	// Required.
+	Bucket string
+	// Prefix is a directory of the bucket to mount instead of its root
+	// ("" for the root; created when missing).
+	Prefix string
+	// Dir is the mount point: an existing empty directory. Required.
+	Dir string
+	// TmpDir holds the temporary content of files being written.
+	// Default os.TempDir().
+	TmpDir string
+	// CacheTimeout is how long the kernel may keep entries and attributes
+	// without asking (changes invalidate them sooner). Default 1 h.
+	CacheTimeout time.Duration
+	// Logger; default slog.Default().
+	Logger *slog.Logger
+}
+
+// ParseSpec parses a --mount value, BUCKET[/PREFIX]:DIR.
+func ParseSpec(spec string) (bucket, prefix, dir string, err error) {
+	src, dir, ok := strings.Cut(spec, ":")
+	if !ok || src == "" || dir == "" {
+		return "", "", "", fmt.Errorf("mount %q: want BUCKET[/PREFIX]:DIR", spec)
+	}
+	bucket, prefix, _ = strings.Cut(strings.Trim(src, "/"), "/")
+	return bucket, strings.Trim(prefix, "/"), dir, nil
+}
+
+// Mount is a mounted bucket. Close unmounts it.
+type Mount struct {
+	cfg    Config
+	server *gofuse.Server
+	root   *node
+	cancel func() // stops watching
+	inval  chan inval
+	wg     sync.WaitGroup
+	once   sync.Once
+}
+
+// New mounts cfg.Bucket (cfg.Prefix) on cfg.Dir and serves it until Close.
+// It clears a stale mount left on cfg.Dir by a crash, and refuses a mount
+// point that is busy or not empty with an error that says so.
+func New(ctx context.Context, cfg Config) (*Mount, error) {
+	switch {
+	case cfg.Store == nil || cfg.Bucket == "" || cfg.Dir == "":
+		return nil, errors.New("fuse: Config.Store, Bucket and Dir are required")
+	}
+	if cfg.TmpDir == "" {
+		cfg.TmpDir = os.TempDir()
+	}
+	if cfg.CacheTimeout <= 0 {
+		cfg.CacheTimeout = time.Hour
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if err := prepareMountPoint(cfg.Dir); err != nil {
+		return nil, err
+	}
+	if err := ensureTree(ctx, cfg.Store, cfg.Bucket, cfg.Prefix); err != nil {
+		return nil, err
+	}
+	m := &Mount{cfg: cfg, inval: make(chan inval, 4096)}
+	m.root = &node{m: m}
+	timeout := cfg.CacheTimeout
+	opts := &fs.Options{
+		EntryTimeout:    &timeout,
+		AttrTimeout:     &timeout,
+		NegativeTimeout: &timeout,
+		MountOptions: gofuse.MountOptions{
+			AllowOther: true,
+			FsName:     "cairn:" + path.Join(cfg.Bucket, cfg.Prefix),
+			Name:       "cairn",
+			Options:    []string{"default_permissions"},
+			MaxWrite:   1 << 20,
+			Debug:      os.Getenv("CAIRN_FUSE_DEBUG") != "", // every FUSE message on stderr
+			// As root, mount(2) directly; fusermount3 otherwise (or when it fails).
+			DirectMount: true,
+		},
+		UID: 0, GID: 0,
+	}
+	server, err := fs.Mount(cfg.Dir, m.root, opts)
+	if err != nil {
+		return nil, fmt.Errorf("mount %s on %s: %w", path.Join(cfg.Bucket, cfg.Prefix), cfg.Dir, err)
+	}
+	m.server = server
+	m.wg.Add(1)
+	go m.invalidate()
+	if cfg.Watch != nil {
+		m.cancel = cfg.Watch(m.changed)
+	}
+	cfg.Logger.Info("mounted", "bucket", cfg.Bucket, "prefix", cfg.Prefix, "dir", cfg.Dir)
+	return m, nil
+}
+
+// Close unmounts (lazily if files are still open) and stops.
+func (m *Mount) Close() error {
+	var err error
+	m.once.Do(func() {
+		if m.cancel != nil {
+			m.cancel()
+		}
+		err = m.server.Unmount()
+		if err != nil {
+			// Busy: detach it now; the kernel finishes when the last user
+			// goes away.
+			err = syscall.Unmount(m.cfg.Dir, syscall.MNT_DETACH)
+		}
+		m.server.Wait()
+		close(m.inval)
+		m.wg.Wait()
+	})
+	return err
+}
+
+// prepareMountPoint clears a stale FUSE mount on dir (left by a crash:
+// every access fails with ENOTCONN) and checks that dir is an empty
+// directory.
+func prepareMountPoint(dir string) error {
+	_, err := os.Stat(dir)
+	if err == nil && mounted(dir) {
+		_, err = os.ReadDir(dir) // a stale FUSE mount answers ENOTCONN
+	}
+	if errors.Is(err, syscall.ENOTCONN) {
+		if uerr := syscall.Unmount(dir, syscall.MNT_DETACH); uerr != nil {
+			return fmt.Errorf("mount point %s: a stale mount is left there and cannot be cleared: %w", dir, uerr)
+		}
+		_, err = os.Stat(dir)
+	}
+	if errors.Is(err, os.ErrNotExist) {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return fmt.Errorf("mount point %s: %w", dir, err)
+		}
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("mount point %s: %w", dir, err)
+	}
+	if mounted(dir) {
+		return fmt.Errorf("mount point %s is busy: something is mounted there already (umount it first)", dir)
+	}
+	f, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("mount point %s: %w", dir, err)
+	}
+	defer f.Close()
+	names, err := f.Readdirnames(1)
+	if err != nil && len(names) == 0 && !errors.Is(err, os.ErrNotExist) && err.Error() != "EOF" {
+		return fmt.Errorf("mount point %s: %w", dir, err)
+	}
+	if len(names) > 0 {
+		return fmt.Errorf("mount point %s is not empty: mount on an empty directory", dir)
+	}
+	return nil
+}
+
+// mounted reports whether dir is a mount point (its device differs from
+// its parent's).
+func mounted(dir string) bool {
+	var st, pst syscall.Stat_t
+	if syscall.Stat(dir, &st) != nil || syscall.Stat(path.Join(dir, ".."), &pst) != nil {
+		return false
+	}
+	return st.Dev != pst.Dev
+}
+
+// ensureTree creates the bucket and the prefix's directories when
+// missing.
+func ensureTree(ctx context.Context, st store.Store, bucket, prefix string) error {
+	if _, err := st.Bucket(ctx, bucket); errors.Is(err, store.ErrNoBucket) {
+		if err := st.CreateBucket(ctx, store.BucketInfo{Name: bucket}); err != nil && !errors.Is(err, store.ErrBucketExists) {
+			return fmt.Errorf("create bucket %s: %w", bucket, err)
+		}
+	} else if err != nil {
+		return fmt.Errorf("bucket %s: %w", bucket, err)
+	}
+	if prefix != "" {
+		if err := st.Mkdir(ctx, bucket, prefix); err != nil && !errors.Is(err, store.ErrExists) {
+			return fmt.Errorf("create %s/%s: %w", bucket, prefix, err)
+		}
+	}
+	return nil
+}
+
+// inval is one invalidation for the kernel: the entry name in parent
+// (when parent is set) and the attributes and pages of child (when set).
+type inval struct {
+	parent *fs.Inode
+	name   string
+	child  *fs.Inode
+}
+
+// changed is the store.Watcher: it finds the inodes the kernel may cache
+// for the changed paths and queues their invalidation (never blocking the
+// applying goroutine: a full queue drops to invalidating everything on the
+// next change it can queue).
+func (m *Mount) changed(paths []string, all bool) {
+	if all {
+		m.queueAll()
+		return
+	}
+	base := m.cfg.Bucket + "/"
+	if m.cfg.Prefix != "" {
+		base += m.cfg.Prefix + "/"
+	}
+	for _, p := range paths {
+		rel, ok := strings.CutPrefix(p, base)
+		if !ok {
+			continue
+		}
+		parent := m.root.EmbeddedInode()
+		comps := strings.Split(rel, "/")
+		for _, c := range comps[:len(comps)-1] {
+			if parent = parent.GetChild(c); parent == nil {
+				break
+			}
+		}
+		if parent == nil {
+			continue // the kernel caches nothing below a directory it never looked up
+		}
+		name := comps[len(comps)-1]
+		m.queue(inval{parent: parent, name: name, child: parent.GetChild(name)})
+	}
+}
+
+func (m *Mount) queue(iv inval) {
+	select {
+	case m.inval <- iv:
+	default:
+		m.cfg.Logger.Warn("mount: invalidation queue full; kernel caches expire on their timeout", "dir", m.cfg.Dir)
+	}
+}
+
+// queueAll invalidates every inode the kernel knows.
+func (m *Mount) queueAll() {
+	var walk func(n *fs.Inode)
+	walk = func(n *fs.Inode) {
+		for name, c := range n.Children() {
+			m.queue(inval{parent: n, name: name, child: c})
+			if c.IsDir() {
+				walk(c)
+			}
+		}
+	}
+	walk(m.root.EmbeddedInode())
+}
+
+// invalidate carries out the queued invalidations.
+func (m *Mount) invalidate() {
+	defer m.wg.Done()
+	for iv := range m.inval {
+		if iv.child != nil {
+			iv.child.NotifyContent(0, 0) // attributes and pages
+		}
+		if iv.parent != nil {
+			iv.parent.NotifyEntry(iv.name)
+		}
+	}
+}

@@ -1,0 +1,473 @@
+package fuse
+
+import (
+	"context"
+	"errors"
+	"io"
+	"os"
+	"path"
+	"strings"
+	"sync"
+	"syscall"
+
+	"github.com/cairn-fs/cairn/internal/store"
+	"github.com/hanwen/go-fuse/v2/fs"
+	gofuse "github.com/hanwen/go-fuse/v2/fuse"
+)
+
+// node is a file or directory of the mount. Its path is its place in
+// go-fuse's tree (which renames keep current), so the store is always
+// asked by path.
+type node struct {
+	fs.Inode
+	m *Mount
+
+	mu    sync.Mutex
+	write *content // the content being written through the mount, or nil
+}
+
+var (
+	_ fs.NodeLookuper  = (*node)(nil)
+	_ fs.NodeGetattrer = (*node)(nil)
+	_ fs.NodeSetattrer = (*node)(nil)
+	_ fs.NodeReaddirer = (*node)(nil)
+	_ fs.NodeMkdirer   = (*node)(nil)
+	_ fs.NodeRmdirer   = (*node)(nil)
+	_ fs.NodeUnlinker  = (*node)(nil)
+	_ fs.NodeRenamer   = (*node)(nil)
+	_ fs.NodeCreater   = (*node)(nil)
+	_ fs.NodeOpener    = (*node)(nil)
+	_ fs.NodeStatfser  = (*node)(nil)
+	_ fs.NodeMknoder   = (*node)(nil)
+)
+
+// storePath is the node's path inside the bucket.
+func (n *node) storePath() string {
+	return path.Join(n.m.cfg.Prefix, n.Path(n.Root()))
+}
+
+// child is the store path of name in directory n.
+func (n *node) child(name string) string { return path.Join(n.storePath(), name) }
+
+// errno maps a store error to an errno (one table, like httpapi's).
+func errno(err error) syscall.Errno {
+	if err == nil {
+		return 0
+	}
+	table := []struct {
+		err error
+		no  syscall.Errno
+	}{
+		{store.ErrNotFound, syscall.ENOENT},
+		{store.ErrNoBucket, syscall.ENOENT},
+		{store.ErrExists, syscall.EEXIST},
+		{store.ErrNotEmpty, syscall.ENOTEMPTY},
+		{store.ErrIsDir, syscall.EISDIR},
+		{store.ErrNotDir, syscall.ENOTDIR},
+		{store.ErrInvalidName, syscall.EINVAL},
+		{store.ErrPrecondition, syscall.EEXIST},
+		{store.ErrNoSpace, syscall.ENOSPC},
+		{store.ErrReadOnly, syscall.EROFS},
+		{store.ErrCorrupt, syscall.EIO},
+		{store.ErrUnavailable, syscall.EIO},
+		{context.DeadlineExceeded, syscall.EIO},
+	}
+	for _, e := range table {
+		if errors.Is(err, e.err) {
+			return e.no
+		}
+	}
+	var no syscall.Errno
+	if errors.As(err, &no) {
+		return no
+	}
+	return syscall.EIO
+}
+
+// fill sets out from info (and the content being written, if any).
+func (n *node) fill(info store.ObjectInfo, out *gofuse.Attr) {
+	out.Ino = info.Ino
+	out.Uid, out.Gid = info.UID, info.GID
+	mode := info.Mode & 0o7777
+	if info.IsDir {
+		if mode == 0 {
+			mode = 0o755
+		}
+		out.Mode = syscall.S_IFDIR | mode
+		out.Nlink = 2
+	} else {
+		if mode == 0 {
+			mode = 0o644
+		}
+		out.Mode = syscall.S_IFREG | mode
+		out.Nlink = 1
+	}
+	out.Size = uint64(info.Size)
+	t := info.ModTime
+	out.SetTimes(&t, &t, &t)
+	out.Blksize = 4096
+	out.Blocks = (out.Size + 511) / 512
+	n.mu.Lock()
+	if w := n.write; w != nil {
+		out.Size = uint64(w.size())
+		out.Blocks = (out.Size + 511) / 512
+	}
+	n.mu.Unlock()
+}
+
+func (n *node) newChild(ctx context.Context, info store.ObjectInfo, out *gofuse.EntryOut) *fs.Inode {
+	c := &node{m: n.m}
+	c.fill(info, &out.Attr)
+	mode := uint32(syscall.S_IFREG)
+	if info.IsDir {
+		mode = syscall.S_IFDIR
+	}
+	return n.NewInode(ctx, c, fs.StableAttr{Mode: mode, Ino: info.Ino})
+}
+
+// Lookup finds name in directory n.
+func (n *node) Lookup(ctx context.Context, name string, out *gofuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	if len(name) > 255 {
+		return nil, syscall.ENAMETOOLONG
+	}
+	info, err := n.m.cfg.Store.Stat(ctx, n.m.cfg.Bucket, n.child(name))
+	if err != nil {
+		return nil, errno(err)
+	}
+	return n.newChild(ctx, info, out), 0
+}
+
+// Getattr reports n's attributes.
+func (n *node) Getattr(ctx context.Context, f fs.FileHandle, out *gofuse.AttrOut) syscall.Errno {
+	info, err := n.m.cfg.Store.Stat(ctx, n.m.cfg.Bucket, n.storePath())
+	if err != nil {
+		if !errors.Is(err, store.ErrNotFound) {
+			return errno(err)
+		}
+		switch h, _ := f.(*handle); {
+		case h != nil && h.obj != nil: // unlinked while open: the version it reads
+			info = h.obj.Info()
+			n.fill(info, &out.Attr)
+			out.Nlink = 0
+			return 0
+		case n.writing(): // created, not published yet
+			info = store.ObjectInfo{Ino: n.StableAttr().Ino}
+		default:
+			return errno(err)
+		}
+	}
+	n.fill(info, &out.Attr)
+	return 0
+}
+
+// Setattr truncates; other changes (mode, owner, times) are not stored
+// yet and answer ENOTSUP... except a no-op on the same values.
+func (n *node) Setattr(ctx context.Context, f fs.FileHandle, in *gofuse.SetAttrIn, out *gofuse.AttrOut) syscall.Errno {
+	if sz, ok := in.GetSize(); ok {
+		w, e := n.openContent(ctx, false)
+		if e != 0 {
+			return e
+		}
+		defer n.release(ctx) // the reference openContent took
+		n.mu.Lock()
+		err := w.truncate(int64(sz))
+		n.mu.Unlock()
+		if err != nil {
+			return errno(err)
+		}
+		if f == nil { // truncate(2) by path: publish now
+			if err := n.publish(ctx); err != nil {
+				return errno(err)
+			}
+		}
+	}
+	if _, ok := in.GetMode(); ok {
+		return syscall.ENOTSUP
+	}
+	if _, ok := in.GetUID(); ok {
+		return syscall.ENOTSUP
+	}
+	if _, ok := in.GetGID(); ok {
+		return syscall.ENOTSUP
+	}
+	return n.Getattr(ctx, f, out)
+}
+
+// Readdir lists directory n.
+func (n *node) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
+	prefix := n.storePath()
+	if prefix != "" {
+		prefix += "/"
+	}
+	var entries []gofuse.DirEntry
+	opts := store.ListOptions{Prefix: prefix, Delimiter: "/", Limit: 1000}
+	for {
+		res, err := n.m.cfg.Store.List(ctx, n.m.cfg.Bucket, opts)
+		if err != nil {
+			return nil, errno(err)
+		}
+		for _, e := range res.Entries {
+			entries = append(entries, gofuse.DirEntry{Name: path.Base(e.Path), Ino: e.Ino, Mode: syscall.S_IFREG})
+		}
+		for _, p := range res.CommonPrefixes {
+			entries = append(entries, gofuse.DirEntry{Name: path.Base(strings.TrimSuffix(p, "/")), Mode: syscall.S_IFDIR})
+		}
+		if !res.Truncated {
+			break
+		}
+		opts.StartAfter = res.NextToken
+	}
+	return fs.NewListDirStream(entries), 0
+}
+
+// Mkdir creates directory name in n.
+func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *gofuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	p := n.child(name)
+	if _, err := n.m.cfg.Store.Stat(ctx, n.m.cfg.Bucket, p); err == nil {
+		return nil, syscall.EEXIST
+	}
+	if err := n.m.cfg.Store.Mkdir(ctx, n.m.cfg.Bucket, p); err != nil {
+		return nil, errno(err)
+	}
+	info, err := n.m.cfg.Store.Stat(ctx, n.m.cfg.Bucket, p)
+	if err != nil {
+		return nil, errno(err)
+	}
+	return n.newChild(ctx, info, out), 0
+}
+
+// Rmdir removes the empty directory name.
+func (n *node) Rmdir(ctx context.Context, name string) syscall.Errno {
+	info, err := n.m.cfg.Store.Stat(ctx, n.m.cfg.Bucket, n.child(name))
+	if err != nil {
+		return errno(err)
+	}
+	if !info.IsDir {
+		return syscall.ENOTDIR
+	}
+	return errno(n.m.cfg.Store.Delete(ctx, n.m.cfg.Bucket, n.child(name), ""))
+}
+
+// Unlink removes file name.
+func (n *node) Unlink(ctx context.Context, name string) syscall.Errno {
+	info, err := n.m.cfg.Store.Stat(ctx, n.m.cfg.Bucket, n.child(name))
+	if err != nil {
+		if c, ok := n.GetChild(name).Operations().(*node); ok && c.writing() {
+			c.drop() // created and never published
+			return 0
+		}
+		return errno(err)
+	}
+	if info.IsDir {
+		return syscall.EISDIR
+	}
+	return errno(n.m.cfg.Store.Delete(ctx, n.m.cfg.Bucket, n.child(name), ""))
+}
+
+// Rename moves name to newName in newParent (within this mount).
+func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedder, newName string, flags uint32) syscall.Errno {
+	np, ok := newParent.(*node)
+	if !ok {
+		return syscall.EXDEV
+	}
+	if flags != 0 {
+		return syscall.EINVAL // RENAME_NOREPLACE / EXCHANGE: not yet
+	}
+	if c, ok := n.GetChild(name).Operations().(*node); ok {
+		if err := c.publish(ctx); err != nil { // a file being written moves with its content
+			return errno(err)
+		}
+	}
+	return errno(n.m.cfg.Store.Rename(ctx, n.m.cfg.Bucket, n.child(name), np.child(newName)))
+}
+
+// Mknod refuses FIFOs, sockets and devices.
+func (n *node) Mknod(ctx context.Context, name string, mode, dev uint32, out *gofuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	return nil, syscall.EPERM
+}
+
+// Statfs reports the data disk of this node.
+func (n *node) Statfs(ctx context.Context, out *gofuse.StatfsOut) syscall.Errno {
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(n.m.cfg.TmpDir, &st); err != nil {
+		return errno(err)
+	}
+	out.FromStatfsT(&st)
+	out.NameLen = 255
+	return 0
+}
+
+// Create makes file name in n, open for writing.
+func (n *node) Create(ctx context.Context, name string, flags, mode uint32, out *gofuse.EntryOut) (*fs.Inode, fs.FileHandle, uint32, syscall.Errno) {
+	if len(name) > 255 {
+		return nil, nil, 0, syscall.ENAMETOOLONG
+	}
+	p := n.child(name)
+	if info, err := n.m.cfg.Store.Stat(ctx, n.m.cfg.Bucket, p); err == nil {
+		if flags&syscall.O_EXCL != 0 {
+			return nil, nil, 0, syscall.EEXIST
+		}
+		if info.IsDir {
+			return nil, nil, 0, syscall.EISDIR
+		}
+	}
+	// Publish the empty file at once, so that other processes and nodes
+	// see it and it has an inode number.
+	info, _, err := n.m.cfg.Store.Put(ctx, n.m.cfg.Bucket, p, strings.NewReader(""), store.PutOptions{Size: 0, Mode: mode & 0o7777})
+	if err != nil {
+		return nil, nil, 0, errno(err)
+	}
+	ch := n.newChild(ctx, info, out)
+	c := ch.Operations().(*node)
+	if _, e := c.openContent(ctx, true); e != 0 {
+		return nil, nil, 0, e
+	}
+	return ch, &handle{n: c, writable: true}, 0, 0
+}
+
+// Open opens file n.
+func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
+	h := &handle{n: n, writable: flags&syscall.O_ACCMODE != syscall.O_RDONLY}
+	if h.writable {
+		if _, e := n.openContent(ctx, flags&syscall.O_TRUNC != 0); e != 0 {
+			return nil, 0, e
+		}
+		return h, 0, 0
+	}
+	// The kernel keeps the pages of a file opened for reading until a
+	// change invalidates them. The version is pinned at open.
+	obj, err := n.m.cfg.Store.Open(ctx, n.m.cfg.Bucket, n.storePath())
+	if err != nil {
+		if errors.Is(err, store.ErrNotFound) && n.writing() {
+			return h, 0, 0 // created here, not published yet: reads see the content being written
+		}
+		return nil, 0, errno(err)
+	}
+	h.obj = obj
+	return h, gofuse.FOPEN_KEEP_CACHE, 0
+}
+
+// writing reports whether n has content being written.
+func (n *node) writing() bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.write != nil
+}
+
+// drop forgets n's content being written.
+func (n *node) drop() {
+	n.mu.Lock()
+	w := n.write
+	n.write = nil
+	n.mu.Unlock()
+	if w != nil {
+		w.close()
+	}
+}
+
+// openContent returns n's content being written, starting it (empty when
+// trunc, else a copy of the committed content) when there is none.
+func (n *node) openContent(ctx context.Context, trunc bool) (*content, syscall.Errno) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.write != nil {
+		if trunc {
+			if err := n.write.truncate(0); err != nil {
+				return nil, errno(err)
+			}
+		}
+		n.write.users++
+		return n.write, 0
+	}
+	w, err := newContent(n.m.cfg.TmpDir)
+	if err != nil {
+		return nil, errno(err)
+	}
+	if !trunc {
+		obj, err := n.m.cfg.Store.Open(ctx, n.m.cfg.Bucket, n.storePath())
+		if err == nil {
+			_, err = io.Copy(w.f, io.NewSectionReader(obj, 0, obj.Info().Size))
+			obj.Close()
+		}
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			w.close()
+			return nil, errno(err)
+		}
+	}
+	w.dirty = trunc
+	w.users = 1
+	n.write = w
+	return w, 0
+}
+
+// publish stores n's content being written, if it changed, as the file's
+// new version.
+func (n *node) publish(ctx context.Context) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	w := n.write
+	if w == nil || !w.dirty {
+		return nil
+	}
+	size := w.size()
+	_, _, err := n.m.cfg.Store.Put(ctx, n.m.cfg.Bucket, n.storePath(), io.NewSectionReader(w.f, 0, size),
+		store.PutOptions{Size: size})
+	if err != nil {
+		n.m.cfg.Logger.Warn("mount: publishing a written file failed", "path", n.storePath(), "err", err)
+		return err
+	}
+	w.dirty = false
+	return nil
+}
+
+// release drops one user of n's content being written; the last one
+// publishes and removes it.
+func (n *node) release(ctx context.Context) error {
+	err := n.publish(ctx)
+	n.mu.Lock()
+	w := n.write
+	if w != nil {
+		w.users--
+		if w.users <= 0 && !w.dirty {
+			n.write = nil
+		} else {
+			w = nil
+		}
+	}
+	n.mu.Unlock()
+	if w != nil {
+		w.close()
+	}
+	return err
+}
+
+// content is a file's content being written: a private temporary file.
+type content struct {
+	f     *os.File
+	dirty bool // changed since the last publish
+	users int  // open handles writing it
+}
+
+func newContent(dir string) (*content, error) {
+	f, err := os.CreateTemp(dir, "cairn-mount-*")
+	if err != nil {
+		return nil, err
+	}
+	os.Remove(f.Name()) // anonymous: gone with the last descriptor
+	return &content{f: f}, nil
+}
+
+func (c *content) size() int64 {
+	st, err := c.f.Stat()
+	if err != nil {
+		return 0
+	}
+	return st.Size()
+}
+
+func (c *content) truncate(sz int64) error {
+	c.dirty = true
+	return c.f.Truncate(sz)
+}
+
+func (c *content) close() { c.f.Close() }

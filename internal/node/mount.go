@@ -1,0 +1,67 @@
+package node
+
+// Mounts (--mount BUCKET[/PREFIX]:DIR, repeatable): the POSIX front end
+// (internal/frontend/fuse) runs inside the node process over its store.
+// They start once the node serves (in a cluster, bucket creation needs
+// the log), and are unmounted first at Close, before the store closes.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/cairn-fs/cairn/internal/frontend/fuse"
+	"github.com/cairn-fs/cairn/internal/store"
+)
+
+// mountStartTimeout bounds the start of one mount (the bucket's creation
+// waits for a Raft leader in a new cluster).
+const mountStartTimeout = 60 * time.Second
+
+// startMounts mounts every cfg.Mounts spec.
+func (n *Node) startMounts() error {
+	if len(n.cfg.Mounts) == 0 {
+		return nil
+	}
+	tmp := filepath.Join(n.cfg.DataDir, "tmp")
+	if err := os.MkdirAll(tmp, 0o700); err != nil {
+		return fmt.Errorf("mount: %w", err)
+	}
+	for _, spec := range n.cfg.Mounts {
+		bucket, prefix, dir, err := fuse.ParseSpec(spec)
+		if err != nil {
+			return err
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), mountStartTimeout)
+		var m *fuse.Mount
+		for {
+			m, err = fuse.New(ctx, fuse.Config{Store: n.store, Watch: func(w store.Watcher) func() { return n.store.Watch(w) },
+				Bucket: bucket, Prefix: prefix, Dir: dir, TmpDir: tmp, Logger: n.cfg.Logger})
+			// A new cluster has no leader for a moment: creating the
+			// bucket waits for one.
+			if err == nil || !errors.Is(err, store.ErrUnavailable) || ctx.Err() != nil {
+				break
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+		cancel()
+		if err != nil {
+			return fmt.Errorf("--mount %s: %w", spec, err)
+		}
+		n.mounts = append(n.mounts, m)
+	}
+	return nil
+}
+
+// closeMounts unmounts every mount, last first.
+func (n *Node) closeMounts() error {
+	var errs []error
+	for i := len(n.mounts) - 1; i >= 0; i-- {
+		errs = append(errs, n.mounts[i].Close())
+	}
+	n.mounts = nil
+	return errors.Join(errs...)
+}

@@ -1,0 +1,165 @@
+package e2e
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// needFuse skips the test where a FUSE mount cannot be made: not root, no
+// /dev/fuse, no fusermount3 (make test installs fuse3 on Debian as root).
+func needFuse(t *testing.T) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("mount tests need root (allow_other, mounting)")
+	}
+	if _, err := os.Stat("/dev/fuse"); err != nil {
+		t.Skip("no /dev/fuse")
+	}
+	if _, err := exec.LookPath("fusermount3"); err != nil {
+		if _, err := exec.LookPath("fusermount"); err != nil {
+			t.Skip("no fusermount3 (Debian package fuse3)")
+		}
+	}
+}
+
+// waitFile waits until path holds want (nil: until it does not exist).
+func waitFile(t *testing.T, bound time.Duration, path string, want []byte, logs ...*server) time.Duration {
+	t.Helper()
+	start := time.Now()
+	waitFor(t, bound, "mount file "+path, func() bool {
+		got, err := os.ReadFile(path)
+		if want == nil {
+			return errors.Is(err, os.ErrNotExist)
+		}
+		return err == nil && bytes.Equal(got, want)
+	}, logs...)
+	return time.Since(start)
+}
+
+// TestMountAcrossNodes: three nodes, each mounting bucket "web" under its
+// data directory. A file written through node 1's mount reads back
+// through node 3's, with its ETag over HTTP; a file PUT over HTTP appears
+// in the mounts; a rename through node 2's mount is seen on 1 and 3; an
+// unlink too. Each change is seen by the other mounts within the kernel
+// cache invalidation, not the cache timeout (an hour).
+func TestMountAcrossNodes(t *testing.T) {
+	needFuse(t)
+	base := t.TempDir()
+	var nodes []*server
+	var mnts []string
+	for i := 1; i <= 3; i++ {
+		dir := filepath.Join(base, fmt.Sprintf("n%d", i))
+		mnt := filepath.Join(base, fmt.Sprintf("mnt%d", i))
+		args := []string{"--mount", "web:" + mnt}
+		if i > 1 {
+			args = append(args, "--join", nodes[0].url)
+		}
+		nodes = append(nodes, startCairn(t, "server", dir, freeAddr(t), args...))
+		mnts = append(mnts, mnt)
+	}
+	t.Cleanup(func() {
+		for _, m := range mnts {
+			syscall.Unmount(m, syscall.MNT_DETACH) // if a node failed to
+		}
+	})
+	waitMembers(t, nodes[0], 3, nodes...)
+
+	// Written through node 1's mount, read through node 3's and over HTTP.
+	data := []byte(strings.Repeat("written through a mount\n", 1000))
+	if err := os.MkdirAll(filepath.Join(mnts[0], "site", "img"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(mnts[0], "site", "index.html"), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	took := waitFile(t, 5*time.Second, filepath.Join(mnts[2], "site", "index.html"), data, nodes...)
+	t.Logf("node 1's write read on node 3's mount after %v", took)
+	getOK(t, nodes[1].url+"/web/site/index.html", data, nodes...)
+
+	// Read on node 3 first (so its kernel caches the old content), then
+	// overwrite on node 1: node 3 sees the new content.
+	if got, err := os.ReadFile(filepath.Join(mnts[2], "site", "index.html")); err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("read on node 3: %v", err)
+	}
+	data2 := []byte("version 2, shorter")
+	if err := os.WriteFile(filepath.Join(mnts[0], "site", "index.html"), data2, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	took = waitFile(t, 5*time.Second, filepath.Join(mnts[2], "site", "index.html"), data2, nodes...)
+	t.Logf("node 1's overwrite seen on node 3's mount after %v", took)
+
+	// A PUT over HTTP appears in every mount.
+	putOK(t, nodes[0].url+"/web/site/img/logo.png", []byte("png bytes"), nodes...)
+	for _, m := range mnts {
+		waitFile(t, 5*time.Second, filepath.Join(m, "site", "img", "logo.png"), []byte("png bytes"), nodes...)
+	}
+
+	// A rename through node 2's mount is seen on 1 and 3.
+	if err := os.Rename(filepath.Join(mnts[1], "site", "img", "logo.png"), filepath.Join(mnts[1], "site", "logo.png")); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range []string{mnts[0], mnts[2]} {
+		waitFile(t, 5*time.Second, filepath.Join(m, "site", "logo.png"), []byte("png bytes"), nodes...)
+		waitFile(t, 5*time.Second, filepath.Join(m, "site", "img", "logo.png"), nil, nodes...)
+	}
+	// Unlink on node 3, seen on node 1; listings agree.
+	if err := os.Remove(filepath.Join(mnts[2], "site", "logo.png")); err != nil {
+		t.Fatal(err)
+	}
+	waitFile(t, 5*time.Second, filepath.Join(mnts[0], "site", "logo.png"), nil, nodes...)
+	for _, m := range mnts {
+		var names []string
+		waitFor(t, 5*time.Second, "listing of "+m, func() bool {
+			ents, err := os.ReadDir(filepath.Join(m, "site"))
+			names = names[:0]
+			for _, e := range ents {
+				names = append(names, e.Name())
+			}
+			return err == nil && strings.Join(names, ",") == "img,index.html"
+		}, nodes...)
+	}
+
+	// Errors: no hang, a clear errno.
+	if err := os.Mkdir(filepath.Join(mnts[0], "site"), 0o755); !errors.Is(err, os.ErrExist) {
+		t.Fatalf("mkdir of an existing directory: %v", err)
+	}
+	if err := syscall.Mkfifo(filepath.Join(mnts[0], "fifo"), 0o644); !errors.Is(err, syscall.EPERM) {
+		t.Fatalf("mkfifo: %v, want EPERM", err)
+	}
+	if err := os.Remove(filepath.Join(mnts[0], "site")); !errors.Is(err, syscall.ENOTEMPTY) && !errors.Is(err, syscall.EEXIST) {
+		t.Fatalf("rmdir of a non-empty directory: %v", err)
+	}
+
+	// Unlink of an open file: its data stays readable until close.
+	p := filepath.Join(mnts[0], "site", "open.txt")
+	if err := os.WriteFile(p, []byte("still here"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(p); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 64)
+	n, err := f.ReadAt(buf, 0)
+	f.Close()
+	if string(buf[:n]) != "still here" {
+		t.Fatalf("read of an unlinked open file: %q, %v", buf[:n], err)
+	}
+
+	// SIGTERM unmounts cleanly.
+	nodes[2].stop()
+	if _, err := os.ReadDir(mnts[2]); err != nil {
+		t.Fatalf("mount point after SIGTERM: %v (want an empty directory)", err)
+	}
+}
