@@ -97,9 +97,26 @@ type ObjectInfo struct {
 	CopiesWanted int `json:"copies_wanted,omitempty"`
 }
 
+// Attrs are the POSIX attributes of a file or directory that a front end
+// may set: permission bits (0: the default, 0644 for files and 0755 for
+// directories), owner and group.
+type Attrs struct {
+	Mode     uint32
+	UID, GID uint32
+}
+
+// SetAttrs is a change of a file's or directory's attributes; nil fields
+// are left as they are.
+type SetAttrs struct {
+	Mode     *uint32
+	UID, GID *uint32
+	ModTime  *time.Time
+}
+
 // PutOptions are the optional parts of a Put.
 type PutOptions struct {
 	ContentType string
+	UID, GID    uint32    // owner and group of the file (a replaced file takes them too)
 	Mode        uint32    // 0 means 0644
 	ModTime     time.Time // zero means now
 	// Size is the declared body length, or -1 if unknown. A body that ends
@@ -156,7 +173,12 @@ type Store interface {
 	// Stat describes a file or directory ("" is the bucket's root).
 	Stat(ctx context.Context, bucket, path string) (ObjectInfo, error)
 	List(ctx context.Context, bucket string, opts ListOptions) (ListResult, error)
-	Mkdir(ctx context.Context, bucket, path string) error
+	// Mkdir creates directory path and its missing parents (mkdir -p) with
+	// attrs; an existing directory is left as it is (no error).
+	Mkdir(ctx context.Context, bucket, path string, attrs Attrs) error
+	// SetAttrs changes the mode, owner or modification time of a file or
+	// directory ("" is the bucket's root) and returns its new description.
+	SetAttrs(ctx context.Context, bucket, path string, set SetAttrs) (ObjectInfo, error)
 	// Delete removes a file or an empty directory.
 	Delete(ctx context.Context, bucket, path string, ifMatch string) error
 	// Rename moves a file or directory inside a bucket, replacing a file at dst.

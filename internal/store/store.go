@@ -558,15 +558,48 @@ func (s *Local) Open(ctx context.Context, bucket, path string) (Object, error) {
 }
 
 // Mkdir implements Store.
-func (s *Local) Mkdir(ctx context.Context, bucket, path string) error {
+func (s *Local) Mkdir(ctx context.Context, bucket, path string, attrs Attrs) error {
 	if err := checkPath(bucket, path); err != nil {
 		return err
 	}
 	if path == "" {
 		return ErrInvalidName
 	}
-	_, err := s.propose(ctx, meta.Command{Op: meta.OpMkdir, BucketName: bucket, Path: path})
+	_, err := s.propose(ctx, meta.Command{Op: meta.OpMkdir, BucketName: bucket, Path: path,
+		File: &meta.Inode{Type: meta.TypeDir, Mode: attrs.Mode & 0o7777, UID: attrs.UID, GID: attrs.GID}})
 	return err
+}
+
+// SetAttrs implements Store: it reads the inode, changes what set names and
+// proposes the result (meta.OpSetAttr replaces mode, owner, mtime and
+// xattrs together; a concurrent change of the same inode's attributes made
+// between the read and the commit is overwritten).
+func (s *Local) SetAttrs(ctx context.Context, bucket, path string, set SetAttrs) (ObjectInfo, error) {
+	if err := checkPath(bucket, path); err != nil {
+		return ObjectInfo{}, err
+	}
+	cur, err := s.lookup(ctx, bucket, path)
+	if err != nil {
+		return ObjectInfo{}, err
+	}
+	f := &meta.Inode{Mode: cur.Mode, UID: cur.UID, GID: cur.GID, MtimeNs: cur.MtimeNs, Xattrs: cur.Xattrs}
+	if set.Mode != nil {
+		f.Mode = *set.Mode & 0o7777
+	}
+	if set.UID != nil {
+		f.UID = *set.UID
+	}
+	if set.GID != nil {
+		f.GID = *set.GID
+	}
+	if set.ModTime != nil {
+		f.MtimeNs = set.ModTime.UnixNano()
+	}
+	res, err := s.propose(ctx, meta.Command{Op: meta.OpSetAttr, BucketName: bucket, Path: path, File: f})
+	if err != nil {
+		return ObjectInfo{}, err
+	}
+	return objectInfo(bucket, path, res.Inode), nil
 }
 
 // Delete implements Store.
@@ -752,7 +785,7 @@ func (s *Local) putFileCommand(bucket, path string, opts PutOptions, size int64,
 	if mtime.IsZero() {
 		mtime = now
 	}
-	file := &meta.Inode{Type: meta.TypeFile, Mode: mode, Size: size, MtimeNs: mtime.UnixNano(),
+	file := &meta.Inode{Type: meta.TypeFile, Mode: mode, UID: opts.UID, GID: opts.GID, Size: size, MtimeNs: mtime.UnixNano(),
 		CtimeNs: now.UnixNano(), ContentType: opts.ContentType, ETag: etag, SHA256: sha, Extents: extents}
 	return meta.Command{Op: meta.OpPutFile, BucketName: bucket, Path: path, File: file,
 		TimeNs: now.UnixNano(), IfMatch: opts.IfMatch, IfNoneMatchAny: opts.IfNoneMatchAny,

@@ -284,7 +284,7 @@ func TestDirsRenameDelete(t *testing.T) {
 	if err := e.s.Delete(ctx, "bkt", "e/f", ""); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.s.Mkdir(ctx, "bkt", "m/n"); err != nil {
+	if err := e.s.Mkdir(ctx, "bkt", "m/n", Attrs{}); err != nil {
 		t.Fatal(err)
 	}
 	if info, err := e.s.Stat(ctx, "bkt", "m/n"); err != nil || !info.IsDir {

@@ -3,9 +3,11 @@ package store
 import (
 	"bytes"
 	"context"
+	"errors"
 	"slices"
 	"sync"
 	"testing"
+	"time"
 )
 
 // A Watcher hears of every applied change by path, and of bucket changes
@@ -48,5 +50,33 @@ func TestWatch(t *testing.T) {
 	defer mu.Unlock()
 	if len(got) != n {
 		t.Fatalf("a cancelled watcher heard %v", got[n:])
+	}
+}
+
+// Mkdir and Put record owner and mode; SetAttrs changes what it names and
+// keeps the rest.
+func TestAttrs(t *testing.T) {
+	st, _, _ := newReplicatedStore(t, &fakeReplication{})
+	ctx := context.Background()
+	if err := st.CreateBucket(ctx, BucketInfo{Name: "web"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Mkdir(ctx, "web", "d", Attrs{Mode: 0o750, UID: 33, GID: 34}); err != nil {
+		t.Fatal(err)
+	}
+	if info, err := st.Stat(ctx, "web", "d"); err != nil || info.Mode != 0o750 || info.UID != 33 || info.GID != 34 {
+		t.Fatalf("dir %+v, %v", info, err)
+	}
+	if _, _, err := st.Put(ctx, "web", "d/f", bytes.NewReader([]byte("x")), PutOptions{Size: 1, Mode: 0o600, UID: 1000, GID: 1001}); err != nil {
+		t.Fatal(err)
+	}
+	mode := uint32(0o644)
+	when := time.Unix(1700000000, 5).UTC()
+	info, err := st.SetAttrs(ctx, "web", "d/f", SetAttrs{Mode: &mode, ModTime: &when})
+	if err != nil || info.Mode != 0o644 || info.UID != 1000 || info.GID != 1001 || !info.ModTime.Equal(when) || info.Size != 1 {
+		t.Fatalf("after SetAttrs: %+v, %v", info, err)
+	}
+	if _, err := st.SetAttrs(ctx, "web", "nope", SetAttrs{Mode: &mode}); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("SetAttrs of a missing file: %v", err)
 	}
 }

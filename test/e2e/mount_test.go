@@ -53,6 +53,12 @@ func waitFile(t *testing.T, bound time.Duration, path string, want []byte, logs 
 func TestMountAcrossNodes(t *testing.T) {
 	needFuse(t)
 	base := t.TempDir()
+	// Other users must reach the mount points (t.TempDir makes 0700 dirs).
+	for _, d := range []string{filepath.Dir(base), base} {
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
 	var nodes []*server
 	var mnts []string
 	for i := 1; i <= 3; i++ {
@@ -156,6 +162,55 @@ func TestMountAcrossNodes(t *testing.T) {
 	if string(buf[:n]) != "still here" {
 		t.Fatalf("read of an unlinked open file: %q, %v", buf[:n], err)
 	}
+
+	// Modes and owners are stored, replicated and enforced by the kernel
+	// for a non-root user (nobody, 65534).
+	secret := filepath.Join(mnts[0], "site", "secret.txt")
+	if err := os.WriteFile(secret, []byte("for root"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	asNobody := func(name string, args ...string) error {
+		cmd := exec.Command(name, args...)
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("%v: %s", err, out)
+		}
+		return nil
+	}
+	other := filepath.Join(mnts[2], "site", "secret.txt")
+	waitFile(t, 5*time.Second, other, []byte("for root"), nodes...)
+	if err := asNobody("cat", other); err == nil || !strings.Contains(err.Error(), "Permission denied") {
+		t.Fatalf("nobody read a 0600 root file through node 3's mount: %v", err)
+	}
+	if err := os.Chmod(secret, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 5*time.Second, "the chmod seen on node 3", func() bool { return asNobody("cat", other) == nil }, nodes...)
+	if st, err := os.Stat(other); err != nil || st.Mode().Perm() != 0o644 {
+		t.Fatalf("mode on node 3: %v, %v", st.Mode(), err)
+	}
+	if err := os.Chown(secret, 65534, 65534); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 5*time.Second, "the chown seen on node 3", func() bool {
+		st, err := os.Stat(other)
+		return err == nil && st.Sys().(*syscall.Stat_t).Uid == 65534
+	}, nodes...)
+	if err := asNobody("sh", "-c", "echo mine >> "+other); err != nil {
+		t.Fatalf("nobody cannot write its own file: %v", err)
+	}
+	if err := asNobody("touch", filepath.Join(mnts[2], "site", "by-nobody")); err == nil {
+		t.Fatal("nobody created a file in root's 0755 directory")
+	}
+	when := time.Unix(1600000000, 0)
+	if err := os.Chtimes(secret, when, when); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 5*time.Second, "the mtime seen on node 3", func() bool {
+		st, err := os.Stat(other)
+		return err == nil && st.ModTime().Equal(when)
+	}, nodes...)
 
 	// SIGTERM unmounts cleanly.
 	nodes[2].stop()

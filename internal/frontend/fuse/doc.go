@@ -8,13 +8,15 @@
 //   - Directories and regular files: lookup, getattr, readdir, mkdir,
 //     rmdir, create (O_EXCL), open, read, write at any offset, truncate,
 //     unlink, rename (within the mount), fsync, statfs.
-//   - Owner, group and mode are reported from the inode; the kernel checks
+//   - Owner, group and mode are stored on the inode (store.Attrs at
+//     create and mkdir: the caller's uid and gid; store.SetAttrs for
+//     chmod, chown and utimensat) and reported from it; the kernel checks
 //     them (default_permissions) and the mount allows other users
-//     (allow_other).
-//   - Not yet: symlinks, hard links, xattrs and ACLs, chmod/chown/utimens
-//     (EPERM... answered ENOTSUP), FIFOs, sockets and devices (EPERM),
-//     shared-writable mmap of files being written, write-back across
-//     files.
+//     (allow_other). A published version keeps the file's mode, owner
+//     and content type.
+//   - Not yet: symlinks, hard links, xattrs and ACLs, shared-writable mmap
+//     of files being written, write-back across files. FIFOs, sockets and
+//     devices are refused (EPERM).
 //
 // # Writes
 //

@@ -201,7 +201,7 @@ func ensureTree(ctx context.Context, st store.Store, bucket, prefix string) erro
 		return fmt.Errorf("bucket %s: %w", bucket, err)
 	}
 	if prefix != "" {
-		if err := st.Mkdir(ctx, bucket, prefix); err != nil && !errors.Is(err, store.ErrExists) {
+		if err := st.Mkdir(ctx, bucket, prefix, store.Attrs{}); err != nil && !errors.Is(err, store.ErrExists) {
 			return fmt.Errorf("create %s/%s: %w", bucket, prefix, err)
 		}
 	}

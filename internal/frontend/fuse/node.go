@@ -160,8 +160,17 @@ func (n *node) Getattr(ctx context.Context, f fs.FileHandle, out *gofuse.AttrOut
 	return 0
 }
 
-// Setattr truncates; other changes (mode, owner, times) are not stored
-// yet and answer ENOTSUP... except a no-op on the same values.
+// caller is the user and group of the process making a FUSE call (the
+// owner of what it creates).
+func caller(ctx context.Context) (uid, gid uint32) {
+	if c, ok := gofuse.FromContext(ctx); ok {
+		return c.Uid, c.Gid
+	}
+	return 0, 0
+}
+
+// Setattr truncates, and changes the mode, owner and modification time
+// (the kernel checked the caller may: default_permissions).
 func (n *node) Setattr(ctx context.Context, f fs.FileHandle, in *gofuse.SetAttrIn, out *gofuse.AttrOut) syscall.Errno {
 	if sz, ok := in.GetSize(); ok {
 		w, e := n.openContent(ctx, false)
@@ -181,14 +190,26 @@ func (n *node) Setattr(ctx context.Context, f fs.FileHandle, in *gofuse.SetAttrI
 			}
 		}
 	}
-	if _, ok := in.GetMode(); ok {
-		return syscall.ENOTSUP
+	var set store.SetAttrs
+	if m, ok := in.GetMode(); ok {
+		set.Mode = &m
 	}
-	if _, ok := in.GetUID(); ok {
-		return syscall.ENOTSUP
+	if u, ok := in.GetUID(); ok {
+		set.UID = &u
 	}
-	if _, ok := in.GetGID(); ok {
-		return syscall.ENOTSUP
+	if g, ok := in.GetGID(); ok {
+		set.GID = &g
+	}
+	if t, ok := in.GetMTime(); ok {
+		set.ModTime = &t
+	}
+	if set.Mode != nil || set.UID != nil || set.GID != nil || set.ModTime != nil {
+		if err := n.publish(ctx); err != nil { // the attributes go on the published version
+			return errno(err)
+		}
+		if _, err := n.m.cfg.Store.SetAttrs(ctx, n.m.cfg.Bucket, n.storePath(), set); err != nil {
+			return errno(err)
+		}
 	}
 	return n.Getattr(ctx, f, out)
 }
@@ -226,7 +247,8 @@ func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *gofuse.
 	if _, err := n.m.cfg.Store.Stat(ctx, n.m.cfg.Bucket, p); err == nil {
 		return nil, syscall.EEXIST
 	}
-	if err := n.m.cfg.Store.Mkdir(ctx, n.m.cfg.Bucket, p); err != nil {
+	uid, gid := caller(ctx)
+	if err := n.m.cfg.Store.Mkdir(ctx, n.m.cfg.Bucket, p, store.Attrs{Mode: mode & 0o7777, UID: uid, GID: gid}); err != nil {
 		return nil, errno(err)
 	}
 	info, err := n.m.cfg.Store.Stat(ctx, n.m.cfg.Bucket, p)
@@ -313,7 +335,9 @@ func (n *node) Create(ctx context.Context, name string, flags, mode uint32, out 
 	}
 	// Publish the empty file at once, so that other processes and nodes
 	// see it and it has an inode number.
-	info, _, err := n.m.cfg.Store.Put(ctx, n.m.cfg.Bucket, p, strings.NewReader(""), store.PutOptions{Size: 0, Mode: mode & 0o7777})
+	uid, gid := caller(ctx)
+	info, _, err := n.m.cfg.Store.Put(ctx, n.m.cfg.Bucket, p, strings.NewReader(""),
+		store.PutOptions{Size: 0, Mode: mode & 0o7777, UID: uid, GID: gid})
 	if err != nil {
 		return nil, nil, 0, errno(err)
 	}
@@ -410,8 +434,12 @@ func (n *node) publish(ctx context.Context) error {
 		return nil
 	}
 	size := w.size()
-	_, _, err := n.m.cfg.Store.Put(ctx, n.m.cfg.Bucket, n.storePath(), io.NewSectionReader(w.f, 0, size),
-		store.PutOptions{Size: size})
+	opts := store.PutOptions{Size: size}
+	// The new version keeps the file's mode, owner and type.
+	if cur, err := n.m.cfg.Store.Stat(ctx, n.m.cfg.Bucket, n.storePath()); err == nil {
+		opts.Mode, opts.UID, opts.GID, opts.ContentType = cur.Mode, cur.UID, cur.GID, cur.ContentType
+	}
+	_, _, err := n.m.cfg.Store.Put(ctx, n.m.cfg.Bucket, n.storePath(), io.NewSectionReader(w.f, 0, size), opts)
 	if err != nil {
 		n.m.cfg.Logger.Warn("mount: publishing a written file failed", "path", n.storePath(), "err", err)
 		return err

@@ -312,7 +312,7 @@ func (x *extractor) mkdirs() {
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			err := x.s.store.Mkdir(x.ctx, x.bucket, d)
+			err := x.s.store.Mkdir(x.ctx, x.bucket, d, store.Attrs{})
 			if err != nil && !errors.Is(err, store.ErrExists) {
 				x.fail(d, err)
 				return

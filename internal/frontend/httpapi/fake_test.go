@@ -297,7 +297,11 @@ func (f *fakeStore) List(_ context.Context, bucket string, o store.ListOptions) 
 	return res, nil
 }
 
-func (f *fakeStore) Mkdir(_ context.Context, bucket, p string) error {
+func (f *fakeStore) SetAttrs(context.Context, string, string, store.SetAttrs) (store.ObjectInfo, error) {
+	return store.ObjectInfo{}, store.ErrInvalidName // not used by the HTTP API
+}
+
+func (f *fakeStore) Mkdir(_ context.Context, bucket, p string, _ store.Attrs) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if _, ok := f.buckets[bucket]; !ok {

@@ -167,7 +167,7 @@ func (s *Server) serveMkdir(rs *reqState, t target) {
 		return
 	}
 	status := http.StatusCreated
-	if err := s.store.Mkdir(ctx, t.bucket, t.path); err != nil {
+	if err := s.store.Mkdir(ctx, t.bucket, t.path, store.Attrs{}); err != nil {
 		if !errors.Is(err, store.ErrExists) {
 			s.writeError(rs, err)
 			return
