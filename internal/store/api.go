@@ -88,6 +88,9 @@ type ObjectInfo struct {
 	// renames (the mount's inode numbers); UID and GID its owner.
 	Ino      uint64 `json:"-"`
 	UID, GID uint32 `json:"-"`
+	// Symlink is a symbolic link's target ("" for anything else). A
+	// symlink has no content: Open answers ErrNotFound.
+	Symlink string `json:"-"`
 	// Copies and CopiesWanted are set by a write (Put, PutFiles) that was
 	// acknowledged under-replicated: Copies is the fewest copies any of
 	// the file's blobs has (or is still getting), CopiesWanted the R the
@@ -111,6 +114,8 @@ type SetAttrs struct {
 	Mode     *uint32
 	UID, GID *uint32
 	ModTime  *time.Time
+	// Xattrs sets extended attributes by name; a nil value removes one.
+	Xattrs map[string][]byte
 }
 
 // PutOptions are the optional parts of a Put.
@@ -179,6 +184,11 @@ type Store interface {
 	// SetAttrs changes the mode, owner or modification time of a file or
 	// directory ("" is the bucket's root) and returns its new description.
 	SetAttrs(ctx context.Context, bucket, path string, set SetAttrs) (ObjectInfo, error)
+	// Xattrs returns the extended attributes of a file or directory.
+	Xattrs(ctx context.Context, bucket, path string) (map[string][]byte, error)
+	// Symlink creates a symbolic link at path pointing to target.
+	// ErrExists if anything is there.
+	Symlink(ctx context.Context, bucket, path, target string, attrs Attrs) (ObjectInfo, error)
 	// Delete removes a file or an empty directory.
 	Delete(ctx context.Context, bucket, path string, ifMatch string) error
 	// Rename moves a file or directory inside a bucket, replacing a file at dst.

@@ -531,7 +531,7 @@ func objectInfo(bucket, path string, ino *meta.Inode) ObjectInfo {
 	return ObjectInfo{Bucket: bucket, Path: path, IsDir: ino.Type == meta.TypeDir,
 		Size: ino.Size, ModTime: time.Unix(0, ino.MtimeNs).UTC(), ETag: ino.ETag,
 		SHA256: ino.SHA256, ContentType: ino.ContentType, Mode: ino.Mode,
-		Ino: uint64(ino.Ino), UID: ino.UID, GID: ino.GID}
+		Ino: uint64(ino.Ino), UID: ino.UID, GID: ino.GID, Symlink: symlinkTarget(ino)}
 }
 
 // Stat implements Store.
@@ -551,10 +551,55 @@ func (s *Local) Open(ctx context.Context, bucket, path string) (Object, error) {
 	if err != nil {
 		return nil, err
 	}
-	if o.ino.Type == meta.TypeDir {
+	switch o.ino.Type {
+	case meta.TypeDir:
 		return nil, ErrIsDir
+	case meta.TypeSymlink:
+		return nil, fmt.Errorf("%w: %s/%s is a symbolic link", ErrNotFound, bucket, path)
 	}
 	return o, nil
+}
+
+// symlinkTarget is a symlink's target, "" for other types.
+func symlinkTarget(ino *meta.Inode) string {
+	if ino.Type != meta.TypeSymlink {
+		return ""
+	}
+	return ino.Target
+}
+
+// Symlink implements Store.
+func (s *Local) Symlink(ctx context.Context, bucket, path, target string, attrs Attrs) (ObjectInfo, error) {
+	if err := checkPath(bucket, path); err != nil {
+		return ObjectInfo{}, err
+	}
+	if path == "" || target == "" || len(target) > 4096 || strings.IndexByte(target, 0) >= 0 {
+		return ObjectInfo{}, ErrInvalidName
+	}
+	now := s.cfg.Now().UnixNano()
+	f := &meta.Inode{Type: meta.TypeSymlink, Mode: 0o777, UID: attrs.UID, GID: attrs.GID, Target: target,
+		Size: int64(len(target)), MtimeNs: now, CtimeNs: now}
+	res, err := s.propose(ctx, meta.Command{Op: meta.OpPutFile, BucketName: bucket, Path: path, File: f, IfNoneMatchAny: true,
+		StartIndex: s.log.AppliedIndex()})
+	if errors.Is(err, ErrPrecondition) || errors.Is(err, ErrIsDir) {
+		return ObjectInfo{}, fmt.Errorf("%w: %s/%s", ErrExists, bucket, path)
+	}
+	if err != nil {
+		return ObjectInfo{}, err
+	}
+	return objectInfo(bucket, path, res.Inode), nil
+}
+
+// Xattrs implements Store.
+func (s *Local) Xattrs(ctx context.Context, bucket, path string) (map[string][]byte, error) {
+	if err := checkPath(bucket, path); err != nil {
+		return nil, err
+	}
+	ino, err := s.lookup(ctx, bucket, path)
+	if err != nil {
+		return nil, err
+	}
+	return ino.Xattrs, nil
 }
 
 // Mkdir implements Store.
@@ -594,6 +639,20 @@ func (s *Local) SetAttrs(ctx context.Context, bucket, path string, set SetAttrs)
 	}
 	if set.ModTime != nil {
 		f.MtimeNs = set.ModTime.UnixNano()
+	}
+	if len(set.Xattrs) > 0 {
+		x := make(map[string][]byte, len(cur.Xattrs)+len(set.Xattrs))
+		for k, v := range cur.Xattrs {
+			x[k] = v
+		}
+		for k, v := range set.Xattrs {
+			if v == nil {
+				delete(x, k)
+			} else {
+				x[k] = v
+			}
+		}
+		f.Xattrs = x
 	}
 	res, err := s.propose(ctx, meta.Command{Op: meta.OpSetAttr, BucketName: bucket, Path: path, File: f})
 	if err != nil {

@@ -80,3 +80,37 @@ func TestAttrs(t *testing.T) {
 		t.Fatalf("SetAttrs of a missing file: %v", err)
 	}
 }
+
+// Symlinks are stored with their target and have no content; xattrs are
+// set, kept by other changes and removed.
+func TestSymlinkAndXattrs(t *testing.T) {
+	st, _, _ := newReplicatedStore(t, &fakeReplication{})
+	ctx := context.Background()
+	if err := st.CreateBucket(ctx, BucketInfo{Name: "web"}); err != nil {
+		t.Fatal(err)
+	}
+	info, err := st.Symlink(ctx, "web", "d/link", "../target.txt", Attrs{UID: 7})
+	if err != nil || info.Symlink != "../target.txt" || info.UID != 7 || info.Size != int64(len("../target.txt")) {
+		t.Fatalf("symlink: %+v, %v", info, err)
+	}
+	if _, err := st.Symlink(ctx, "web", "d/link", "x", Attrs{}); !errors.Is(err, ErrExists) {
+		t.Fatalf("symlink over a symlink: %v, want ErrExists", err)
+	}
+	if _, err := st.Symlink(ctx, "web", "d", "x", Attrs{}); !errors.Is(err, ErrExists) {
+		t.Fatalf("symlink over a directory: %v, want ErrExists", err)
+	}
+	if _, err := st.Open(ctx, "web", "d/link"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("Open of a symlink: %v, want ErrNotFound", err)
+	}
+	if _, err := st.SetAttrs(ctx, "web", "d", SetAttrs{Xattrs: map[string][]byte{"user.a": []byte("1"), "user.b": {}}}); err != nil {
+		t.Fatal(err)
+	}
+	mode := uint32(0o700)
+	if _, err := st.SetAttrs(ctx, "web", "d", SetAttrs{Mode: &mode, Xattrs: map[string][]byte{"user.b": nil}}); err != nil {
+		t.Fatal(err)
+	}
+	xs, err := st.Xattrs(ctx, "web", "d")
+	if err != nil || len(xs) != 1 || string(xs["user.a"]) != "1" {
+		t.Fatalf("xattrs: %v, %v; want only user.a=1", xs, err)
+	}
+}

@@ -212,6 +212,34 @@ func TestMountAcrossNodes(t *testing.T) {
 		return err == nil && st.ModTime().Equal(when)
 	}, nodes...)
 
+	// Symlinks and user xattrs, seen on another node.
+	if err := os.Symlink("index.html", filepath.Join(mnts[0], "site", "home")); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 5*time.Second, "the symlink on node 3", func() bool {
+		target, err := os.Readlink(filepath.Join(mnts[2], "site", "home"))
+		got, rerr := os.ReadFile(filepath.Join(mnts[2], "site", "home"))
+		return err == nil && target == "index.html" && rerr == nil && bytes.Equal(got, data2)
+	}, nodes...)
+	if err := os.Symlink("x", filepath.Join(mnts[0], "site", "home")); !errors.Is(err, os.ErrExist) {
+		t.Fatalf("symlink over an existing name: %v", err)
+	}
+	idx := filepath.Join(mnts[0], "site", "index.html")
+	if err := syscall.Setxattr(idx, "user.origin", []byte("node1"), 0); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 5*time.Second, "the xattr on node 3", func() bool {
+		buf := make([]byte, 64)
+		n, err := syscall.Getxattr(filepath.Join(mnts[2], "site", "index.html"), "user.origin", buf)
+		return err == nil && string(buf[:n]) == "node1"
+	}, nodes...)
+	if err := syscall.Setxattr(idx, "trusted.x", []byte("no"), 0); !errors.Is(err, syscall.ENOTSUP) && !errors.Is(err, syscall.EPERM) {
+		t.Fatalf("a trusted.* xattr: %v, want ENOTSUP", err)
+	}
+	if err := syscall.Removexattr(idx, "user.origin"); err != nil {
+		t.Fatal(err)
+	}
+
 	// SIGTERM unmounts cleanly.
 	nodes[2].stop()
 	if _, err := os.ReadDir(mnts[2]); err != nil {

@@ -14,7 +14,10 @@
 //     them (default_permissions) and the mount allows other users
 //     (allow_other). A published version keeps the file's mode, owner
 //     and content type.
-//   - Not yet: symlinks, hard links, xattrs and ACLs, shared-writable mmap
+//   - Symlinks (store.Symlink; ObjectInfo.Symlink is the target) and
+//     user.* xattrs (store.Xattrs, store.SetAttrs.Xattrs); other xattr
+//     namespaces answer ENOTSUP.
+//   - Not yet: hard links, POSIX ACLs, shared-writable mmap
 //     of files being written, write-back across files. FIFOs, sockets and
 //     devices are refused (EPERM).
 //

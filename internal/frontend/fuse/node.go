@@ -27,18 +27,24 @@ type node struct {
 }
 
 var (
-	_ fs.NodeLookuper  = (*node)(nil)
-	_ fs.NodeGetattrer = (*node)(nil)
-	_ fs.NodeSetattrer = (*node)(nil)
-	_ fs.NodeReaddirer = (*node)(nil)
-	_ fs.NodeMkdirer   = (*node)(nil)
-	_ fs.NodeRmdirer   = (*node)(nil)
-	_ fs.NodeUnlinker  = (*node)(nil)
-	_ fs.NodeRenamer   = (*node)(nil)
-	_ fs.NodeCreater   = (*node)(nil)
-	_ fs.NodeOpener    = (*node)(nil)
-	_ fs.NodeStatfser  = (*node)(nil)
-	_ fs.NodeMknoder   = (*node)(nil)
+	_ fs.NodeLookuper      = (*node)(nil)
+	_ fs.NodeGetattrer     = (*node)(nil)
+	_ fs.NodeSetattrer     = (*node)(nil)
+	_ fs.NodeReaddirer     = (*node)(nil)
+	_ fs.NodeMkdirer       = (*node)(nil)
+	_ fs.NodeRmdirer       = (*node)(nil)
+	_ fs.NodeUnlinker      = (*node)(nil)
+	_ fs.NodeRenamer       = (*node)(nil)
+	_ fs.NodeCreater       = (*node)(nil)
+	_ fs.NodeOpener        = (*node)(nil)
+	_ fs.NodeStatfser      = (*node)(nil)
+	_ fs.NodeMknoder       = (*node)(nil)
+	_ fs.NodeSymlinker     = (*node)(nil)
+	_ fs.NodeReadlinker    = (*node)(nil)
+	_ fs.NodeGetxattrer    = (*node)(nil)
+	_ fs.NodeSetxattrer    = (*node)(nil)
+	_ fs.NodeListxattrer   = (*node)(nil)
+	_ fs.NodeRemovexattrer = (*node)(nil)
 )
 
 // storePath is the node's path inside the bucket.
@@ -89,6 +95,14 @@ func (n *node) fill(info store.ObjectInfo, out *gofuse.Attr) {
 	out.Ino = info.Ino
 	out.Uid, out.Gid = info.UID, info.GID
 	mode := info.Mode & 0o7777
+	if info.Symlink != "" {
+		out.Mode = syscall.S_IFLNK | 0o777
+		out.Nlink = 1
+		out.Size = uint64(len(info.Symlink))
+		t := info.ModTime
+		out.SetTimes(&t, &t, &t)
+		return
+	}
 	if info.IsDir {
 		if mode == 0 {
 			mode = 0o755
@@ -118,11 +132,7 @@ func (n *node) fill(info store.ObjectInfo, out *gofuse.Attr) {
 func (n *node) newChild(ctx context.Context, info store.ObjectInfo, out *gofuse.EntryOut) *fs.Inode {
 	c := &node{m: n.m}
 	c.fill(info, &out.Attr)
-	mode := uint32(syscall.S_IFREG)
-	if info.IsDir {
-		mode = syscall.S_IFDIR
-	}
-	return n.NewInode(ctx, c, fs.StableAttr{Mode: mode, Ino: info.Ino})
+	return n.NewInode(ctx, c, fs.StableAttr{Mode: fileType(info), Ino: info.Ino})
 }
 
 // Lookup finds name in directory n.
@@ -228,7 +238,7 @@ func (n *node) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
 			return nil, errno(err)
 		}
 		for _, e := range res.Entries {
-			entries = append(entries, gofuse.DirEntry{Name: path.Base(e.Path), Ino: e.Ino, Mode: syscall.S_IFREG})
+			entries = append(entries, gofuse.DirEntry{Name: path.Base(e.Path), Ino: e.Ino, Mode: fileType(e)})
 		}
 		for _, p := range res.CommonPrefixes {
 			entries = append(entries, gofuse.DirEntry{Name: path.Base(strings.TrimSuffix(p, "/")), Mode: syscall.S_IFDIR})
@@ -301,6 +311,123 @@ func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 		}
 	}
 	return errno(n.m.cfg.Store.Rename(ctx, n.m.cfg.Bucket, n.child(name), np.child(newName)))
+}
+
+// fileType is the S_IFMT bits of info.
+func fileType(info store.ObjectInfo) uint32 {
+	switch {
+	case info.IsDir:
+		return syscall.S_IFDIR
+	case info.Symlink != "":
+		return syscall.S_IFLNK
+	}
+	return syscall.S_IFREG
+}
+
+// Symlink creates a symbolic link name -> target in n.
+func (n *node) Symlink(ctx context.Context, target, name string, out *gofuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	if len(name) > 255 {
+		return nil, syscall.ENAMETOOLONG
+	}
+	uid, gid := caller(ctx)
+	info, err := n.m.cfg.Store.Symlink(ctx, n.m.cfg.Bucket, n.child(name), target, store.Attrs{UID: uid, GID: gid})
+	if err != nil {
+		return nil, errno(err)
+	}
+	return n.newChild(ctx, info, out), 0
+}
+
+// Readlink returns symlink n's target.
+func (n *node) Readlink(ctx context.Context) ([]byte, syscall.Errno) {
+	info, err := n.m.cfg.Store.Stat(ctx, n.m.cfg.Bucket, n.storePath())
+	if err != nil {
+		return nil, errno(err)
+	}
+	if info.Symlink == "" {
+		return nil, syscall.EINVAL
+	}
+	return []byte(info.Symlink), 0
+}
+
+// xattrAllowed: only the user namespace is kept (ACLs and security labels
+// are not supported yet: ENOTSUP, so tools fall back).
+func xattrAllowed(name string) bool { return strings.HasPrefix(name, "user.") }
+
+// Getxattr copies attribute attr into dest (or reports its size).
+func (n *node) Getxattr(ctx context.Context, attr string, dest []byte) (uint32, syscall.Errno) {
+	if !xattrAllowed(attr) {
+		return 0, syscall.ENODATA
+	}
+	xs, err := n.m.cfg.Store.Xattrs(ctx, n.m.cfg.Bucket, n.storePath())
+	if err != nil {
+		return 0, errno(err)
+	}
+	v, ok := xs[attr]
+	if !ok {
+		return 0, syscall.ENODATA
+	}
+	if len(dest) < len(v) {
+		return uint32(len(v)), syscall.ERANGE
+	}
+	return uint32(copy(dest, v)), 0
+}
+
+// Setxattr sets attribute attr (XATTR_CREATE / XATTR_REPLACE honoured).
+func (n *node) Setxattr(ctx context.Context, attr string, data []byte, flags uint32) syscall.Errno {
+	if !xattrAllowed(attr) {
+		return syscall.ENOTSUP
+	}
+	if len(attr) > 255 || len(data) > 64<<10 {
+		return syscall.E2BIG
+	}
+	xs, err := n.m.cfg.Store.Xattrs(ctx, n.m.cfg.Bucket, n.storePath())
+	if err != nil {
+		return errno(err)
+	}
+	_, exists := xs[attr]
+	switch {
+	case flags&0x1 != 0 && exists: // XATTR_CREATE
+		return syscall.EEXIST
+	case flags&0x2 != 0 && !exists: // XATTR_REPLACE
+		return syscall.ENODATA
+	}
+	v := append([]byte{}, data...) // never nil: nil removes
+	_, err = n.m.cfg.Store.SetAttrs(ctx, n.m.cfg.Bucket, n.storePath(), store.SetAttrs{Xattrs: map[string][]byte{attr: v}})
+	return errno(err)
+}
+
+// Listxattr lists the attribute names, NUL-terminated.
+func (n *node) Listxattr(ctx context.Context, dest []byte) (uint32, syscall.Errno) {
+	xs, err := n.m.cfg.Store.Xattrs(ctx, n.m.cfg.Bucket, n.storePath())
+	if err != nil {
+		return 0, errno(err)
+	}
+	var names []byte
+	for k := range xs {
+		if xattrAllowed(k) {
+			names = append(append(names, k...), 0)
+		}
+	}
+	if len(dest) < len(names) {
+		return uint32(len(names)), syscall.ERANGE
+	}
+	return uint32(copy(dest, names)), 0
+}
+
+// Removexattr removes attribute attr.
+func (n *node) Removexattr(ctx context.Context, attr string) syscall.Errno {
+	if !xattrAllowed(attr) {
+		return syscall.ENOTSUP
+	}
+	xs, err := n.m.cfg.Store.Xattrs(ctx, n.m.cfg.Bucket, n.storePath())
+	if err != nil {
+		return errno(err)
+	}
+	if _, ok := xs[attr]; !ok {
+		return syscall.ENODATA
+	}
+	_, err = n.m.cfg.Store.SetAttrs(ctx, n.m.cfg.Bucket, n.storePath(), store.SetAttrs{Xattrs: map[string][]byte{attr: nil}})
+	return errno(err)
 }
 
 // Mknod refuses FIFOs, sockets and devices.

@@ -297,8 +297,17 @@ func (f *fakeStore) List(_ context.Context, bucket string, o store.ListOptions) 
 	return res, nil
 }
 
+// SetAttrs, Xattrs and Symlink are not used by the HTTP API.
 func (f *fakeStore) SetAttrs(context.Context, string, string, store.SetAttrs) (store.ObjectInfo, error) {
-	return store.ObjectInfo{}, store.ErrInvalidName // not used by the HTTP API
+	return store.ObjectInfo{}, store.ErrInvalidName
+}
+
+func (f *fakeStore) Xattrs(context.Context, string, string) (map[string][]byte, error) {
+	return nil, store.ErrInvalidName
+}
+
+func (f *fakeStore) Symlink(context.Context, string, string, string, store.Attrs) (store.ObjectInfo, error) {
+	return store.ObjectInfo{}, store.ErrInvalidName
 }
 
 func (f *fakeStore) Mkdir(_ context.Context, bucket, p string, _ store.Attrs) error {
