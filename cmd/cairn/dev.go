@@ -20,6 +20,7 @@ import (
 func newDevCmd() *cobra.Command {
 	var dataDir, host string
 	var port, nodes int
+	var mounts []string
 	cmd := &cobra.Command{
 		Use:   "dev",
 		Short: "Run Cairn on its embedded default: a local 3-node cluster with data under ./data",
@@ -69,6 +70,9 @@ takes writes. It prints the URLs, the admin key and curl lines to try.`,
 				if i > 1 {
 					c.Join = urls[0]
 				}
+				for _, b := range mounts { // each node's view under DATA/mnt/nodeN/BUCKET
+					c.Mounts = append(c.Mounts, b+":"+filepath.Join(abs, "mnt", "node"+strconv.Itoa(i), strings.ReplaceAll(strings.Trim(b, "/"), "/", "_")))
+				}
 				n, err := node.Start(c)
 				if err != nil {
 					return fmt.Errorf("start node %d: %w", i, err)
@@ -89,6 +93,11 @@ Try it (a write through node 1, read back through node %d):
   curl %s/demo/README.md
 
 `, nodes, strings.Join(urls, " "), abs, nodes, key, nodes, urls[0], key, urls[0], last)
+			for _, b := range mounts {
+				name := strings.ReplaceAll(strings.Trim(b, "/"), "/", "_")
+				fmt.Printf("Mounted %s on every node (a file written through node 1's mount, read through node %d's):\n"+
+					"  echo hello > %s/mnt/node1/%s/hello.txt\n  cat %s/mnt/node%d/%s/hello.txt\n\n", b, nodes, abs, name, abs, nodes, name)
+			}
 			sig := make(chan os.Signal, 1)
 			signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
 			<-sig
@@ -99,6 +108,7 @@ Try it (a write through node 1, read back through node %d):
 	cmd.Flags().StringVar(&host, "host", "127.0.0.1", "address the nodes listen on")
 	cmd.Flags().IntVar(&port, "port", 8080, "port of node 1; node i listens on port+i-1")
 	cmd.Flags().IntVar(&nodes, "nodes", 3, "number of nodes")
+	cmd.Flags().StringArrayVar(&mounts, "mount", nil, "mount BUCKET[/PREFIX] on every node, under DATA/mnt/nodeN/BUCKET (repeatable; needs /dev/fuse and root or fuse3)")
 	return cmd
 }
 

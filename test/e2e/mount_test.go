@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -245,4 +246,58 @@ func TestMountAcrossNodes(t *testing.T) {
 	if _, err := os.ReadDir(mnts[2]); err != nil {
 		t.Fatalf("mount point after SIGTERM: %v (want an empty directory)", err)
 	}
+}
+
+// TestDevMount runs the README's mount example: cairn dev --mount web,
+// a file written through node 1's mount read through node 3's.
+func TestDevMount(t *testing.T) {
+	needFuse(t)
+	data := t.TempDir()
+	port := 20000 + int(time.Now().UnixNano()%10000)
+	for !portsFree(port, 3) {
+		port++
+	}
+	cmd := exec.Command(cairnBin, "dev", "--data", data, "--port", fmt.Sprint(port), "--mount", "web")
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	cmd.Env = append(os.Environ(), "CAIRN_ADMIN_KEY="+adminKey)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		cmd.Wait()
+		for i := 1; i <= 3; i++ {
+			syscall.Unmount(filepath.Join(data, "mnt", fmt.Sprintf("node%d", i), "web"), syscall.MNT_DETACH)
+		}
+	}()
+	m1, m3 := filepath.Join(data, "mnt", "node1", "web"), filepath.Join(data, "mnt", "node3", "web")
+	waitFor(t, 30*time.Second, "the dev cluster's mounts", func() bool {
+		return strings.Contains(out.String(), "Mounted web on every node") && mounted(m1) && mounted(m3)
+	})
+	if err := os.WriteFile(filepath.Join(m1, "hello.txt"), []byte("hello\n"), 0o644); err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	waitFile(t, 5*time.Second, filepath.Join(m3, "hello.txt"), []byte("hello\n"))
+}
+
+// portsFree reports whether ports p..p+n-1 (and their gossip ports, +100)
+// are free on 127.0.0.1.
+func portsFree(p, n int) bool {
+	for i := 0; i < n; i++ {
+		for _, q := range []int{p + i, p + i + 100} {
+			ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", q))
+			if err != nil {
+				return false
+			}
+			ln.Close()
+		}
+	}
+	return true
+}
+
+// mounted reports whether dir is a mount point.
+func mounted(dir string) bool {
+	var st, pst syscall.Stat_t
+	return syscall.Stat(dir, &st) == nil && syscall.Stat(filepath.Dir(dir), &pst) == nil && st.Dev != pst.Dev
 }
