@@ -226,6 +226,8 @@ func (a *applier) apply() (Result, error) {
 		return a.removeNode()
 	case OpReplicated:
 		return a.replicated()
+	case OpLink:
+		return a.link()
 	default:
 		return Result{}, fmt.Errorf("%w: unknown op %d", ErrInvalid, a.cmd.Op)
 	}
@@ -918,6 +920,59 @@ func (a *applier) reap() (Result, error) {
 		return Result{}, err
 	}
 	return Result{Freed: freed}, nil
+}
+
+// link adds DstPath as one more name of the file or symlink at Path (a
+// hard link): the inode's link count goes up; its content, attributes and
+// number are shared. DstPath's parent must exist and DstPath must not.
+func (a *applier) link() (Result, error) {
+	bk, err := a.bucket()
+	if err != nil {
+		return Result{}, err
+	}
+	if err := ValidatePath(a.cmd.Path); err != nil {
+		return Result{}, err
+	}
+	if err := ValidatePath(a.cmd.DstPath); err != nil {
+		return Result{}, err
+	}
+	comps, name := split(a.cmd.Path)
+	parent, err := a.walkDirs(bk.Ino, comps, false, 0, 0)
+	if err != nil {
+		return Result{}, err
+	}
+	ino, t, found, err := a.r.child(parent, name, false)
+	if err != nil {
+		return Result{}, err
+	}
+	if !found {
+		return Result{}, fmt.Errorf("link %q: %w", a.cmd.Path, ErrNotFound)
+	}
+	if t == TypeDir {
+		return Result{}, fmt.Errorf("link %q: %w", a.cmd.Path, ErrIsDir)
+	}
+	dcomps, dname := split(a.cmd.DstPath)
+	dparent, err := a.walkDirs(bk.Ino, dcomps, false, 0, 0)
+	if err != nil {
+		return Result{}, err
+	}
+	if _, _, exists, err := a.r.child(dparent, dname, false); err != nil {
+		return Result{}, err
+	} else if exists {
+		return Result{}, fmt.Errorf("link %q: %w", a.cmd.DstPath, ErrExists)
+	}
+	n, err := a.r.Inode(ino)
+	if err != nil {
+		return Result{}, err
+	}
+	a.t.set(dentryKey(dparent, dname), encodeDentry(ino, t))
+	if err := a.touchDir(dparent, 0); err != nil {
+		return Result{}, err
+	}
+	n.Nlink++
+	n.CtimeNs = a.now
+	a.putInode(n)
+	return Result{Inode: n, Changed: []string{a.changed(a.cmd.Path), a.changed(a.cmd.DstPath)}}, nil
 }
 
 // --- under-replicated blobs ---

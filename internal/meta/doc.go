@@ -122,6 +122,10 @@
 //     Missing parents of dst are created.
 //   - OpSetAttr replaces Mode, UID, GID, MtimeNs and Xattrs wholesale (read,
 //     modify, propose); path "" is the bucket's directory.
+//   - OpLink adds DstPath as a name of Path's file or symlink (same inode,
+//     Nlink + 1); DstPath's parent must exist, DstPath must not, and a
+//     directory cannot be linked (ErrIsDir). OpDelete of one name drops
+//     one link; the inode and its blob references go with the last.
 //   - Under-replicated records: OpPutFile records each blob of Under that
 //     is one of the file's extents (a u key with the bucket's R; a blob
 //     already recorded keeps its record). OpReplicated drops the records

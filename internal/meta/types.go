@@ -138,8 +138,9 @@ const (
 	OpSetNode                    // Node: add a member or replace its record
 	OpRemoveNode                 // Node.ID: remove a member from the cluster map
 	OpReplicated                 // Replicated: blobs that have all their copies again
+	OpLink                       // BucketName, Path (a file or symlink) -> DstPath: a hard link, one more name for the inode
 
-	opLast = OpReplicated
+	opLast = OpLink
 )
 
 // Valid reports whether op is a known command kind.

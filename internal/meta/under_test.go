@@ -1,6 +1,7 @@
 package meta
 
 import (
+	"errors"
 	"testing"
 
 	"github.com/cairn-fs/cairn/internal/blob"
@@ -104,5 +105,50 @@ func TestDecodeVersion2(t *testing.T) {
 	cmds, err := DecodeCommands(p)
 	if err != nil || len(cmds) != 1 || cmds[0].Path != "d" || cmds[0].TimeNs != 7 {
 		t.Fatalf("entry v2: %+v, %v", cmds, err)
+	}
+}
+
+// OpLink adds a name for an inode; deleting one name keeps the other and
+// the blob references until the last.
+func TestLink(t *testing.T) {
+	s := kv.NewMem()
+	mustApply(t, s, 1, Command{Op: OpCreateBucket, Bucket: &Bucket{Name: "bkt"}, TimeNs: 1})
+	h := blob.Sum([]byte("x"))
+	mustApply(t, s, 2, Command{Op: OpPutFile, BucketName: "bkt", Path: "a/f", TimeNs: 2,
+		File: &Inode{Type: TypeFile, Size: 1, Extents: []Extent{{Hash: h, Length: 1}}}})
+	mustApply(t, s, 3, Command{Op: OpMkdir, BucketName: "bkt", Path: "b", TimeNs: 3})
+	res := mustApply(t, s, 4, Command{Op: OpLink, BucketName: "bkt", Path: "a/f", DstPath: "b/g", TimeNs: 4})
+	if res.Inode.Nlink != 2 {
+		t.Fatalf("nlink after link: %d", res.Inode.Nlink)
+	}
+	r := NewReader(s)
+	f, err1 := r.Lookup("bkt", "a/f")
+	g, err2 := r.Lookup("bkt", "b/g")
+	if err1 != nil || err2 != nil || f.Ino != g.Ino || g.Nlink != 2 {
+		t.Fatalf("lookup: %+v %v / %+v %v", f, err1, g, err2)
+	}
+	for _, c := range []struct {
+		cmd  Command
+		want error
+	}{
+		{Command{Op: OpLink, BucketName: "bkt", Path: "a/f", DstPath: "b/g"}, ErrExists},
+		{Command{Op: OpLink, BucketName: "bkt", Path: "a", DstPath: "b/d"}, ErrIsDir},
+		{Command{Op: OpLink, BucketName: "bkt", Path: "a/nope", DstPath: "b/n"}, ErrNotFound},
+		{Command{Op: OpLink, BucketName: "bkt", Path: "a/f", DstPath: "c/g"}, ErrNotFound},
+	} {
+		if res := applyOne(t, s, 5, c.cmd); !errors.Is(res.Err, c.want) {
+			t.Fatalf("%s -> %s: %v, want %v", c.cmd.Path, c.cmd.DstPath, res.Err, c.want)
+		}
+	}
+	mustApply(t, s, 6, Command{Op: OpDelete, BucketName: "bkt", Path: "a/f", TimeNs: 6})
+	if g, err := r.Lookup("bkt", "b/g"); err != nil || g.Nlink != 1 {
+		t.Fatalf("after deleting one name: %+v, %v", g, err)
+	}
+	if rc, _ := r.RefCount(h); rc != 1 {
+		t.Fatalf("refcount %d after deleting one of two names, want 1", rc)
+	}
+	mustApply(t, s, 7, Command{Op: OpDelete, BucketName: "bkt", Path: "b/g", TimeNs: 7})
+	if rc, _ := r.RefCount(h); rc != 0 {
+		t.Fatalf("refcount %d after deleting both names, want 0", rc)
 	}
 }

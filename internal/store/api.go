@@ -91,6 +91,8 @@ type ObjectInfo struct {
 	// Symlink is a symbolic link's target ("" for anything else). A
 	// symlink has no content: Open answers ErrNotFound.
 	Symlink string `json:"-"`
+	// Nlink is the number of names (hard links) of a file.
+	Nlink uint32 `json:"-"`
 	// Copies and CopiesWanted are set by a write (Put, PutFiles) that was
 	// acknowledged under-replicated: Copies is the fewest copies any of
 	// the file's blobs has (or is still getting), CopiesWanted the R the
@@ -184,8 +186,18 @@ type Store interface {
 	// SetAttrs changes the mode, owner or modification time of a file or
 	// directory ("" is the bucket's root) and returns its new description.
 	SetAttrs(ctx context.Context, bucket, path string, set SetAttrs) (ObjectInfo, error)
+	// StatIno and OpenIno are Stat and Open by inode number (ObjectInfo.Ino)
+	// instead of path: a mount's inode keeps its identity through renames
+	// and hard links, whose names another node may change under it. The
+	// path in the answer is path, as the caller knows it.
+	StatIno(ctx context.Context, bucket, path string, ino uint64) (ObjectInfo, error)
+	OpenIno(ctx context.Context, bucket, path string, ino uint64) (Object, error)
 	// Xattrs returns the extended attributes of a file or directory.
 	Xattrs(ctx context.Context, bucket, path string) (map[string][]byte, error)
+	// Link makes dst one more name (a hard link) of the file or symlink at
+	// src, in the same bucket. ErrExists if dst exists, ErrNotFound if
+	// src or dst's parent does not, ErrIsDir for a directory.
+	Link(ctx context.Context, bucket, src, dst string) (ObjectInfo, error)
 	// Symlink creates a symbolic link at path pointing to target.
 	// ErrExists if anything is there.
 	Symlink(ctx context.Context, bucket, path, target string, attrs Attrs) (ObjectInfo, error)

@@ -531,7 +531,7 @@ func objectInfo(bucket, path string, ino *meta.Inode) ObjectInfo {
 	return ObjectInfo{Bucket: bucket, Path: path, IsDir: ino.Type == meta.TypeDir,
 		Size: ino.Size, ModTime: time.Unix(0, ino.MtimeNs).UTC(), ETag: ino.ETag,
 		SHA256: ino.SHA256, ContentType: ino.ContentType, Mode: ino.Mode,
-		Ino: uint64(ino.Ino), UID: ino.UID, GID: ino.GID, Symlink: symlinkTarget(ino)}
+		Ino: uint64(ino.Ino), UID: ino.UID, GID: ino.GID, Symlink: symlinkTarget(ino), Nlink: ino.Nlink}
 }
 
 // Stat implements Store.
@@ -588,6 +588,48 @@ func (s *Local) Symlink(ctx context.Context, bucket, path, target string, attrs 
 		return ObjectInfo{}, err
 	}
 	return objectInfo(bucket, path, res.Inode), nil
+}
+
+// StatIno implements Store.
+func (s *Local) StatIno(ctx context.Context, bucket, path string, ino uint64) (ObjectInfo, error) {
+	n, err := s.meta.Inode(meta.Ino(ino))
+	if err != nil {
+		return ObjectInfo{}, mapErr(err)
+	}
+	return objectInfo(bucket, path, n), nil
+}
+
+// OpenIno implements Store.
+func (s *Local) OpenIno(ctx context.Context, bucket, path string, ino uint64) (Object, error) {
+	n, err := s.meta.Inode(meta.Ino(ino))
+	if err != nil {
+		return nil, mapErr(err)
+	}
+	switch n.Type {
+	case meta.TypeDir:
+		return nil, ErrIsDir
+	case meta.TypeSymlink:
+		return nil, fmt.Errorf("%w: %s/%s is a symbolic link", ErrNotFound, bucket, path)
+	}
+	return s.newObject(bucket, path, n), nil
+}
+
+// Link implements Store.
+func (s *Local) Link(ctx context.Context, bucket, src, dst string) (ObjectInfo, error) {
+	if err := checkPath(bucket, src); err != nil {
+		return ObjectInfo{}, err
+	}
+	if err := checkPath(bucket, dst); err != nil {
+		return ObjectInfo{}, err
+	}
+	if src == "" || dst == "" {
+		return ObjectInfo{}, ErrInvalidName
+	}
+	res, err := s.propose(ctx, meta.Command{Op: meta.OpLink, BucketName: bucket, Path: src, DstPath: dst})
+	if err != nil {
+		return ObjectInfo{}, err
+	}
+	return objectInfo(bucket, dst, res.Inode), nil
 }
 
 // Xattrs implements Store.

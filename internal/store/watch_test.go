@@ -76,6 +76,20 @@ func TestAttrs(t *testing.T) {
 	if err != nil || info.Mode != 0o644 || info.UID != 1000 || info.GID != 1001 || !info.ModTime.Equal(when) || info.Size != 1 {
 		t.Fatalf("after SetAttrs: %+v, %v", info, err)
 	}
+	// By inode number, through a hard link whose first name is gone.
+	if _, err := st.Link(ctx, "web", "d/f", "g"); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Delete(ctx, "web", "d/f", ""); err != nil {
+		t.Fatal(err)
+	}
+	byIno, err := st.StatIno(ctx, "web", "d/f", info.Ino)
+	if err != nil || byIno.Size != 1 || byIno.Nlink != 1 || byIno.Mode != 0o644 {
+		t.Fatalf("StatIno after the first name went: %+v, %v", byIno, err)
+	}
+	if o, err := st.OpenIno(ctx, "web", "g", info.Ino); err != nil || o.Info().Size != 1 {
+		t.Fatalf("OpenIno: %v", err)
+	}
 	if _, err := st.SetAttrs(ctx, "web", "nope", SetAttrs{Mode: &mode}); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("SetAttrs of a missing file: %v", err)
 	}

@@ -241,6 +241,27 @@ func TestMountAcrossNodes(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// Hard links: one inode, two names, on every node.
+	if err := os.Link(idx, filepath.Join(mnts[0], "index.html")); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 5*time.Second, "the hard link on node 3", func() bool {
+		a, err1 := os.Stat(filepath.Join(mnts[2], "site", "index.html"))
+		b, err2 := os.Stat(filepath.Join(mnts[2], "index.html"))
+		return err1 == nil && err2 == nil && os.SameFile(a, b) && a.Sys().(*syscall.Stat_t).Nlink == 2
+	}, nodes...)
+	if err := os.WriteFile(filepath.Join(mnts[0], "index.html"), []byte("through the link"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	waitFile(t, 5*time.Second, filepath.Join(mnts[2], "site", "index.html"), []byte("through the link"), nodes...)
+	if err := os.Remove(filepath.Join(mnts[0], "index.html")); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 5*time.Second, "one name left on node 3", func() bool {
+		st, err := os.Stat(filepath.Join(mnts[2], "site", "index.html"))
+		return err == nil && st.Sys().(*syscall.Stat_t).Nlink == 1
+	}, nodes...)
+
 	// SIGTERM unmounts cleanly.
 	nodes[2].stop()
 	if _, err := os.ReadDir(mnts[2]); err != nil {

@@ -17,7 +17,12 @@
 //   - Symlinks (store.Symlink; ObjectInfo.Symlink is the target) and
 //     user.* xattrs (store.Xattrs, store.SetAttrs.Xattrs); other xattr
 //     namespaces answer ENOTSUP.
-//   - Not yet: hard links, POSIX ACLs, shared-writable mmap
+//   - Hard links (store.Link, meta.OpLink). Attributes and reads go by
+//     inode number (store.StatIno, OpenIno): a name another node removed
+//     or renamed does not lose the inode. Writes, attribute changes and
+//     publishes still go by the path go-fuse knows (a hard-linked file
+//     written through a name another node just removed: see the notes).
+//   - Not yet: POSIX ACLs, shared-writable mmap
 //     of files being written, write-back across files. FIFOs, sockets and
 //     devices are refused (EPERM).
 //

@@ -43,7 +43,7 @@ func (h *handle) Read(ctx context.Context, dest []byte, off int64) (gofuse.ReadR
 	// The version opened first is read until the handle is released: a
 	// file unlinked or replaced while open keeps its data for it.
 	if h.obj == nil {
-		obj, err := n.m.cfg.Store.Open(ctx, n.m.cfg.Bucket, n.storePath())
+		obj, err := n.open(ctx)
 		if err != nil {
 			return nil, errno(err)
 		}

@@ -40,6 +40,7 @@ var (
 	_ fs.NodeStatfser      = (*node)(nil)
 	_ fs.NodeMknoder       = (*node)(nil)
 	_ fs.NodeSymlinker     = (*node)(nil)
+	_ fs.NodeLinker        = (*node)(nil)
 	_ fs.NodeReadlinker    = (*node)(nil)
 	_ fs.NodeGetxattrer    = (*node)(nil)
 	_ fs.NodeSetxattrer    = (*node)(nil)
@@ -50,6 +51,24 @@ var (
 // storePath is the node's path inside the bucket.
 func (n *node) storePath() string {
 	return path.Join(n.m.cfg.Prefix, n.Path(n.Root()))
+}
+
+// stat describes n: by inode number (its names may have changed under it,
+// through another node's rename or unlink of one of its hard links), by
+// path for the mount's root.
+func (n *node) stat(ctx context.Context) (store.ObjectInfo, error) {
+	if ino := n.StableAttr().Ino; !n.IsRoot() && ino != 0 {
+		return n.m.cfg.Store.StatIno(ctx, n.m.cfg.Bucket, n.storePath(), ino)
+	}
+	return n.m.cfg.Store.Stat(ctx, n.m.cfg.Bucket, n.storePath())
+}
+
+// open opens file n's committed version, by inode number.
+func (n *node) open(ctx context.Context) (store.Object, error) {
+	if ino := n.StableAttr().Ino; ino != 0 {
+		return n.m.cfg.Store.OpenIno(ctx, n.m.cfg.Bucket, n.storePath(), ino)
+	}
+	return n.m.cfg.Store.Open(ctx, n.m.cfg.Bucket, n.storePath())
 }
 
 // child is the store path of name in directory n.
@@ -114,7 +133,7 @@ func (n *node) fill(info store.ObjectInfo, out *gofuse.Attr) {
 			mode = 0o644
 		}
 		out.Mode = syscall.S_IFREG | mode
-		out.Nlink = 1
+		out.Nlink = max(info.Nlink, 1)
 	}
 	out.Size = uint64(info.Size)
 	t := info.ModTime
@@ -149,7 +168,7 @@ func (n *node) Lookup(ctx context.Context, name string, out *gofuse.EntryOut) (*
 
 // Getattr reports n's attributes.
 func (n *node) Getattr(ctx context.Context, f fs.FileHandle, out *gofuse.AttrOut) syscall.Errno {
-	info, err := n.m.cfg.Store.Stat(ctx, n.m.cfg.Bucket, n.storePath())
+	info, err := n.stat(ctx)
 	if err != nil {
 		if !errors.Is(err, store.ErrNotFound) {
 			return errno(err)
@@ -337,9 +356,25 @@ func (n *node) Symlink(ctx context.Context, target, name string, out *gofuse.Ent
 	return n.newChild(ctx, info, out), 0
 }
 
+// Link makes name in n one more name of target's file.
+func (n *node) Link(ctx context.Context, target fs.InodeEmbedder, name string, out *gofuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	t, ok := target.(*node)
+	if !ok {
+		return nil, syscall.EXDEV
+	}
+	if err := t.publish(ctx); err != nil { // a file being written links to its current content
+		return nil, errno(err)
+	}
+	info, err := n.m.cfg.Store.Link(ctx, n.m.cfg.Bucket, t.storePath(), n.child(name))
+	if err != nil {
+		return nil, errno(err)
+	}
+	return n.newChild(ctx, info, out), 0
+}
+
 // Readlink returns symlink n's target.
 func (n *node) Readlink(ctx context.Context) ([]byte, syscall.Errno) {
-	info, err := n.m.cfg.Store.Stat(ctx, n.m.cfg.Bucket, n.storePath())
+	info, err := n.stat(ctx)
 	if err != nil {
 		return nil, errno(err)
 	}
@@ -487,7 +522,7 @@ func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 	}
 	// The kernel keeps the pages of a file opened for reading until a
 	// change invalidates them. The version is pinned at open.
-	obj, err := n.m.cfg.Store.Open(ctx, n.m.cfg.Bucket, n.storePath())
+	obj, err := n.open(ctx)
 	if err != nil {
 		if errors.Is(err, store.ErrNotFound) && n.writing() {
 			return h, 0, 0 // created here, not published yet: reads see the content being written
@@ -535,7 +570,7 @@ func (n *node) openContent(ctx context.Context, trunc bool) (*content, syscall.E
 		return nil, errno(err)
 	}
 	if !trunc {
-		obj, err := n.m.cfg.Store.Open(ctx, n.m.cfg.Bucket, n.storePath())
+		obj, err := n.open(ctx)
 		if err == nil {
 			_, err = io.Copy(w.f, io.NewSectionReader(obj, 0, obj.Info().Size))
 			obj.Close()
@@ -563,7 +598,7 @@ func (n *node) publish(ctx context.Context) error {
 	size := w.size()
 	opts := store.PutOptions{Size: size}
 	// The new version keeps the file's mode, owner and type.
-	if cur, err := n.m.cfg.Store.Stat(ctx, n.m.cfg.Bucket, n.storePath()); err == nil {
+	if cur, err := n.stat(ctx); err == nil {
 		opts.Mode, opts.UID, opts.GID, opts.ContentType = cur.Mode, cur.UID, cur.GID, cur.ContentType
 	}
 	_, _, err := n.m.cfg.Store.Put(ctx, n.m.cfg.Bucket, n.storePath(), io.NewSectionReader(w.f, 0, size), opts)

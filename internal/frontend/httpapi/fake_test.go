@@ -306,6 +306,18 @@ func (f *fakeStore) Xattrs(context.Context, string, string) (map[string][]byte, 
 	return nil, store.ErrInvalidName
 }
 
+func (f *fakeStore) StatIno(context.Context, string, string, uint64) (store.ObjectInfo, error) {
+	return store.ObjectInfo{}, store.ErrInvalidName
+}
+
+func (f *fakeStore) OpenIno(context.Context, string, string, uint64) (store.Object, error) {
+	return nil, store.ErrInvalidName
+}
+
+func (f *fakeStore) Link(context.Context, string, string, string) (store.ObjectInfo, error) {
+	return store.ObjectInfo{}, store.ErrInvalidName
+}
+
 func (f *fakeStore) Symlink(context.Context, string, string, string, store.Attrs) (store.ObjectInfo, error) {
 	return store.ObjectInfo{}, store.ErrInvalidName
 }
