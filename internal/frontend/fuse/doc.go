@@ -35,7 +35,12 @@
 // temporary content at once. The content is published — store.Put, one
 // atomic new version, visible on every node — at fsync, at flush (close)
 // and at release; a failure is returned to the caller of that call (EIO,
-// ENOSPC). Two writers of one path: the last publish wins, whole.
+// ENOSPC). Two writers of one path: the last publish wins, whole. The
+// kernel sends O_TRUNC with the open (CAP_ATOMIC_O_TRUNC), so a rewrite
+// is never published empty first; a truncate while the file is open for
+// writing joins the content being written. Calls that change the
+// namespace are bounded (writeTimeout, 30 s: EIO), so a node without its
+// write quorum never hangs a caller.
 //
 // # Caching
 //

@@ -82,6 +82,8 @@ func (h *handle) Write(ctx context.Context, data []byte, off int64) (uint32, sys
 
 // Flush publishes what was written (close(2) reports its failure).
 func (h *handle) Flush(ctx context.Context) syscall.Errno {
+	ctx, cancel := bounded(ctx)
+	defer cancel()
 	if !h.writable {
 		return 0
 	}
@@ -91,6 +93,8 @@ func (h *handle) Flush(ctx context.Context) syscall.Errno {
 // Fsync publishes what was written: when it returns the data is durable
 // on W replicas and committed.
 func (h *handle) Fsync(ctx context.Context, flags uint32) syscall.Errno {
+	ctx, cancel := bounded(ctx)
+	defer cancel()
 	if !h.writable {
 		return 0
 	}
@@ -99,6 +103,8 @@ func (h *handle) Fsync(ctx context.Context, flags uint32) syscall.Errno {
 
 // Release publishes what is left and drops the handle.
 func (h *handle) Release(ctx context.Context) syscall.Errno {
+	ctx, cancel := bounded(ctx)
+	defer cancel()
 	if h.obj != nil {
 		h.obj.Close()
 	}

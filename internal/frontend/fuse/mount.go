@@ -102,6 +102,9 @@ func New(ctx context.Context, cfg Config) (*Mount, error) {
 			Debug:      os.Getenv("CAIRN_FUSE_DEBUG") != "", // every FUSE message on stderr
 			// As root, mount(2) directly; fusermount3 otherwise (or when it fails).
 			DirectMount: true,
+			// O_TRUNC comes with the open instead of a truncate before it,
+			// so a rewrite is published whole at close, never empty first.
+			ExtraCapabilities: gofuse.CAP_ATOMIC_O_TRUNC,
 		},
 		UID: 0, GID: 0,
 	}
@@ -206,6 +209,16 @@ func ensureTree(ctx context.Context, st store.Store, bucket, prefix string) erro
 		}
 	}
 	return nil
+}
+
+// writeTimeout bounds a FUSE call that changes the namespace: a node that
+// lost its write quorum answers EIO after it instead of hanging the
+// caller (reads need no quorum and are not bounded).
+const writeTimeout = 30 * time.Second
+
+// bounded returns ctx limited to writeTimeout.
+func bounded(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, writeTimeout)
 }
 
 // inval is one invalidation for the kernel: the entry name in parent

@@ -201,22 +201,28 @@ func caller(ctx context.Context) (uid, gid uint32) {
 // Setattr truncates, and changes the mode, owner and modification time
 // (the kernel checked the caller may: default_permissions).
 func (n *node) Setattr(ctx context.Context, f fs.FileHandle, in *gofuse.SetAttrIn, out *gofuse.AttrOut) syscall.Errno {
+	ctx, cancel := bounded(ctx)
+	defer cancel()
 	if sz, ok := in.GetSize(); ok {
+		// A file open for writing is truncated in its content being
+		// written, published with the rest at fsync or close (the new
+		// version appears whole); truncate(2) of a file nobody writes is
+		// published now.
+		writing := n.writing()
 		w, e := n.openContent(ctx, false)
 		if e != 0 {
 			return e
 		}
-		defer n.release(ctx) // the reference openContent took
 		n.mu.Lock()
 		err := w.truncate(int64(sz))
 		n.mu.Unlock()
+		if writing {
+			n.unref()
+		} else if rerr := n.release(ctx); err == nil {
+			err = rerr
+		}
 		if err != nil {
 			return errno(err)
-		}
-		if f == nil { // truncate(2) by path: publish now
-			if err := n.publish(ctx); err != nil {
-				return errno(err)
-			}
 		}
 	}
 	var set store.SetAttrs
@@ -272,6 +278,8 @@ func (n *node) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
 
 // Mkdir creates directory name in n.
 func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *gofuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	ctx, cancel := bounded(ctx)
+	defer cancel()
 	p := n.child(name)
 	if _, err := n.m.cfg.Store.Stat(ctx, n.m.cfg.Bucket, p); err == nil {
 		return nil, syscall.EEXIST
@@ -289,6 +297,8 @@ func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *gofuse.
 
 // Rmdir removes the empty directory name.
 func (n *node) Rmdir(ctx context.Context, name string) syscall.Errno {
+	ctx, cancel := bounded(ctx)
+	defer cancel()
 	info, err := n.m.cfg.Store.Stat(ctx, n.m.cfg.Bucket, n.child(name))
 	if err != nil {
 		return errno(err)
@@ -301,6 +311,8 @@ func (n *node) Rmdir(ctx context.Context, name string) syscall.Errno {
 
 // Unlink removes file name.
 func (n *node) Unlink(ctx context.Context, name string) syscall.Errno {
+	ctx, cancel := bounded(ctx)
+	defer cancel()
 	info, err := n.m.cfg.Store.Stat(ctx, n.m.cfg.Bucket, n.child(name))
 	if err != nil {
 		if c, ok := n.GetChild(name).Operations().(*node); ok && c.writing() {
@@ -317,6 +329,8 @@ func (n *node) Unlink(ctx context.Context, name string) syscall.Errno {
 
 // Rename moves name to newName in newParent (within this mount).
 func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedder, newName string, flags uint32) syscall.Errno {
+	ctx, cancel := bounded(ctx)
+	defer cancel()
 	np, ok := newParent.(*node)
 	if !ok {
 		return syscall.EXDEV
@@ -345,6 +359,8 @@ func fileType(info store.ObjectInfo) uint32 {
 
 // Symlink creates a symbolic link name -> target in n.
 func (n *node) Symlink(ctx context.Context, target, name string, out *gofuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	ctx, cancel := bounded(ctx)
+	defer cancel()
 	if len(name) > 255 {
 		return nil, syscall.ENAMETOOLONG
 	}
@@ -358,6 +374,8 @@ func (n *node) Symlink(ctx context.Context, target, name string, out *gofuse.Ent
 
 // Link makes name in n one more name of target's file.
 func (n *node) Link(ctx context.Context, target fs.InodeEmbedder, name string, out *gofuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	ctx, cancel := bounded(ctx)
+	defer cancel()
 	t, ok := target.(*node)
 	if !ok {
 		return nil, syscall.EXDEV
@@ -409,6 +427,8 @@ func (n *node) Getxattr(ctx context.Context, attr string, dest []byte) (uint32, 
 
 // Setxattr sets attribute attr (XATTR_CREATE / XATTR_REPLACE honoured).
 func (n *node) Setxattr(ctx context.Context, attr string, data []byte, flags uint32) syscall.Errno {
+	ctx, cancel := bounded(ctx)
+	defer cancel()
 	if !xattrAllowed(attr) {
 		return syscall.ENOTSUP
 	}
@@ -451,6 +471,8 @@ func (n *node) Listxattr(ctx context.Context, dest []byte) (uint32, syscall.Errn
 
 // Removexattr removes attribute attr.
 func (n *node) Removexattr(ctx context.Context, attr string) syscall.Errno {
+	ctx, cancel := bounded(ctx)
+	defer cancel()
 	if !xattrAllowed(attr) {
 		return syscall.ENOTSUP
 	}
@@ -483,6 +505,8 @@ func (n *node) Statfs(ctx context.Context, out *gofuse.StatfsOut) syscall.Errno 
 
 // Create makes file name in n, open for writing.
 func (n *node) Create(ctx context.Context, name string, flags, mode uint32, out *gofuse.EntryOut) (*fs.Inode, fs.FileHandle, uint32, syscall.Errno) {
+	ctx, cancel := bounded(ctx)
+	defer cancel()
 	if len(name) > 255 {
 		return nil, nil, 0, syscall.ENAMETOOLONG
 	}
@@ -629,6 +653,16 @@ func (n *node) release(ctx context.Context) error {
 		w.close()
 	}
 	return err
+}
+
+// unref drops one user of n's content being written, without publishing
+// (other handles still write it).
+func (n *node) unref() {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.write != nil {
+		n.write.users--
+	}
 }
 
 // content is a file's content being written: a private temporary file.
