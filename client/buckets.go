@@ -43,7 +43,11 @@ func (c *Client) CreateBucket(ctx context.Context, b BucketInfo) (BucketInfo, er
 		Replicas         int    `json:"replicas,omitempty"`
 		WriteQuorum      int    `json:"write_quorum,omitempty"`
 		Strict           bool   `json:"strict,omitempty"`
-	}{b.Name, b.Public, b.ChecksumSidecars, b.CacheControl, b.Replicas, b.WriteQuorum, b.Strict}
+		UID              uint32 `json:"uid,omitempty"`
+		GID              uint32 `json:"gid,omitempty"`
+		FileMode         uint32 `json:"file_mode,omitempty"`
+		DirMode          uint32 `json:"dir_mode,omitempty"`
+	}{b.Name, b.Public, b.ChecksumSidecars, b.CacheControl, b.Replicas, b.WriteQuorum, b.Strict, b.UID, b.GID, b.FileMode, b.DirMode}
 	rq, err := jsonRequest(http.MethodPost, c.bucketsURL(""), body)
 	if err != nil {
 		return BucketInfo{}, err

@@ -23,6 +23,13 @@ type BucketInfo struct {
 	// Strict refuses (503) a write that cannot make W copies; without it
 	// a write goes on with the copies it can make, under-replicated.
 	Strict bool `json:"strict"`
+	// UID, GID, FileMode and DirMode are the owner and modes given to
+	// files and directories written over HTTP or the CLI (the mount
+	// writes as its caller). Modes 0: 0644 and 0755.
+	UID      uint32 `json:"uid"`
+	GID      uint32 `json:"gid"`
+	FileMode uint32 `json:"file_mode"`
+	DirMode  uint32 `json:"dir_mode"`
 }
 
 // BucketUpdate is a partial change of a bucket's options: nil fields are
@@ -40,6 +47,11 @@ type BucketUpdate struct {
 	WriteQuorum *int `json:"write_quorum,omitempty"`
 	// Strict, when non-nil, sets BucketInfo.Strict.
 	Strict *bool `json:"strict,omitempty"`
+	// UID, GID, FileMode and DirMode, when non-nil, set BucketInfo's.
+	UID      *uint32 `json:"uid,omitempty"`
+	GID      *uint32 `json:"gid,omitempty"`
+	FileMode *uint32 `json:"file_mode,omitempty"`
+	DirMode  *uint32 `json:"dir_mode,omitempty"`
 }
 
 // Mirror as BucketInfo.Replicas keeps a copy of every file on every node.

@@ -25,6 +25,7 @@ func newBucketCmd() *cobra.Command {
 func newBucketCreateCmd(cf *clientFlags) *cobra.Command {
 	var b client.BucketInfo
 	var replicas string
+	var owner ownerFlags
 	cmd := &cobra.Command{
 		Use:   "create NAME [--public] [--checksum-sidecars] [--cache-control V] [--replicas N|mirror] [--write-quorum W] [--strict]",
 		Short: "Create a bucket",
@@ -36,6 +37,15 @@ func newBucketCreateCmd(cf *clientFlags) *cobra.Command {
 				return err
 			}
 			b.Replicas = r
+			var u client.BucketUpdate
+			if err := owner.apply(cmd, &u); err != nil {
+				return err
+			}
+			for _, f := range []struct{ src, dst *uint32 }{{u.UID, &b.UID}, {u.GID, &b.GID}, {u.FileMode, &b.FileMode}, {u.DirMode, &b.DirMode}} {
+				if f.src != nil {
+					*f.dst = *f.src
+				}
+			}
 			got, err := cf.client().CreateBucket(cmd.Context(), b)
 			if err != nil {
 				return err
@@ -50,6 +60,7 @@ func newBucketCreateCmd(cf *clientFlags) *cobra.Command {
 	cmd.Flags().StringVar(&replicas, "replicas", "", "copies of each file: a count, or mirror for every node (default: the cluster's, 3)")
 	cmd.Flags().IntVar(&b.WriteQuorum, "write-quorum", 0, "copies a write waits for (default: a majority of the replicas)")
 	cmd.Flags().BoolVar(&b.Strict, "strict", false, "refuse writes (503) that cannot make --write-quorum copies; by default a write with nodes down goes on with the copies it can make and is repaired later")
+	owner.bind(cmd)
 	return cmd
 }
 
@@ -69,7 +80,7 @@ func parseReplicas(v string) (int, error) {
 }
 
 // bucketSettingNames lists the OPTION names `bucket set` accepts.
-const bucketSettingNames = "public, checksum-sidecars, cache-control, replicas, write-quorum, strict"
+const bucketSettingNames = "public, checksum-sidecars, cache-control, replicas, write-quorum, strict, uid, gid, file-mode, dir-mode"
 
 // parseBucketSettings turns OPTION=VALUE arguments into a partial update.
 func parseBucketSettings(args []string) (client.BucketUpdate, error) {
@@ -79,7 +90,8 @@ func parseBucketSettings(args []string) (client.BucketUpdate, error) {
 		if !ok {
 			return u, fmt.Errorf("%q: expected OPTION=VALUE (options: %s)", a, bucketSettingNames)
 		}
-		switch strings.ReplaceAll(strings.ToLower(k), "_", "-") {
+		key := strings.ReplaceAll(strings.ToLower(k), "_", "-")
+		switch key {
 		case "public":
 			b, err := strconv.ParseBool(v)
 			if err != nil {
@@ -107,6 +119,27 @@ func parseBucketSettings(args []string) (client.BucketUpdate, error) {
 				return u, fmt.Errorf("write-quorum=%q: expected a count (0 = majority)", v)
 			}
 			u.WriteQuorum = &n
+		case "uid", "gid":
+			n, err := strconv.ParseUint(v, 10, 32)
+			if err != nil {
+				return u, fmt.Errorf("%s=%q: expected a numeric ID", key, v)
+			}
+			id := uint32(n)
+			if key == "uid" {
+				u.UID = &id
+			} else {
+				u.GID = &id
+			}
+		case "file-mode", "dir-mode":
+			n, err := parseMode(v)
+			if err != nil {
+				return u, fmt.Errorf("%s=%w", key, err)
+			}
+			if key == "file-mode" {
+				u.FileMode = &n
+			} else {
+				u.DirMode = &n
+			}
 		case "strict":
 			b, err := strconv.ParseBool(v)
 			if err != nil {
@@ -121,14 +154,21 @@ func parseBucketSettings(args []string) (client.BucketUpdate, error) {
 }
 
 func newBucketSetCmd(cf *clientFlags) *cobra.Command {
-	return &cobra.Command{
-		Use:   "set NAME OPTION=VALUE...",
-		Short: "Change bucket options: public=true|false, checksum-sidecars=true|false, cache-control=V, replicas=N|mirror, write-quorum=W, strict=true|false",
-		Args:  cobra.MinimumNArgs(2),
+	var owner ownerFlags
+	cmd := &cobra.Command{
+		Use:   "set NAME [OPTION=VALUE...] [--uid N] [--gid N] [--file-mode 0644] [--dir-mode 0755]",
+		Short: "Change bucket options: public=true|false, checksum-sidecars=true|false, cache-control=V, replicas=N|mirror, write-quorum=W, strict=true|false, uid=N, gid=N, file-mode=0644, dir-mode=0755",
+		Args:  cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			u, err := parseBucketSettings(args[1:])
 			if err != nil {
 				return err
+			}
+			if err := owner.apply(cmd, &u); err != nil {
+				return err
+			}
+			if u == (client.BucketUpdate{}) {
+				return fmt.Errorf("nothing to change: give OPTION=VALUE arguments or flags (options: %s)", bucketSettingNames)
 			}
 			got, err := cf.client().UpdateBucket(cmd.Context(), args[0], u)
 			if err != nil {
@@ -138,6 +178,56 @@ func newBucketSetCmd(cf *clientFlags) *cobra.Command {
 			return nil
 		},
 	}
+	owner.bind(cmd)
+	return cmd
+}
+
+// ownerFlags are --uid, --gid, --file-mode and --dir-mode: the owner and
+// modes of what is written over HTTP or the CLI.
+type ownerFlags struct {
+	uid, gid          uint32
+	fileMode, dirMode string
+}
+
+func (o *ownerFlags) bind(cmd *cobra.Command) {
+	cmd.Flags().Uint32Var(&o.uid, "uid", 0, "owner (user ID) of files and directories written over HTTP or the CLI, e.g. 33 for www-data")
+	cmd.Flags().Uint32Var(&o.gid, "gid", 0, "group ID of files and directories written over HTTP or the CLI")
+	cmd.Flags().StringVar(&o.fileMode, "file-mode", "", "mode (octal) of files written over HTTP or the CLI (default 0644)")
+	cmd.Flags().StringVar(&o.dirMode, "dir-mode", "", "mode (octal) of directories made over HTTP or the CLI (default 0755)")
+}
+
+// apply puts the flags given into u.
+func (o *ownerFlags) apply(cmd *cobra.Command, u *client.BucketUpdate) error {
+	if cmd.Flags().Changed("uid") {
+		u.UID = &o.uid
+	}
+	if cmd.Flags().Changed("gid") {
+		u.GID = &o.gid
+	}
+	for _, m := range []struct {
+		flag string
+		v    string
+		dst  **uint32
+	}{{"file-mode", o.fileMode, &u.FileMode}, {"dir-mode", o.dirMode, &u.DirMode}} {
+		if !cmd.Flags().Changed(m.flag) {
+			continue
+		}
+		n, err := parseMode(m.v)
+		if err != nil {
+			return fmt.Errorf("--%s: %w", m.flag, err)
+		}
+		*m.dst = &n
+	}
+	return nil
+}
+
+// parseMode parses an octal permission mode such as 0644.
+func parseMode(v string) (uint32, error) {
+	n, err := strconv.ParseUint(v, 8, 32)
+	if err != nil || n > 0o7777 {
+		return 0, fmt.Errorf("%q: expected an octal mode such as 0644", v)
+	}
+	return uint32(n), nil
 }
 
 func newBucketListCmd(cf *clientFlags) *cobra.Command {
@@ -200,5 +290,13 @@ func bucketOptions(b client.BucketInfo) string {
 	if b.WriteQuorum > 0 {
 		w = strconv.Itoa(b.WriteQuorum)
 	}
-	return fmt.Sprintf("public=%t checksum-sidecars=%t cache-control=%s replicas=%s write-quorum=%s strict=%t", b.Public, b.ChecksumSidecars, cc, r, w, b.Strict)
+	fm, dm := b.FileMode, b.DirMode
+	if fm == 0 {
+		fm = 0o644
+	}
+	if dm == 0 {
+		dm = 0o755
+	}
+	return fmt.Sprintf("public=%t checksum-sidecars=%t cache-control=%s replicas=%s write-quorum=%s strict=%t uid=%d gid=%d file-mode=%04o dir-mode=%04o",
+		b.Public, b.ChecksumSidecars, cc, r, w, b.Strict, b.UID, b.GID, fm, dm)
 }

@@ -443,6 +443,7 @@ func (a *applier) createBucket() (Result, error) {
 		}
 		b.Public, b.ChecksumSidecars, b.CacheControl = o.Public, o.ChecksumSidecars, o.CacheControl
 		b.Replicas, b.WriteQuorum, b.Strict = o.Replicas, o.WriteQuorum, o.Strict
+		b.UID, b.GID, b.FileMode, b.DirMode = o.UID, o.GID, o.FileMode&0o7777, o.DirMode&0o7777
 	}
 	a.t.set(bucketKey(name), encodeBucket(b))
 	return Result{Created: true, Inode: dir, Changed: []string{name}}, nil
@@ -462,6 +463,7 @@ func (a *applier) updateBucket() (Result, error) {
 	}
 	b.Public, b.ChecksumSidecars, b.CacheControl = o.Public, o.ChecksumSidecars, o.CacheControl
 	b.Replicas, b.WriteQuorum, b.Strict = o.Replicas, o.WriteQuorum, o.Strict
+	b.UID, b.GID, b.FileMode, b.DirMode = o.UID, o.GID, o.FileMode&0o7777, o.DirMode&0o7777
 	a.t.set(bucketKey(b.Name), encodeBucket(b))
 	return Result{Changed: []string{b.Name}}, nil
 }

@@ -74,13 +74,13 @@
 //	         n extents (uvarint) × [hash, offset varint, length varint],
 //	         n xattrs (uvarint) × [key string, value bytes] in key order.
 //	         The inode number is not stored: it is the key.
-//	bucket:  3, name, ino (uvarint), public, checksumSidecars (bool),
+//	bucket:  4, name, ino (uvarint), public, checksumSidecars (bool),
 //	         cacheControl, createdNs, replicas, writeQuorum (varint),
-//	         strict (bool)
+//	         strict (bool), uid, gid, fileMode, dirMode (uvarint)
 //	node:    1, id (uvarint), name, url, clusterURL, zone (string),
 //	         weight (uvarint of the float64 bits), witness (bool),
 //	         state (1), joinedNs (varint), gossipAddr (string)
-//	entry:   3, n commands (uvarint) × [op(1), bucketName, path, dstPath,
+//	entry:   4, n commands (uvarint) × [op(1), bucketName, path, dstPath,
 //	         hasBucket(bool) [bucket body], hasFile(bool) [ino uvarint +
 //	         inode body], timeNs (varint), ifMatch, ifNoneMatchAny (bool),
 //	         startIndex (uvarint), n reap (uvarint) × hash, reapBefore
@@ -89,8 +89,10 @@
 //
 // Versions were bumped (bucket 2, entry 2) before any release; older
 // encodings are rejected as corrupt. Bucket 3 and entry 3 (strict,
-// under, replicated) are the first bumps after data existed: version 2
-// bodies still decode (strict false, no lists). The node body gained gossipAddr at its
+// under, replicated) and bucket 4 and entry 4 (the bucket's default owner
+// and modes) came after data existed: older bodies still decode (strict
+// false, no lists, owner root, default modes); an entry of version N
+// carries bucket bodies of version N. The node body gained gossipAddr at its
 // end, also before any release, without a version bump: node records and
 // entries written before it do not decode.
 //

@@ -21,8 +21,8 @@ func errCorrupt(format string, args ...any) error {
 // Encoding versions (first byte of each value).
 const (
 	inodeVersion   = 1
-	bucketVersion  = 3 // 2: + replicas, write quorum; 3: + strict (2 is still read)
-	commandVersion = 3 // 2: + node (cluster map); 3: + under, replicated (2 is still read)
+	bucketVersion  = 4 // 2: + replicas, write quorum; 3: + strict; 4: + uid, gid, file and dir mode (2 and 3 are still read)
+	commandVersion = 4 // 2: + node (cluster map); 3: + under, replicated; 4: bucket bodies of version 4 (2 and 3 are still read)
 	nodeVersion    = 1
 )
 
@@ -268,6 +268,10 @@ func appendBucket(e *encoder, b *Bucket) {
 	e.varint(int64(b.Replicas))
 	e.varint(int64(b.WriteQuorum))
 	e.bool1(b.Strict)
+	e.uvarint(uint64(b.UID))
+	e.uvarint(uint64(b.GID))
+	e.uvarint(uint64(b.FileMode))
+	e.uvarint(uint64(b.DirMode))
 }
 
 // decodeBucketBody decodes a bucket body of the given version (2 or 3).
@@ -284,6 +288,10 @@ func decodeBucketBody(d *decoder, version byte) *Bucket {
 	}
 	if version >= 3 {
 		b.Strict = d.bool1()
+	}
+	if version >= 4 {
+		b.UID, b.GID = uint32(d.uvarint()), uint32(d.uvarint())
+		b.FileMode, b.DirMode = uint32(d.uvarint()), uint32(d.uvarint())
 	}
 	return b
 }
@@ -345,7 +353,7 @@ func encodeBucket(b *Bucket) []byte {
 func decodeBucket(p []byte) (*Bucket, error) {
 	d := decoder{b: p}
 	v := d.byte1()
-	if d.err == nil && v != bucketVersion && v != 2 {
+	if d.err == nil && v != bucketVersion && v != 2 && v != 3 {
 		return nil, errCorrupt("bucket version %d", v)
 	}
 	b := decodeBucketBody(&d, v)
@@ -420,7 +428,7 @@ func EncodeCommands(cmds []Command) ([]byte, error) {
 func DecodeCommands(p []byte) ([]Command, error) {
 	d := decoder{b: p}
 	version := d.byte1()
-	if d.err == nil && version != commandVersion && version != 2 {
+	if d.err == nil && version != commandVersion && version != 2 && version != 3 {
 		return nil, errCorrupt("command payload version %d", version)
 	}
 	n := d.count(maxCommands)
@@ -435,11 +443,9 @@ func DecodeCommands(p []byte) ([]Command, error) {
 		c.Path = d.str()
 		c.DstPath = d.str()
 		if d.bool1() {
-			bv := byte(bucketVersion)
-			if version == 2 {
-				bv = 2
-			}
-			c.Bucket = decodeBucketBody(&d, bv)
+			// A command of version N carries a bucket body of version N
+			// (2, 3, 4).
+			c.Bucket = decodeBucketBody(&d, version)
 		}
 		if d.bool1() {
 			c.File = &Inode{Ino: Ino(d.uvarint())}

@@ -69,6 +69,11 @@ type Bucket struct {
 	// write goes on with the copies it can make (at least one) and is
 	// recorded as under-replicated (Reader.UnderReplicated).
 	Strict bool
+	// Owner of the files and directories written over HTTP, S3 or the CLI
+	// (the mount writes as its caller): UID, GID, and modes (0: 0644 for
+	// files, 0755 for directories).
+	UID, GID          uint32
+	FileMode, DirMode uint32
 }
 
 // Mirror as Bucket.Replicas places a copy of every blob on every data node.

@@ -91,10 +91,19 @@ func TestDecodeVersion2(t *testing.T) {
 	e := encoder{}
 	e.byte1(2)
 	appendBucket(&e, b)
-	v2 := e.b[:len(e.b)-1] // version 2 had no strict byte
+	v2 := e.b[:len(e.b)-5] // version 2 had no strict byte, no owner and modes (4 one-byte zeros)
 	got, err := decodeBucket(v2)
 	if err != nil || got.Name != "old" || got.Replicas != 3 || got.Strict {
 		t.Fatalf("bucket v2: %+v, %v", got, err)
+	}
+	v3 := append([]byte{3}, e.b[1:len(e.b)-4]...) // version 3: strict, no owner and modes
+	v3[len(v3)-1] = 1
+	if got, err := decodeBucket(v3); err != nil || !got.Strict || got.UID != 0 {
+		t.Fatalf("bucket v3: %+v, %v", got, err)
+	}
+	b.UID, b.FileMode = 33, 0o640
+	if got, err := decodeBucket(encodeBucket(b)); err != nil || got.UID != 33 || got.FileMode != 0o640 {
+		t.Fatalf("bucket v4: %+v, %v", got, err)
 	}
 	p, err := EncodeCommands([]Command{{Op: OpMkdir, BucketName: "old", Path: "d", TimeNs: 7}})
 	if err != nil {

@@ -71,6 +71,13 @@ type BucketInfo struct {
 	// make W copies. Without it a write goes on with the copies it can
 	// make, at least one, and is under-replicated until repair restores R.
 	Strict bool `json:"strict"`
+	// UID, GID, FileMode and DirMode are the owner and modes of what is
+	// written without them (over HTTP, the CLI, S3): a web server's user
+	// can then read uploads through a mount. Modes 0: 0644 and 0755.
+	UID      uint32 `json:"uid"`
+	GID      uint32 `json:"gid"`
+	FileMode uint32 `json:"file_mode"`
+	DirMode  uint32 `json:"dir_mode"`
 }
 
 // ObjectInfo describes a file or directory.
@@ -108,6 +115,9 @@ type ObjectInfo struct {
 type Attrs struct {
 	Mode     uint32
 	UID, GID uint32
+	// Explicit: the values are the caller's even when zero (the mount);
+	// otherwise the bucket's defaults fill the zero ones.
+	Explicit bool
 }
 
 // SetAttrs is a change of a file's or directory's attributes; nil fields
@@ -124,6 +134,9 @@ type SetAttrs struct {
 type PutOptions struct {
 	ContentType string
 	UID, GID    uint32    // owner and group of the file (a replaced file takes them too)
+	// Explicit: UID, GID and Mode are the caller's even when zero (the
+	// mount); otherwise the bucket's defaults fill the zero ones.
+	Explicit bool
 	Mode        uint32    // 0 means 0644
 	ModTime     time.Time // zero means now
 	// Size is the declared body length, or -1 if unknown. A body that ends

@@ -121,7 +121,9 @@ func (s *Local) PutFiles(ctx context.Context, bucket string, files []FilePut) []
 			empty := sha256.Sum256(nil)
 			sha = hex.EncodeToString(empty[:])
 		}
-		cmd := s.putFileCommand(bucket, f.Path, f.Opts, int64(len(f.Data)), hex.EncodeToString(sum[:]), sha, extents, startIndex)
+		opts := f.Opts
+		owned(binfo, &opts.UID, &opts.GID, &opts.Mode, opts.Explicit, binfo.FileMode)
+		cmd := s.putFileCommand(bucket, f.Path, opts, int64(len(f.Data)), hex.EncodeToString(sum[:]), sha, extents, startIndex)
 		cmds[i] = &cmd
 	}
 	defer func() {

@@ -285,7 +285,25 @@ func (s *Local) propose(ctx context.Context, cmd meta.Command) (meta.Result, err
 func bucketInfo(b *meta.Bucket) BucketInfo {
 	return BucketInfo{Name: b.Name, Public: b.Public, ChecksumSidecars: b.ChecksumSidecars,
 		CacheControl: b.CacheControl, Created: time.Unix(0, b.CreatedNs).UTC(),
-		Replicas: int(b.Replicas), WriteQuorum: int(b.WriteQuorum), Strict: b.Strict}
+		Replicas: int(b.Replicas), WriteQuorum: int(b.WriteQuorum), Strict: b.Strict,
+		UID: b.UID, GID: b.GID, FileMode: b.FileMode, DirMode: b.DirMode}
+}
+
+// owned fills the zero owner and mode of a write that does not give them
+// (Explicit false) with the bucket's defaults.
+func owned(b BucketInfo, uid, gid, mode *uint32, explicit bool, defMode uint32) {
+	if explicit {
+		return
+	}
+	if *uid == 0 {
+		*uid = b.UID
+	}
+	if *gid == 0 {
+		*gid = b.GID
+	}
+	if *mode == 0 {
+		*mode = defMode
+	}
 }
 
 // policy is the replication policy of a write into bucket b.
@@ -335,7 +353,8 @@ func (u *underTally) annotate(info *ObjectInfo) {
 
 func metaBucket(b BucketInfo) *meta.Bucket {
 	return &meta.Bucket{Name: b.Name, Public: b.Public, ChecksumSidecars: b.ChecksumSidecars,
-		CacheControl: b.CacheControl, Replicas: clamp32(b.Replicas), WriteQuorum: clamp32(b.WriteQuorum), Strict: b.Strict}
+		CacheControl: b.CacheControl, Replicas: clamp32(b.Replicas), WriteQuorum: clamp32(b.WriteQuorum), Strict: b.Strict,
+		UID: b.UID, GID: b.GID, FileMode: b.FileMode, DirMode: b.DirMode}
 }
 
 // CreateBucket implements Store.
@@ -652,6 +671,13 @@ func (s *Local) Mkdir(ctx context.Context, bucket, path string, attrs Attrs) err
 	if path == "" {
 		return ErrInvalidName
 	}
+	if !attrs.Explicit {
+		b, err := s.Bucket(ctx, bucket)
+		if err != nil {
+			return err
+		}
+		owned(b, &attrs.UID, &attrs.GID, &attrs.Mode, false, b.DirMode)
+	}
 	_, err := s.propose(ctx, meta.Command{Op: meta.OpMkdir, BucketName: bucket, Path: path,
 		File: &meta.Inode{Type: meta.TypeDir, Mode: attrs.Mode & 0o7777, UID: attrs.UID, GID: attrs.GID}})
 	return err
@@ -746,6 +772,7 @@ func (s *Local) Put(ctx context.Context, bucket, path string, r io.Reader, opts 
 		return ObjectInfo{}, false, err
 	}
 	pol := policy(binfo)
+	owned(binfo, &opts.UID, &opts.GID, &opts.Mode, opts.Explicit, binfo.FileMode)
 	var under underTally
 	startIndex := s.log.AppliedIndex()
 	// Replicas store the blobs only once they have applied startIndex

@@ -109,6 +109,24 @@ func TestMountAcrossNodes(t *testing.T) {
 		waitFile(t, 5*time.Second, filepath.Join(m, "site", "img", "logo.png"), []byte("png bytes"), nodes...)
 	}
 
+	// Files written over HTTP get the bucket's default owner and modes.
+	if out, err := nodes[0].cli("bucket", "set", "web", "--uid", "33", "--gid", "33", "--file-mode", "0640", "--dir-mode", "0750"); err != nil ||
+		!strings.Contains(out, "uid=33 gid=33 file-mode=0640 dir-mode=0750") {
+		t.Fatalf("bucket set --uid ...: %v\n%s", err, out)
+	}
+	putOK(t, nodes[0].url+"/web/uploads/a.jpg", []byte("jpeg"), nodes...)
+	waitFor(t, 5*time.Second, "an HTTP upload owned by 33:33, 0640, on node 3's mount", func() bool {
+		st, err := os.Stat(filepath.Join(mnts[2], "uploads", "a.jpg"))
+		if err != nil {
+			return false
+		}
+		sys := st.Sys().(*syscall.Stat_t)
+		return sys.Uid == 33 && sys.Gid == 33 && st.Mode().Perm() == 0o640
+	}, nodes...)
+	if err := os.RemoveAll(filepath.Join(mnts[0], "uploads")); err != nil {
+		t.Fatal(err)
+	}
+
 	// A rename through node 2's mount is seen on 1 and 3.
 	if err := os.Rename(filepath.Join(mnts[1], "site", "img", "logo.png"), filepath.Join(mnts[1], "site", "logo.png")); err != nil {
 		t.Fatal(err)

@@ -285,7 +285,7 @@ func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *gofuse.
 		return nil, syscall.EEXIST
 	}
 	uid, gid := caller(ctx)
-	if err := n.m.cfg.Store.Mkdir(ctx, n.m.cfg.Bucket, p, store.Attrs{Mode: mode & 0o7777, UID: uid, GID: gid}); err != nil {
+	if err := n.m.cfg.Store.Mkdir(ctx, n.m.cfg.Bucket, p, store.Attrs{Mode: mode & 0o7777, UID: uid, GID: gid, Explicit: true}); err != nil {
 		return nil, errno(err)
 	}
 	info, err := n.m.cfg.Store.Stat(ctx, n.m.cfg.Bucket, p)
@@ -365,7 +365,7 @@ func (n *node) Symlink(ctx context.Context, target, name string, out *gofuse.Ent
 		return nil, syscall.ENAMETOOLONG
 	}
 	uid, gid := caller(ctx)
-	info, err := n.m.cfg.Store.Symlink(ctx, n.m.cfg.Bucket, n.child(name), target, store.Attrs{UID: uid, GID: gid})
+	info, err := n.m.cfg.Store.Symlink(ctx, n.m.cfg.Bucket, n.child(name), target, store.Attrs{UID: uid, GID: gid, Explicit: true})
 	if err != nil {
 		return nil, errno(err)
 	}
@@ -523,7 +523,7 @@ func (n *node) Create(ctx context.Context, name string, flags, mode uint32, out 
 	// see it and it has an inode number.
 	uid, gid := caller(ctx)
 	info, _, err := n.m.cfg.Store.Put(ctx, n.m.cfg.Bucket, p, strings.NewReader(""),
-		store.PutOptions{Size: 0, Mode: mode & 0o7777, UID: uid, GID: gid})
+		store.PutOptions{Size: 0, Mode: mode & 0o7777, UID: uid, GID: gid, Explicit: true})
 	if err != nil {
 		return nil, nil, 0, errno(err)
 	}
@@ -620,7 +620,7 @@ func (n *node) publish(ctx context.Context) error {
 		return nil
 	}
 	size := w.size()
-	opts := store.PutOptions{Size: size}
+	opts := store.PutOptions{Size: size, Explicit: true}
 	// The new version keeps the file's mode, owner and type.
 	if cur, err := n.stat(ctx); err == nil {
 		opts.Mode, opts.UID, opts.GID, opts.ContentType = cur.Mode, cur.UID, cur.GID, cur.ContentType

@@ -270,6 +270,10 @@ type bucketPatch struct {
 	Replicas         *int    `json:"replicas"`
 	WriteQuorum      *int    `json:"write_quorum"`
 	Strict           *bool   `json:"strict"`
+	UID              *uint32 `json:"uid"`
+	GID              *uint32 `json:"gid"`
+	FileMode         *uint32 `json:"file_mode"`
+	DirMode          *uint32 `json:"dir_mode"`
 }
 
 // maxAdminBody bounds admin JSON bodies.
@@ -311,6 +315,14 @@ func (p bucketPatch) apply(b *store.BucketInfo) {
 	}
 	if p.Strict != nil {
 		b.Strict = *p.Strict
+	}
+	for _, f := range []struct {
+		src *uint32
+		dst *uint32
+	}{{p.UID, &b.UID}, {p.GID, &b.GID}, {p.FileMode, &b.FileMode}, {p.DirMode, &b.DirMode}} {
+		if f.src != nil {
+			*f.dst = *f.src
+		}
 	}
 }
 
