@@ -259,6 +259,41 @@ func TestMountAcrossNodes(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// Shared-writable mmap and posix_fallocate, seen on node 3.
+	mp := filepath.Join(mnts[0], "site", "mapped.bin")
+	if err := os.WriteFile(mp, bytes.Repeat([]byte("a"), 8192), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	mf, err := os.OpenFile(mp, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mem, err := syscall.Mmap(int(mf.Fd()), 0, 8192, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_SHARED)
+	if err != nil {
+		t.Fatal(err)
+	}
+	copy(mem, "MAPPED")
+	if err := syscall.Munmap(mem); err != nil {
+		t.Fatal(err)
+	}
+	if err := mf.Close(); err != nil {
+		t.Fatal(err)
+	}
+	want := append([]byte("MAPPED"), bytes.Repeat([]byte("a"), 8192-6)...)
+	waitFile(t, 5*time.Second, filepath.Join(mnts[2], "site", "mapped.bin"), want, nodes...)
+	ff, err := os.OpenFile(filepath.Join(mnts[0], "site", "alloc.bin"), os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Fallocate(int(ff.Fd()), 0, 0, 100000); err != nil {
+		t.Fatalf("posix_fallocate: %v", err)
+	}
+	ff.Close()
+	waitFor(t, 5*time.Second, "the allocated size on node 3", func() bool {
+		st, err := os.Stat(filepath.Join(mnts[2], "site", "alloc.bin"))
+		return err == nil && st.Size() == 100000
+	}, nodes...)
+
 	// Hard links: one inode, two names, on every node.
 	if err := os.Link(idx, filepath.Join(mnts[0], "index.html")); err != nil {
 		t.Fatal(err)

@@ -22,7 +22,9 @@
 //     or renamed does not lose the inode. Writes, attribute changes and
 //     publishes still go by the path go-fuse knows (a hard-linked file
 //     written through a name another node just removed: see the notes).
-//   - Not yet: POSIX ACLs, shared-writable mmap
+//   - Shared-writable mmap (the kernel writes dirty pages back through
+//     Write) and posix_fallocate (mode 0: extends the content).
+//   - Not yet: POSIX ACLs
 //     of files being written, write-back across files. FIFOs, sockets and
 //     devices are refused (EPERM).
 //

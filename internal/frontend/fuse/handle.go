@@ -20,11 +20,12 @@ type handle struct {
 }
 
 var (
-	_ fs.FileReader   = (*handle)(nil)
-	_ fs.FileWriter   = (*handle)(nil)
-	_ fs.FileFlusher  = (*handle)(nil)
-	_ fs.FileFsyncer  = (*handle)(nil)
-	_ fs.FileReleaser = (*handle)(nil)
+	_ fs.FileReader    = (*handle)(nil)
+	_ fs.FileWriter    = (*handle)(nil)
+	_ fs.FileFlusher   = (*handle)(nil)
+	_ fs.FileFsyncer   = (*handle)(nil)
+	_ fs.FileReleaser  = (*handle)(nil)
+	_ fs.FileAllocater = (*handle)(nil)
 )
 
 // Read reads from the content being written, or from the committed file.
@@ -112,4 +113,28 @@ func (h *handle) Release(ctx context.Context) syscall.Errno {
 		return 0
 	}
 	return errno(h.n.release(ctx))
+}
+
+// Allocate (posix_fallocate, mode 0) extends the content being written to
+// off+size bytes; punching holes and other modes are not supported.
+func (h *handle) Allocate(ctx context.Context, off uint64, size uint64, mode uint32) syscall.Errno {
+	if mode != 0 {
+		return syscall.EOPNOTSUPP
+	}
+	if !h.writable {
+		return syscall.EBADF
+	}
+	n := h.n
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	w := n.write
+	if w == nil {
+		return syscall.EBADF
+	}
+	if end := int64(off + size); end > w.size() {
+		if err := w.truncate(end); err != nil {
+			return errno(err)
+		}
+	}
+	return 0
 }
