@@ -24,8 +24,8 @@
 //     written through a name another node just removed: see the notes).
 //   - Shared-writable mmap (the kernel writes dirty pages back through
 //     Write) and posix_fallocate (mode 0: extends the content).
-//   - Not yet: POSIX ACLs
-//     of files being written, write-back across files. FIFOs, sockets and
+//   - Not yet: POSIX ACLs, write-back across files (each close
+//     publishes), the cluster's capacity in statfs. FIFOs, sockets and
 //     devices are refused (EPERM).
 //
 // # Writes
