@@ -114,6 +114,11 @@ func TestMountAcrossNodes(t *testing.T) {
 		!strings.Contains(out, "uid=33 gid=33 file-mode=0640 dir-mode=0750") {
 		t.Fatalf("bucket set --uid ...: %v\n%s", err, out)
 	}
+	// Look the directory up on node 3 before it exists: the kernel caches
+	// the miss (a negative entry), which the upload must invalidate.
+	if _, err := os.Stat(filepath.Join(mnts[2], "uploads")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("uploads/ before the upload: %v", err)
+	}
 	putOK(t, nodes[0].url+"/web/uploads/a.jpg", []byte("jpeg"), nodes...)
 	waitFor(t, 5*time.Second, "an HTTP upload owned by 33:33, 0640, on node 3's mount", func() bool {
 		st, err := os.Stat(filepath.Join(mnts[2], "uploads", "a.jpg"))

@@ -249,16 +249,18 @@ func (m *Mount) changed(paths []string, all bool) {
 		}
 		parent := m.root.EmbeddedInode()
 		comps := strings.Split(rel, "/")
-		for _, c := range comps[:len(comps)-1] {
-			if parent = parent.GetChild(c); parent == nil {
+		for i, c := range comps {
+			child := parent.GetChild(c)
+			if i == len(comps)-1 || child == nil {
+				// The deepest name the kernel may cache: the changed entry,
+				// or a parent it never found (a negative entry that the
+				// change may have made wrong: a directory created with the
+				// file). Nothing below an unknown directory is cached.
+				m.queue(inval{parent: parent, name: c, child: child})
 				break
 			}
+			parent = child
 		}
-		if parent == nil {
-			continue // the kernel caches nothing below a directory it never looked up
-		}
-		name := comps[len(comps)-1]
-		m.queue(inval{parent: parent, name: name, child: parent.GetChild(name)})
 	}
 }
 
