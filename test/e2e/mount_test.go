@@ -140,6 +140,26 @@ func TestMountAcrossNodes(t *testing.T) {
 		waitFile(t, 5*time.Second, filepath.Join(m, "site", "logo.png"), []byte("png bytes"), nodes...)
 		waitFile(t, 5*time.Second, filepath.Join(m, "site", "img", "logo.png"), nil, nodes...)
 	}
+	// A directory renamed onto a name node 3 has just missed (a negative
+	// entry in its kernel) is seen there at once, not after the miss
+	// expires.
+	if _, err := os.Stat(filepath.Join(mnts[2], "gallery")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("gallery/ before the rename: %v", err)
+	}
+	if err := os.Mkdir(filepath.Join(mnts[0], "album"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(filepath.Join(mnts[0], "album"), filepath.Join(mnts[0], "gallery")); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 2*time.Second, "the renamed directory on node 3", func() bool {
+		st, err := os.Stat(filepath.Join(mnts[2], "gallery"))
+		return err == nil && st.IsDir()
+	}, nodes...)
+	if err := os.Remove(filepath.Join(mnts[0], "gallery")); err != nil {
+		t.Fatal(err)
+	}
+
 	// Unlink on node 3, seen on node 1; listings agree.
 	if err := os.Remove(filepath.Join(mnts[2], "site", "logo.png")); err != nil {
 		t.Fatal(err)

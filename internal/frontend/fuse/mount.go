@@ -89,10 +89,14 @@ func New(ctx context.Context, cfg Config) (*Mount, error) {
 	m := &Mount{cfg: cfg, inval: make(chan inval, 4096)}
 	m.root = &node{m: m}
 	timeout := cfg.CacheTimeout
+	// Misses are kept 5 s at most: a change is invalidated precisely on the
+	// names it lists, but a snapshot installed by Raft ("everything may
+	// have changed") cannot name the misses it made wrong.
+	negative := min(timeout, negativeTimeout)
 	opts := &fs.Options{
 		EntryTimeout:    &timeout,
 		AttrTimeout:     &timeout,
-		NegativeTimeout: &timeout,
+		NegativeTimeout: &negative,
 		MountOptions: gofuse.MountOptions{
 			AllowOther: true,
 			FsName:     "cairn:" + path.Join(cfg.Bucket, cfg.Prefix),
@@ -211,6 +215,9 @@ func ensureTree(ctx context.Context, st store.Store, bucket, prefix string) erro
 	return nil
 }
 
+// negativeTimeout bounds how long the kernel keeps a lookup's miss.
+const negativeTimeout = 5 * time.Second
+
 // writeTimeout bounds a FUSE call that changes the namespace: a node that
 // lost its write quorum answers EIO after it instead of hanging the
 // caller (reads need no quorum and are not bounded).
@@ -235,8 +242,7 @@ type inval struct {
 // next change it can queue).
 func (m *Mount) changed(paths []string, all bool) {
 	if all {
-		m.queueAll()
-		return
+		m.queueAll() // and the paths too: a directory renamed onto a name the kernel missed
 	}
 	base := m.cfg.Bucket + "/"
 	if m.cfg.Prefix != "" {
