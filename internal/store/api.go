@@ -5,7 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"sync/atomic"
 	"time"
+
+	"github.com/cairn-fs/cairn/internal/blob"
 )
 
 // Errors returned by Store methods. Front ends map them to status codes in
@@ -173,6 +177,32 @@ type Object interface {
 	// cheapest path available (a pooled buffer, or sendfile).
 	WriteRangeTo(w io.Writer, off, n int64) (int64, error)
 	Close() error
+}
+
+// LocalAccess is the way to this node's copy of an Object's bytes, for a
+// front end that sends a body without copying it (httpapi's GET fast
+// path). Every Object that Local.Open returns implements it; another
+// Store's objects may not, and front ends then use ReadAt and
+// WriteRangeTo. Each method answers "no" (ok false, nothing held) when
+// the bytes are not one local piece; see store's object for the contract
+// of each (the needle is checked as ReadAt checks it).
+type LocalAccess interface {
+	// LocalSpan returns the volume file and offset holding bytes
+	// [off, off+n), for sendfile; release must be called once.
+	LocalSpan(off, n int64) (f *os.File, fileOff int64, release func(), ok bool)
+	// LocalBytes lends bytes [off, off+n) from the volume's memory map
+	// until ref.Release.
+	LocalBytes(off, n int64) (b []byte, ref blob.Ref, ok bool)
+	// Resident reports whether those bytes are all in the page cache.
+	Resident(off, n int64) bool
+}
+
+// Memoizer is implemented by Objects that keep a slot for a front end's
+// data derived from the object (httpapi's answer headers): the same
+// object, with the same slot, is returned for every open of a cached
+// version of a file (Local's objects do).
+type Memoizer interface {
+	Memo() *atomic.Value
 }
 
 // Store is the one API every front end calls. All methods are safe for

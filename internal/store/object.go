@@ -33,6 +33,12 @@ type object struct {
 // as the store keeps the version cached: a cached file's Open returns the
 // same object, with the same slot, until the path changes. Every value
 // stored must have the same concrete type (atomic.Value).
+// Local's objects give front ends their local bytes and a memo slot.
+var (
+	_ LocalAccess = (*object)(nil)
+	_ Memoizer    = (*object)(nil)
+)
+
 func (o *object) Memo() *atomic.Value { return &o.memo }
 
 func (o *object) Info() ObjectInfo { return o.info }

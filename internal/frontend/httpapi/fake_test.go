@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cairn-fs/cairn/internal/blob"
 	"github.com/cairn-fs/cairn/internal/store"
 )
 
@@ -426,6 +427,12 @@ func (o *fakeObject) WriteRangeTo(w io.Writer, off, n int64) (int64, error) {
 }
 
 func (o *fakeObject) Close() error { return nil }
+
+// LocalBytes lends nothing (no memory map) and Resident knows nothing:
+// with LocalSpan, the fake is a store.LocalAccess.
+func (o *fakeObject) LocalBytes(off, n int64) ([]byte, blob.Ref, bool) { return nil, blob.Ref{}, false }
+
+func (o *fakeObject) Resident(off, n int64) bool { return false }
 
 // LocalSpan implements the store's zero-copy span (store's
 // object.LocalSpan) from a temporary file holding the data, so that the

@@ -7,15 +7,12 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"syscall"
 	"time"
 
-	"github.com/cairn-fs/cairn/internal/blob"
 	"github.com/cairn-fs/cairn/internal/store"
 )
 
@@ -40,24 +37,6 @@ var nodePrefixBytes = []byte(NodePrefix)
 // buffer: the bodies WriteRangeTo sent before, opening a descriptor per
 // request.
 const fastSendfileMin = fastMaxBody + 1
-
-// localSpanner is implemented by store Objects whose bytes can be sent
-// from a volume file (store's object.LocalSpan).
-type localSpanner interface {
-	LocalSpan(off, n int64) (f *os.File, fileOff int64, release func(), ok bool)
-}
-
-// residenter is implemented by store Objects that can tell whether a
-// piece of the content is in the page cache (store's object.Resident).
-type residenter interface {
-	Resident(off, n int64) bool
-}
-
-// localByter is implemented by store Objects that can lend a piece of the
-// content from a volume's memory map (store's object.LocalBytes).
-type localByter interface {
-	LocalBytes(off, n int64) (b []byte, ref blob.Ref, ok bool)
-}
 
 // serveFast answers a parsed GET or HEAD of a file into fc's write buffer,
 // with the same decisions as ServeHTTP (openRead, planObject, the status
@@ -156,13 +135,12 @@ func (s *Server) serveFast(fc *fastConn, req *fastReq) fastOutcome {
 		return s.fastFinish(fc, req, &a)
 	}
 	if plan.n >= fastSendfileMin && fc.canSendFile() {
-		if ls, ok := obj.(localSpanner); ok {
-			if f, foff, release, ok := ls.LocalSpan(plan.off, plan.n); ok {
+		if la, ok := obj.(store.LocalAccess); ok {
+			if f, foff, release, ok := la.LocalSpan(plan.off, plan.n); ok {
 				// The body is where LocalSpan checked it: it leaves from the
 				// volume file after the head, copied by no one in user space.
 				*fc.wbuf = b
-				rs, ok := obj.(residenter)
-				resident := ok && rs.Resident(plan.off, plan.n)
+				resident := la.Resident(plan.off, plan.n)
 				sent, headSent, err := fc.sendFile(f, foff, plan.n, resident)
 				release()
 				s.fast.sentFile.Add(1)
@@ -182,8 +160,8 @@ func (s *Server) serveFast(fc *fastConn, req *fastReq) fastOutcome {
 	}
 	n := int(plan.n)
 	if plan.n <= fastMaxBody && fc.canWritev() {
-		if lb, ok := obj.(localByter); ok {
-			if body, ref, ok := lb.LocalBytes(plan.off, plan.n); ok {
+		if la, ok := obj.(store.LocalAccess); ok {
+			if body, ref, ok := la.LocalBytes(plan.off, plan.n); ok {
 				// The body is lent from the volume's memory map: the pending
 				// answers, this head last, and the body leave in one
 				// sendmsg(2), the kernel copying the body from the page
@@ -400,13 +378,6 @@ func appendObjectFields(b []byte, p *objectPlan) []byte {
 	return b
 }
 
-// memoer is implemented by store Objects that keep a slot for the front
-// end's derived data (store's object.Memo): the same object, with the same
-// slot, is returned for every read of a cached version of a file.
-type memoer interface {
-	Memo() *atomic.Value
-}
-
 // headMemo is the memo kept in an object's slot: the handler's fields of
 // a plain 200 answer to a GET or HEAD of it (appendObjectFields), which
 // depend only on the file's version and the bucket's Cache-Control.
@@ -427,7 +398,7 @@ func plainRead(rh *readHeaders) bool {
 // storing it if the slot holds none or one made for another Cache-Control;
 // nil if obj keeps no memo.
 func objectMemo(obj store.Object, b *store.BucketInfo, scratch []byte) *headMemo {
-	mo, ok := obj.(memoer)
+	mo, ok := obj.(store.Memoizer)
 	if !ok {
 		return nil
 	}
