@@ -724,17 +724,9 @@ func (a *applier) delete() (Result, error) {
 	if err := ValidatePath(a.cmd.Path); err != nil {
 		return Result{}, err
 	}
-	comps, name := split(a.cmd.Path)
-	parent, err := a.walkDirs(bk.Ino, comps, false, 0, 0)
+	parent, name, ino, t, err := a.existing(bk.Ino, a.cmd.Path, "delete")
 	if err != nil {
 		return Result{}, err
-	}
-	ino, t, found, err := a.r.child(parent, name, false)
-	if err != nil {
-		return Result{}, err
-	}
-	if !found {
-		return Result{}, fmt.Errorf("delete %q: %w", a.cmd.Path, ErrNotFound)
 	}
 	n, err := a.r.Inode(ino)
 	if err != nil {
@@ -924,6 +916,24 @@ func (a *applier) reap() (Result, error) {
 	return Result{Freed: freed}, nil
 }
 
+// existing finds the entry at path (valid, not "") in the bucket whose
+// root is root: its parent directory, name, inode and type; ErrNotFound
+// (naming verb and path) when it does not exist.
+func (a *applier) existing(root Ino, path, verb string) (parent Ino, name string, ino Ino, t FileType, err error) {
+	comps, name := split(path)
+	if parent, err = a.walkDirs(root, comps, false, 0, 0); err != nil {
+		return 0, "", 0, 0, err
+	}
+	ino, t, found, err := a.r.child(parent, name, false)
+	if err != nil {
+		return 0, "", 0, 0, err
+	}
+	if !found {
+		return 0, "", 0, 0, fmt.Errorf("%s %q: %w", verb, path, ErrNotFound)
+	}
+	return parent, name, ino, t, nil
+}
+
 // link adds DstPath as one more name of the file or symlink at Path (a
 // hard link): the inode's link count goes up; its content, attributes and
 // number are shared. DstPath's parent must exist and DstPath must not.
@@ -938,17 +948,9 @@ func (a *applier) link() (Result, error) {
 	if err := ValidatePath(a.cmd.DstPath); err != nil {
 		return Result{}, err
 	}
-	comps, name := split(a.cmd.Path)
-	parent, err := a.walkDirs(bk.Ino, comps, false, 0, 0)
+	_, _, ino, t, err := a.existing(bk.Ino, a.cmd.Path, "link")
 	if err != nil {
 		return Result{}, err
-	}
-	ino, t, found, err := a.r.child(parent, name, false)
-	if err != nil {
-		return Result{}, err
-	}
-	if !found {
-		return Result{}, fmt.Errorf("link %q: %w", a.cmd.Path, ErrNotFound)
 	}
 	if t == TypeDir {
 		return Result{}, fmt.Errorf("link %q: %w", a.cmd.Path, ErrIsDir)
