@@ -631,6 +631,11 @@ func (a *applier) putFile() (Result, error) {
 		// Replace in place: the inode number stays (stable for the mount
 		// and for other hard links, which see the new content, as POSIX).
 		n.Ino, n.Nlink = old.Ino, old.Nlink
+		if f.Xattrs == nil {
+			// New content keeps the file's extended attributes (its ACLs
+			// among them), as a write to a local file does.
+			n.Xattrs = cloneXattrs(old.Xattrs)
+		}
 		for _, x := range old.Extents {
 			delta[x.Hash]--
 		}

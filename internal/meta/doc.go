@@ -100,7 +100,8 @@
 //
 //   - OpPutFile replacing a file keeps its inode number and link count and
 //     replaces every attribute from Command.File (callers wanting to keep
-//     xattrs or mode pass them). File.MtimeNs 0 means "now" (TimeNs); Mode
+//     the mode pass it), but for the xattrs: a command without any keeps
+//     the file's (its ACLs), as a write to a local file does. File.MtimeNs 0 means "now" (TimeNs); Mode
 //     0 means 0644 (0777 for a symlink). Missing parents are created 0755,
 //     owned by File.UID/GID. Extents must be contiguous from 0 and cover
 //     Size; a symlink has no extents and Size = len(Target).

@@ -247,6 +247,40 @@ func TestMountAcrossNodes(t *testing.T) {
 	if err := asNobody("touch", filepath.Join(mnts[2], "site", "by-nobody")); err == nil {
 		t.Fatal("nobody created a file in root's 0755 directory")
 	}
+	// POSIX ACLs (as setfacl writes them): an ACL entry lets nobody read a
+	// 0600 file through another node's mount; a directory's default ACL
+	// is inherited by what is made in it.
+	aclf := filepath.Join(mnts[0], "site", "acl.txt")
+	if err := os.WriteFile(aclf, []byte("acl"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Setxattr(aclf, "system.posix_acl_access", posixACL(0o6, 65534, 0o4, 0, 0o4, 0), 0); err != nil {
+		t.Fatalf("set an access ACL: %v", err)
+	}
+	waitFor(t, 5*time.Second, "the ACL enforced on node 3", func() bool {
+		return asNobody("cat", filepath.Join(mnts[2], "site", "acl.txt")) == nil
+	}, nodes...)
+	acld := filepath.Join(mnts[0], "site", "shared")
+	if err := os.Mkdir(acld, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Setxattr(acld, "system.posix_acl_access", posixACL(0o7, 65534, 0o5, 0, 0o5, 0), 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Setxattr(acld, "system.posix_acl_default", posixACL(0o6, 65534, 0o6, 0, 0o6, 0), 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(acld, "inherited.txt"), []byte("x"), 0o666); err != nil {
+		t.Fatal(err)
+	}
+	// The new file's access ACL is the directory's default (its mask
+	// narrowed by the create mode, after the kernel's umask).
+	waitFor(t, 5*time.Second, "the inherited ACL on node 3", func() bool {
+		buf := make([]byte, 256)
+		n, err := syscall.Getxattr(filepath.Join(mnts[2], "site", "shared", "inherited.txt"), "system.posix_acl_access", buf)
+		return err == nil && n == len(posixACL(0, 0, 0, 0, 0, 0)) && bytes.Contains(buf[:n], []byte{0x02, 0, 6, 0, 0xfe, 0xff, 0, 0})
+	}, nodes...)
+
 	when := time.Unix(1600000000, 0)
 	if err := os.Chtimes(secret, when, when); err != nil {
 		t.Fatal(err)
@@ -490,4 +524,27 @@ func TestMountNodeKilled(t *testing.T) {
 	for p, data := range files {
 		waitFile(t, 10*time.Second, filepath.Join(mnts[writer], p), data, nodes[0], nodes[writer])
 	}
+}
+
+// posixACL encodes an access or default ACL as the system.posix_acl_*
+// xattrs hold it: owner, one named user, group, mask, other (perm bits
+// 0-7), the format setfacl writes (version 2, little-endian entries of
+// tag, perm, id).
+func posixACL(owner uint16, user uint32, userPerm, group, mask, other uint16) []byte {
+	le := func(b []byte, v uint64, n int) []byte {
+		for i := 0; i < n; i++ {
+			b = append(b, byte(v>>(8*i)))
+		}
+		return b
+	}
+	b := le(nil, 2, 4)
+	for _, e := range []struct {
+		tag, perm uint16
+		id        uint32
+	}{{0x01, owner, 0xffffffff}, {0x02, userPerm, user}, {0x04, group, 0xffffffff}, {0x10, mask, 0xffffffff}, {0x20, other, 0xffffffff}} {
+		b = le(b, uint64(e.tag), 2)
+		b = le(b, uint64(e.perm), 2)
+		b = le(b, uint64(e.id), 4)
+	}
+	return b
 }

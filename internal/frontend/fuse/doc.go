@@ -24,8 +24,11 @@
 //     written through a name another node just removed: see the notes).
 //   - Shared-writable mmap (the kernel writes dirty pages back through
 //     Write) and posix_fallocate (mode 0: extends the content).
-//   - Not yet: POSIX ACLs, write-back across files (each close
-//     publishes), the cluster's capacity in statfs. FIFOs, sockets and
+//   - POSIX ACLs: the system.posix_acl_* xattrs, enforced by the kernel
+//     (CAP_POSIX_ACL); an access ACL sets the mode's bits (aclMode), a
+//     directory's default ACL is given to what is made in it (inheritACL).
+//   - Not yet: write-back across files (each close publishes), the
+//     cluster's capacity in statfs. FIFOs, sockets and
 //     devices are refused (EPERM).
 //
 // # Writes

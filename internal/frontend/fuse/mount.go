@@ -109,6 +109,10 @@ func New(ctx context.Context, cfg Config) (*Mount, error) {
 			// O_TRUNC comes with the open instead of a truncate before it,
 			// so a rewrite is published whole at close, never empty first.
 			ExtraCapabilities: gofuse.CAP_ATOMIC_O_TRUNC,
+			// The kernel enforces POSIX ACLs kept in the ACL xattrs (the
+			// mount keeps the mode's bits in step, and applies a
+			// directory's default ACL to what is made in it).
+			EnableAcl: true,
 		},
 		UID: 0, GID: 0,
 	}

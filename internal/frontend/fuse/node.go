@@ -2,6 +2,7 @@ package fuse
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"io"
 	"os"
@@ -288,6 +289,7 @@ func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *gofuse.
 	if err := n.m.cfg.Store.Mkdir(ctx, n.m.cfg.Bucket, p, store.Attrs{Mode: mode & 0o7777, UID: uid, GID: gid, Explicit: true}); err != nil {
 		return nil, errno(err)
 	}
+	n.inheritACL(ctx, p, true, mode&0o7777)
 	info, err := n.m.cfg.Store.Stat(ctx, n.m.cfg.Bucket, p)
 	if err != nil {
 		return nil, errno(err)
@@ -404,7 +406,9 @@ func (n *node) Readlink(ctx context.Context) ([]byte, syscall.Errno) {
 
 // xattrAllowed: only the user namespace is kept (ACLs and security labels
 // are not supported yet: ENOTSUP, so tools fall back).
-func xattrAllowed(name string) bool { return strings.HasPrefix(name, "user.") }
+func xattrAllowed(name string) bool {
+	return strings.HasPrefix(name, "user.") || name == aclAccess || name == aclDefault
+}
 
 // Getxattr copies attribute attr into dest (or reports its size).
 func (n *node) Getxattr(ctx context.Context, attr string, dest []byte) (uint32, syscall.Errno) {
@@ -447,7 +451,22 @@ func (n *node) Setxattr(ctx context.Context, attr string, data []byte, flags uin
 		return syscall.ENODATA
 	}
 	v := append([]byte{}, data...) // never nil: nil removes
-	_, err = n.m.cfg.Store.SetAttrs(ctx, n.m.cfg.Bucket, n.storePath(), store.SetAttrs{Xattrs: map[string][]byte{attr: v}})
+	set := store.SetAttrs{Xattrs: map[string][]byte{attr: v}}
+	if attr == aclAccess {
+		// The mode's permission bits follow the access ACL (owner, mask or
+		// group, other), in the same change: the kernel consults an ACL
+		// only when the mode's group bits allow something.
+		info, err := n.stat(ctx)
+		if err != nil {
+			return errno(err)
+		}
+		mode, ok := aclMode(v, info.Mode)
+		if !ok {
+			return syscall.EINVAL
+		}
+		set.Mode = &mode
+	}
+	_, err = n.m.cfg.Store.SetAttrs(ctx, n.m.cfg.Bucket, n.storePath(), set)
 	return errno(err)
 }
 
@@ -526,6 +545,10 @@ func (n *node) Create(ctx context.Context, name string, flags, mode uint32, out 
 		store.PutOptions{Size: 0, Mode: mode & 0o7777, UID: uid, GID: gid, Explicit: true})
 	if err != nil {
 		return nil, nil, 0, errno(err)
+	}
+	n.inheritACL(ctx, p, false, mode&0o7777)
+	if st, err := n.m.cfg.Store.Stat(ctx, n.m.cfg.Bucket, p); err == nil {
+		info = st // the mode the default ACL left
 	}
 	ch := n.newChild(ctx, info, out)
 	c := ch.Operations().(*node)
@@ -695,3 +718,98 @@ func (c *content) truncate(sz int64) error {
 }
 
 func (c *content) close() { c.f.Close() }
+
+// The POSIX ACL xattrs (the kernel checks them, CAP_POSIX_ACL), kept on
+// the inode like any xattr.
+const (
+	aclAccess  = "system.posix_acl_access"
+	aclDefault = "system.posix_acl_default"
+)
+
+// POSIX ACL entry tags of the xattr format: version 2 (4 bytes), then
+// entries of tag (2), perm (2), id (4), little-endian.
+const (
+	aclUserObj  = 0x01
+	aclGroupObj = 0x04
+	aclMask     = 0x10
+	aclOther    = 0x20
+)
+
+// aclMode returns mode with its permission bits taken from the access ACL
+// acl: owner from USER_OBJ, group from MASK (or GROUP_OBJ without one),
+// other from OTHER; setuid, setgid and sticky bits are kept. ok is false
+// for a malformed ACL.
+func aclMode(acl []byte, mode uint32) (uint32, bool) {
+	if len(acl) < 4 || (len(acl)-4)%8 != 0 || binary.LittleEndian.Uint32(acl) != 2 {
+		return 0, false
+	}
+	var owner, group, mask, other uint32
+	hasMask := false
+	for e := acl[4:]; len(e) > 0; e = e[8:] {
+		tag, perm := binary.LittleEndian.Uint16(e), uint32(binary.LittleEndian.Uint16(e[2:]))&7
+		switch tag {
+		case aclUserObj:
+			owner = perm
+		case aclGroupObj:
+			group = perm
+		case aclMask:
+			mask, hasMask = perm, true
+		case aclOther:
+			other = perm
+		}
+	}
+	if hasMask {
+		group = mask
+	}
+	return mode&0o7000 | owner<<6 | group<<3 | other, true
+}
+
+// aclNarrow returns a copy of acl whose owner, mask (or group, without a
+// mask) and other entries allow no more than mode's bits (POSIX's
+// posix_acl_create).
+func aclNarrow(acl []byte, mode uint32) []byte {
+	out := append([]byte{}, acl...)
+	hasMask := false
+	for e := out[4:]; len(e) >= 8; e = e[8:] {
+		hasMask = hasMask || binary.LittleEndian.Uint16(e) == aclMask
+	}
+	for e := out[4:]; len(e) >= 8; e = e[8:] {
+		var bits uint32
+		switch tag := binary.LittleEndian.Uint16(e); {
+		case tag == aclUserObj:
+			bits = mode >> 6 & 7
+		case tag == aclMask, tag == aclGroupObj && !hasMask:
+			bits = mode >> 3 & 7
+		case tag == aclOther:
+			bits = mode & 7
+		default:
+			continue
+		}
+		binary.LittleEndian.PutUint16(e[2:], binary.LittleEndian.Uint16(e[2:])&uint16(bits))
+	}
+	return out
+}
+
+// inheritACL gives a new file or directory at p, made in directory n, the
+// default ACL of n, as the kernel would on a local file system: its access
+// ACL is the default (a directory also keeps it as its default), and its
+// mode is narrowed by it. Without a default ACL nothing changes.
+func (n *node) inheritACL(ctx context.Context, p string, dir bool, mode uint32) {
+	xs, err := n.m.cfg.Store.Xattrs(ctx, n.m.cfg.Bucket, n.storePath())
+	def := xs[aclDefault]
+	if err != nil || len(def) == 0 {
+		return
+	}
+	m, ok := aclMode(def, mode)
+	if !ok {
+		return
+	}
+	m &= mode | 0o7000 // the mode asked for bounds the ACL's (umask is not applied under a default ACL)
+	set := store.SetAttrs{Mode: &m, Xattrs: map[string][]byte{aclAccess: aclNarrow(def, m)}}
+	if dir {
+		set.Xattrs[aclDefault] = def
+	}
+	if _, err := n.m.cfg.Store.SetAttrs(ctx, n.m.cfg.Bucket, p, set); err != nil {
+		n.m.cfg.Logger.Warn("mount: inheriting a default ACL failed", "path", p, "err", err)
+	}
+}
