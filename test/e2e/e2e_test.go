@@ -19,6 +19,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"sync"
 	"syscall"
 	"testing"
@@ -56,14 +57,33 @@ type server struct {
 	logs *bytes.Buffer
 }
 
+// freeAddr returns a free loopback address for a server to listen on. The
+// port is below Linux's ephemeral range (32768-60999), so no outgoing
+// connection of another test takes it between this check and the server's
+// bind (that happened with ports the kernel picked: "address already in
+// use"). Each port is handed out once per test binary.
 func freeAddr(t *testing.T) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	t.Helper()
+	for range 1000 {
+		p := 20000 + int(portSeq.Add(1)*7919%12000)
+		ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p))
+		if err != nil {
+			continue
+		}
+		ln.Close()
+		return ln.Addr().String()
 	}
-	defer ln.Close()
-	return ln.Addr().String()
+	t.Fatal("no free port in 20000-31999")
+	return ""
 }
+
+// portSeq numbers the ports freeAddr hands out (a stride through the
+// range, starting at a per-process offset).
+var portSeq = func() *atomic.Int64 {
+	var v atomic.Int64
+	v.Store(int64(os.Getpid()))
+	return &v
+}()
 
 func startServer(t *testing.T, dir, addr string, extra ...string) *server {
 	t.Helper()

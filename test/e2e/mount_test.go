@@ -369,10 +369,14 @@ func TestMountAcrossNodes(t *testing.T) {
 	if err := os.Remove(filepath.Join(mnts[0], "index.html")); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 5*time.Second, "one name left on node 3", func() bool {
-		st, err := os.Stat(filepath.Join(mnts[2], "site", "index.html"))
-		return err == nil && st.Sys().(*syscall.Stat_t).Nlink == 1
-	}, nodes...)
+	for _, m := range []string{mnts[0], mnts[2]} {
+		waitFor(t, 5*time.Second, "one name left on "+m, func() bool {
+			st, err := os.Stat(filepath.Join(m, "site", "index.html"))
+			return err == nil && st.Sys().(*syscall.Stat_t).Nlink == 1
+		}, nodes...)
+	}
+	waitFile(t, 5*time.Second, filepath.Join(mnts[2], "index.html"), nil, nodes...)
+	waitFile(t, 5*time.Second, filepath.Join(mnts[2], "site", "index.html"), []byte("through the link"), nodes...)
 
 	// SIGTERM unmounts cleanly.
 	nodes[2].stop()

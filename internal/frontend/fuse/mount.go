@@ -227,9 +227,13 @@ const negativeTimeout = 5 * time.Second
 // caller (reads need no quorum and are not bounded).
 const writeTimeout = 30 * time.Second
 
-// bounded returns ctx limited to writeTimeout.
+// bounded returns a context for a change: limited to writeTimeout, and
+// not cancelled when the kernel interrupts the call (a signal to the
+// caller, e.g. the Go runtime's preemption signal, makes go-fuse cancel
+// the call's context): a change that has started is finished, not cut at
+// an unknown point and answered EIO.
 func bounded(ctx context.Context) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(ctx, writeTimeout)
+	return context.WithTimeout(context.WithoutCancel(ctx), writeTimeout)
 }
 
 // inval is one invalidation for the kernel: the entry name in parent
