@@ -137,12 +137,12 @@ type SetAttrs struct {
 // PutOptions are the optional parts of a Put.
 type PutOptions struct {
 	ContentType string
-	UID, GID    uint32    // owner and group of the file (a replaced file takes them too)
+	UID, GID    uint32 // owner and group of the file (a replaced file takes them too)
 	// Explicit: UID, GID and Mode are the caller's even when zero (the
 	// mount); otherwise the bucket's defaults fill the zero ones.
 	Explicit bool
-	Mode        uint32    // 0 means 0644
-	ModTime     time.Time // zero means now
+	Mode     uint32    // 0 means 0644
+	ModTime  time.Time // zero means now
 	// Size is the declared body length, or -1 if unknown. A body that ends
 	// early fails with ErrShortBody, a longer one with ErrTooLarge; nothing
 	// is stored in either case.
