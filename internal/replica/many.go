@@ -3,6 +3,7 @@ package replica
 import (
 	"context"
 	"sync"
+	"time"
 
 	"github.com/cairn-fs/cairn/internal/blob"
 	"github.com/cairn-fs/cairn/internal/placement"
@@ -35,7 +36,17 @@ func (r *Replicator) WriteMany(ctx context.Context, blobs []transport.BlobPut, p
 	decide := func(i int, err error) {
 		decided[i] = true
 		copies[i], errs[i] = tallies[i].copies(), err
-		r.countWrite(copies[i], err)
+	}
+	// result counts the decided writes (once their stragglers are in) and
+	// returns.
+	result := func() ([]placement.Copies, []error) {
+		for i := range copies {
+			if decided[i] {
+				copies[i] = tallies[i].copies()
+				r.countWrite(copies[i], errs[i])
+			}
+		}
+		return copies, errs
 	}
 	for i, b := range blobs {
 		targets, t, err := newTally(m, b.Hash, pol)
@@ -51,7 +62,7 @@ func (r *Replicator) WriteMany(ctx context.Context, blobs []transport.BlobPut, p
 		}
 	}
 	if pending == 0 {
-		return copies, errs
+		return result()
 	}
 	type ack struct {
 		i   int
@@ -70,27 +81,55 @@ func (r *Replicator) WriteMany(ctx context.Context, blobs []transport.BlobPut, p
 	}
 	go func() { wg.Wait(); cancelBG() }()
 
-	for pending > 0 {
+	// Once every blob is decided, the targets that have not answered get
+	// StragglerWait more (see Config.StragglerWait).
+	var late <-chan time.Time
+	straggling := func() int {
+		n := 0
+		for i := range tallies {
+			if decided[i] && errs[i] == nil {
+				n += tallies[i].left()
+			}
+		}
+		return n
+	}
+	for pending > 0 || late != nil {
 		select {
 		case a := <-acks:
 			if decided[a.i] {
+				if errs[a.i] == nil && tallies[a.i].left() > 0 {
+					tallies[a.i].add(a.id, a.err)
+				}
+				if late != nil && straggling() == 0 {
+					return result()
+				}
 				continue
 			}
 			if done, err := tallies[a.i].add(a.id, a.err); done {
 				decide(a.i, err)
 				pending--
 			}
+			if pending == 0 && late == nil && straggling() > 0 {
+				timer := time.NewTimer(r.cfg.StragglerWait)
+				defer timer.Stop()
+				late = timer.C
+			}
+		case <-late:
+			return result()
 		case <-ctx.Done():
+			if pending == 0 {
+				return result()
+			}
 			cancelBG()
 			for i := range errs {
 				if !decided[i] {
 					copies[i], errs[i] = tallies[i].copies(), ctx.Err()
 				}
 			}
-			return copies, errs
+			return result()
 		}
 	}
-	return copies, errs
+	return result()
 }
 
 // sendMany stores blobs[idx...] on node id and reports each blob's outcome

@@ -63,6 +63,15 @@ type Config struct {
 	// BackgroundTimeout bounds the sends that go on after Write returned.
 	// Default 30 s.
 	BackgroundTimeout time.Duration
+	// StragglerWait is how long a write that reached its quorum still
+	// waits for the targets that have not answered, so that the copies it
+	// reports (and the under-replication it records) include a target
+	// that just failed: a node killed a moment ago refuses at once, but
+	// under load its refusal may come after the quorum's acks. Healthy
+	// targets answer together, so it costs nothing then; a hung target
+	// costs each write this much until the detector marks it. Default
+	// 100 ms.
+	StragglerWait time.Duration
 	// Batch tunes the coalescing of small blob writes to the same node into
 	// one PutBlobs call, used when Peers implements BatchPeers (see
 	// Batcher). Zero fields take DefaultBatchConfig's values.
@@ -83,7 +92,8 @@ type Config struct {
 // DefaultConfig returns the defaults (dependencies unset).
 func DefaultConfig() Config {
 	return Config{HedgeAfter: 50 * time.Millisecond, ReadTimeout: 2 * time.Second,
-		WriteTimeout: 5 * time.Second, BackgroundTimeout: 30 * time.Second}
+		WriteTimeout: 5 * time.Second, BackgroundTimeout: 30 * time.Second,
+		StragglerWait: 100 * time.Millisecond}
 }
 
 // Validate reports a missing dependency.
@@ -145,6 +155,9 @@ func New(cfg Config) (*Replicator, error) {
 	}
 	if cfg.BackgroundTimeout <= 0 {
 		cfg.BackgroundTimeout = d.BackgroundTimeout
+	}
+	if cfg.StragglerWait <= 0 {
+		cfg.StragglerWait = d.StragglerWait
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -215,18 +228,36 @@ func (r *Replicator) Write(ctx context.Context, h blob.Hash, data []byte, pol pl
 		}()
 	}
 	go func() { wg.Wait(); cancelBG() }()
+	finish := func(err error) (WriteResult, error) {
+		res.Copies = t.copies()
+		r.countWrite(res.Copies, err)
+		return res, err
+	}
+	var late <-chan time.Time // set once the quorum is reached
 	for {
 		select {
 		case a := <-acks:
 			if a.err == nil {
 				res.Acked = append(res.Acked, a.id)
 			}
-			if done, err := t.add(a.id, a.err); done {
-				res.Copies = t.copies()
-				r.countWrite(res.Copies, err)
-				return res, err
+			done, err := t.add(a.id, a.err)
+			switch {
+			case late != nil && t.left() == 0:
+				return finish(nil)
+			case late != nil || !done:
+			case err != nil || t.left() == 0:
+				return finish(err)
+			default:
+				timer := time.NewTimer(r.cfg.StragglerWait)
+				defer timer.Stop()
+				late = timer.C
 			}
+		case <-late:
+			return finish(nil)
 		case <-ctx.Done():
+			if late != nil {
+				return finish(nil)
+			}
 			cancelBG()
 			return res, ctx.Err()
 		}
@@ -302,7 +333,7 @@ func (t *tally) add(id placement.NodeID, err error) (done bool, _ error) {
 		t.failed++
 		t.errs = append(t.errs, fmt.Errorf("node %d: %w", id, err))
 	}
-	left := t.targets - t.acked - t.failed
+	left := t.left()
 	switch {
 	case t.acked >= t.need:
 		return true, nil
@@ -316,6 +347,9 @@ func (t *tally) add(id placement.NodeID, err error) (done bool, _ error) {
 		return true, &QuorumError{Required: t.need, Err: errors.Join(t.errs...)}
 	}
 }
+
+// left is how many targets have not answered yet.
+func (t *tally) left() int { return t.targets - t.acked - t.failed }
 
 // copies is the write's outcome so far: the targets less the failures.
 func (t *tally) copies() placement.Copies {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/cairn-fs/cairn/internal/blob"
 	"github.com/cairn-fs/cairn/internal/placement"
+	"github.com/cairn-fs/cairn/internal/transport"
 )
 
 // memNode is one node's blob store in memory.
@@ -58,6 +59,7 @@ type fakeNet struct {
 	mu    sync.Mutex
 	// hang makes a node never answer (until ctx ends); fail makes it error.
 	hang, fail map[placement.NodeID]bool
+	failAfter  map[placement.NodeID]time.Duration // fails after this long
 	gets       map[placement.NodeID]int
 	release    chan struct{} // closed: hung puts proceed
 	getGate    chan struct{} // not nil: GetBlob waits for it to close
@@ -65,7 +67,7 @@ type fakeNet struct {
 
 func newFakeNet(ids ...placement.NodeID) *fakeNet {
 	f := &fakeNet{nodes: map[placement.NodeID]*memNode{}, hang: map[placement.NodeID]bool{},
-		fail: map[placement.NodeID]bool{}, gets: map[placement.NodeID]int{}, release: make(chan struct{})}
+		fail: map[placement.NodeID]bool{}, failAfter: map[placement.NodeID]time.Duration{}, gets: map[placement.NodeID]int{}, release: make(chan struct{})}
 	for _, id := range ids {
 		f.nodes[id] = &memNode{blobs: map[blob.Hash][]byte{}}
 	}
@@ -82,6 +84,13 @@ func (f *fakeNet) PutBlob(ctx context.Context, to placement.NodeID, h blob.Hash,
 	hang, fail := f.behaviour(to)
 	if fail {
 		return errors.New("injected failure")
+	}
+	f.mu.Lock()
+	after := f.failAfter[to]
+	f.mu.Unlock()
+	if after > 0 {
+		time.Sleep(after)
+		return errors.New("injected late failure")
 	}
 	if hang {
 		select {
@@ -245,6 +254,39 @@ func TestWriteDoesNotWaitForStraggler(t *testing.T) {
 	}
 	if len(res.Acked) != 2 {
 		t.Fatalf("acked %v", res.Acked)
+	}
+	close(f.release)
+}
+
+// A target that fails just after the quorum's acks (a node killed a moment
+// ago, whose refusal comes late under load) is counted: the write says 2
+// copies of 3, for Write and WriteMany. One that hangs costs StragglerWait.
+func TestWriteCountsLateFailure(t *testing.T) {
+	f := newFakeNet(1, 2, 3, 4, 5)
+	m := mapOf(t)
+	data := []byte("late failure")
+	h := blob.Sum(data)
+	targets := placement.Replicas(m, h, 3)
+	f.failAfter[targets[2]] = 30 * time.Millisecond
+	r := newRep(t, targets[0], f, m)
+	pol := placement.Policy{Replicas: 3, WriteQuorum: 2}
+	res, err := r.Write(context.Background(), h, data, pol)
+	if err != nil || res.Copies != (placement.Copies{Made: 2, Wanted: 3}) {
+		t.Fatalf("Write with a target failing late: %v, copies %+v; want 2 of 3", err, res.Copies)
+	}
+	copies, errs := r.WriteMany(context.Background(), []transport.BlobPut{{Hash: h, Data: data}}, pol)
+	if errs[0] != nil || copies[0] != (placement.Copies{Made: 2, Wanted: 3}) {
+		t.Fatalf("WriteMany with a target failing late: %v, copies %+v; want 2 of 3", errs[0], copies[0])
+	}
+	if st := r.WriteStats(); st.Under != 2 {
+		t.Fatalf("under-replicated writes counted: %d, want 2", st.Under)
+	}
+	f.failAfter[targets[2]] = 0
+	f.hang[targets[2]] = true
+	start := time.Now()
+	res, err = r.Write(context.Background(), h, data, pol)
+	if el := time.Since(start); err != nil || el > time.Second || res.Copies != (placement.Copies{Made: 3, Wanted: 3}) {
+		t.Fatalf("Write with a hung target: %v after %v, copies %+v; want success within the straggler wait, 3 in flight", err, el, res.Copies)
 	}
 	close(f.release)
 }

@@ -76,6 +76,12 @@ func TestCorruptCopyRepaired(t *testing.T) {
 			_, _, ok := volumesHold(t, n3.dir, data)
 			return ok
 		}, nodes...)
+		// and has applied its name (else, restarted, it answers 404 until
+		// it catches up: CI once read it 13 ms after the restart).
+		waitFor(t, 20*time.Second, "node 3 serving "+p, func() bool {
+			resp, body := do(t, "GET", n3.url+"/web/"+p, nil)
+			return resp.StatusCode == 200 && bytes.Equal(body, data)
+		}, nodes...)
 	}
 
 	n3.stop()
