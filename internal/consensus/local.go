@@ -43,9 +43,21 @@ type ReadIndexer interface {
 	WaitApplied(ctx context.Context, index uint64) error
 }
 
+// OrderedProposer is implemented by a Log that takes several commands in
+// one call (Local and Raft do): they are handed to the log in the order
+// given, without waiting for one to apply before the next, so they apply
+// in that order (a follower forwards them to the leader in order). Each
+// has its own outcome, as from Propose; a command that could not be
+// handed over fails with the rest after it.
+type OrderedProposer interface {
+	ProposeMany(ctx context.Context, cmds []meta.Command) ([]meta.Result, []error)
+}
+
 var (
-	_ ReadIndexer = (*Local)(nil)
-	_ ReadIndexer = (*Raft)(nil)
+	_ OrderedProposer = (*Local)(nil)
+	_ OrderedProposer = (*Raft)(nil)
+	_ ReadIndexer     = (*Local)(nil)
+	_ ReadIndexer     = (*Raft)(nil)
 )
 
 // LocalConfig configures a Local log.
@@ -130,19 +142,38 @@ func (l *Local) WaitApplied(ctx context.Context, index uint64) error {
 
 // Propose implements Log.
 func (l *Local) Propose(ctx context.Context, cmd meta.Command) (meta.Result, error) {
+	p, err := l.submit(ctx, cmd)
+	if err != nil {
+		return meta.Result{}, err
+	}
+	return l.await(p)
+}
+
+// ProposeMany implements OrderedProposer.
+func (l *Local) ProposeMany(ctx context.Context, cmds []meta.Command) ([]meta.Result, []error) {
+	return proposeMany(ctx, cmds, l.submit, l.await)
+}
+
+// submit queues cmd (ctx bounds only the queueing).
+func (l *Local) submit(ctx context.Context, cmd meta.Command) (proposal, error) {
 	p := proposal{cmd: cmd, done: make(chan outcome, 1)}
 	select {
 	case l.propc <- p:
+		return p, nil
 	case <-l.stopped:
-		return meta.Result{}, l.stopErr()
+		return p, l.stopErr()
 	case <-ctx.Done():
-		return meta.Result{}, ctx.Err()
+		return p, ctx.Err()
 	}
+}
+
+// await returns the outcome of a queued proposal.
+func (l *Local) await(p proposal) (meta.Result, error) {
 	// Once queued, the command will be applied whatever ctx does: wait for
 	// its outcome so the caller never reports failure for a change that
-	// lands (ctx only bounds the queueing). The select above may queue it
-	// after the loop has drained the queue and exited (both cases ready):
-	// then nobody will answer, and it was not applied.
+	// lands (ctx only bounds the queueing). The submit may queue it after
+	// the loop has drained the queue and exited (both cases ready): then
+	// nobody will answer, and it was not applied.
 	select {
 	case o := <-p.done:
 		return o.res, o.err
@@ -154,6 +185,30 @@ func (l *Local) Propose(ctx context.Context, cmd meta.Command) (meta.Result, err
 			return meta.Result{}, l.stopErr()
 		}
 	}
+}
+
+// proposeMany submits cmds in order, then waits for each: the shared body
+// of ProposeMany.
+func proposeMany[P any](ctx context.Context, cmds []meta.Command, submit func(context.Context, meta.Command) (P, error),
+	await func(P) (meta.Result, error)) ([]meta.Result, []error) {
+	res := make([]meta.Result, len(cmds))
+	errs := make([]error, len(cmds))
+	ps := make([]P, len(cmds))
+	n := 0
+	for ; n < len(cmds); n++ {
+		p, err := submit(ctx, cmds[n])
+		if err != nil {
+			for i := n; i < len(cmds); i++ {
+				errs[i] = err // not proposed
+			}
+			break
+		}
+		ps[n] = p
+	}
+	for i := range n {
+		res[i], errs[i] = await(ps[i])
+	}
+	return res, errs
 }
 
 func (l *Local) stopErr() error {

@@ -471,21 +471,52 @@ func (r *Raft) Propose(ctx context.Context, cmd meta.Command) (_ meta.Result, er
 		start := time.Now()
 		defer func() { f(time.Since(start), err != nil) }()
 	}
-	w := r.newWaiter()
-	select {
-	case r.propc <- raftProposal{cmd: cmd, w: w}:
-	case <-ctx.Done():
-		r.forget(w.id)
-		return meta.Result{}, fmt.Errorf("%w: %w", ErrUnavailable, ctx.Err())
-	case <-r.stopc:
-		r.forget(w.id)
-		return meta.Result{}, r.stopErr()
+	w, err := r.submit(ctx, cmd)
+	if err != nil {
+		return meta.Result{}, err
 	}
 	o, err := r.wait(ctx, w)
 	if err != nil {
 		return meta.Result{}, err
 	}
 	return o.res, o.err
+}
+
+// ProposeMany implements OrderedProposer. ctx bounds the handing over and
+// the waits, as for Propose.
+func (r *Raft) ProposeMany(ctx context.Context, cmds []meta.Command) ([]meta.Result, []error) {
+	for _, c := range cmds {
+		if !c.Op.Valid() {
+			err := fmt.Errorf("consensus: propose: %w: unknown op %d", meta.ErrInvalid, c.Op)
+			errs := make([]error, len(cmds))
+			for i := range errs {
+				errs[i] = err
+			}
+			return make([]meta.Result, len(cmds)), errs
+		}
+	}
+	return proposeMany(ctx, cmds, r.submit, func(w *waiter) (meta.Result, error) {
+		o, err := r.wait(ctx, w)
+		if err != nil {
+			return meta.Result{}, err
+		}
+		return o.res, o.err
+	})
+}
+
+// submit hands cmd to the loop, in the caller's order.
+func (r *Raft) submit(ctx context.Context, cmd meta.Command) (*waiter, error) {
+	w := r.newWaiter()
+	select {
+	case r.propc <- raftProposal{cmd: cmd, w: w}:
+		return w, nil
+	case <-ctx.Done():
+		r.forget(w.id)
+		return nil, fmt.Errorf("%w: %w", ErrUnavailable, ctx.Err())
+	case <-r.stopc:
+		r.forget(w.id)
+		return nil, r.stopErr()
+	}
 }
 
 // wait blocks until w is answered, ctx ends or the log stops.

@@ -10,6 +10,7 @@ import (
 
 	"go.etcd.io/raft/v3"
 
+	"github.com/cairn-fs/cairn/internal/kv"
 	"github.com/cairn-fs/cairn/internal/meta"
 )
 
@@ -332,4 +333,62 @@ func TestRaftReadIndex(t *testing.T) {
 	}
 	// On the leader too.
 	c.wait("read index on the leader", 100, func() error { _, err := l.r.ReadIndex(context.Background()); return err })
+}
+
+// ProposeMany hands commands over in order: reserved inode numbers come
+// out increasing, through the leader and through a follower, and Local
+// does the same.
+func TestProposeManyKeepsOrder(t *testing.T) {
+	reserves := func() []meta.Command {
+		cmds := make([]meta.Command, 50)
+		for i := range cmds {
+			cmds[i] = meta.Command{Op: meta.OpReserveInos, Count: 1, TimeNs: 1}
+		}
+		return cmds
+	}
+	check := func(who string, res []meta.Result, errs []error) {
+		t.Helper()
+		var last meta.Ino
+		for i := range res {
+			if errs[i] != nil || res[i].Err != nil {
+				t.Fatalf("%s: command %d: %v / %v", who, i, errs[i], res[i].Err)
+			}
+			if ino := res[i].Inode.Ino; ino <= last {
+				t.Fatalf("%s: command %d reserved %d after %d: out of order", who, i, ino, last)
+			} else {
+				last = ino
+			}
+		}
+	}
+	c := newCluster(t, 7, 3, nil)
+	l := c.leader()
+	c.mustPropose(l.id, bucketCmd)
+	for _, n := range c.running() {
+		type out struct {
+			res  []meta.Result
+			errs []error
+		}
+		ch := make(chan out, 1)
+		go func() {
+			res, errs := n.r.ProposeMany(context.Background(), reserves())
+			ch <- out{res, errs}
+		}()
+		var o out
+		c.until(fmt.Sprintf("ProposeMany through %d", n.id), 2000, func() bool {
+			select {
+			case o = <-ch:
+				return true
+			default:
+				return false
+			}
+		})
+		check(fmt.Sprintf("node %d", n.id), o.res, o.errs)
+	}
+	lg, err := NewLocal(LocalConfig{KV: kv.NewMem()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lg.Close()
+	res, errs := lg.ProposeMany(context.Background(), reserves())
+	check("local", res, errs)
 }

@@ -228,6 +228,8 @@ func (a *applier) apply() (Result, error) {
 		return a.replicated()
 	case OpLink:
 		return a.link()
+	case OpReserveInos:
+		return a.reserveInos()
 	default:
 		return Result{}, fmt.Errorf("%w: unknown op %d", ErrInvalid, a.cmd.Op)
 	}
@@ -238,6 +240,41 @@ func (a *applier) changed(path string) string { return a.cmd.BucketName + "/" + 
 // --- small state helpers ---
 
 func (a *applier) putInode(n *Inode) { a.t.set(inodeKey(n.Ino), EncodeInode(n)) }
+
+// maxReserve bounds one OpReserveInos.
+const maxReserve = 1 << 16
+
+// reserveInos hands out Count inode numbers, never allocated otherwise,
+// for the proposer's new files (a mount creates files before they are
+// committed and needs their numbers at once).
+func (a *applier) reserveInos() (Result, error) {
+	if a.cmd.Count < 1 || a.cmd.Count > maxReserve {
+		return Result{}, fmt.Errorf("%w: reserve %d inode numbers (1..%d)", ErrInvalid, a.cmd.Count, maxReserve)
+	}
+	next, err := a.r.getU64(keyNextIno)
+	if err != nil {
+		return Result{}, err
+	}
+	a.t.set(keyNextIno, u64(next+a.cmd.Count))
+	return Result{Inode: &Inode{Ino: Ino(next)}}, nil
+}
+
+// newFileIno is the inode number of a file the command creates: the one
+// the proposer reserved when it was handed out and is free, else a new one.
+func (a *applier) newFileIno() (Ino, error) {
+	if want := a.cmd.File.Ino; want > RootIno {
+		next, err := a.r.getU64(keyNextIno)
+		if err != nil {
+			return 0, err
+		}
+		if uint64(want) < next {
+			if _, err := a.r.Inode(want); errors.Is(err, ErrNotFound) {
+				return want, nil
+			}
+		}
+	}
+	return a.allocIno()
+}
 
 func (a *applier) allocIno() (Ino, error) {
 	next, err := a.r.getU64(keyNextIno)
@@ -643,7 +680,7 @@ func (a *applier) putFile() (Result, error) {
 			return Result{}, err
 		}
 	} else {
-		if n.Ino, err = a.allocIno(); err != nil {
+		if n.Ino, err = a.newFileIno(); err != nil {
 			return Result{}, err
 		}
 		a.t.set(dentryKey(parent, name), encodeDentry(n.Ino, typ))

@@ -129,6 +129,12 @@
 //     Nlink + 1); DstPath's parent must exist, DstPath must not, and a
 //     directory cannot be linked (ErrIsDir). OpDelete of one name drops
 //     one link; the inode and its blob references go with the last.
+//   - OpReserveInos advances the inode counter by Count (1..65536) and
+//     answers the first number (Result.Inode.Ino): numbers nothing else
+//     will allocate, for a proposer that must name new files before they
+//     are committed (the mount's write-back). An OpPutFile that creates a
+//     file takes File.Ino when it is below the counter and free, else a
+//     new number; a replaced file keeps its number.
 //   - Under-replicated records: OpPutFile records each blob of Under that
 //     is one of the file's extents (a u key with the bucket's R; a blob
 //     already recorded keeps its record). OpReplicated drops the records

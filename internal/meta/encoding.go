@@ -22,7 +22,7 @@ func errCorrupt(format string, args ...any) error {
 const (
 	inodeVersion   = 1
 	bucketVersion  = 4 // 2: + replicas, write quorum; 3: + strict; 4: + uid, gid, file and dir mode (2 and 3 are still read)
-	commandVersion = 4 // 2: + node (cluster map); 3: + under, replicated; 4: bucket bodies of version 4 (2 and 3 are still read)
+	commandVersion = 5 // 2: + node (cluster map); 3: + under, replicated; 4: bucket bodies of version 4; 5: + count (2 to 4 are still read)
 	nodeVersion    = 1
 )
 
@@ -419,6 +419,7 @@ func EncodeCommands(cmds []Command) ([]byte, error) {
 		}
 		appendHashes(&e, c.Under)
 		appendHashes(&e, c.Replicated)
+		e.uvarint(c.Count)
 	}
 	return e.b, nil
 }
@@ -428,7 +429,7 @@ func EncodeCommands(cmds []Command) ([]byte, error) {
 func DecodeCommands(p []byte) ([]Command, error) {
 	d := decoder{b: p}
 	version := d.byte1()
-	if d.err == nil && version != commandVersion && version != 2 && version != 3 {
+	if d.err == nil && (version < 2 || version > commandVersion) {
 		return nil, errCorrupt("command payload version %d", version)
 	}
 	n := d.count(maxCommands)
@@ -463,6 +464,9 @@ func DecodeCommands(p []byte) ([]Command, error) {
 		if version >= 3 {
 			c.Under = decodeHashes(&d)
 			c.Replicated = decodeHashes(&d)
+		}
+		if version >= 5 {
+			c.Count = d.uvarint()
 		}
 		cmds = append(cmds, c)
 	}

@@ -144,8 +144,9 @@ const (
 	OpRemoveNode                 // Node.ID: remove a member from the cluster map
 	OpReplicated                 // Replicated: blobs that have all their copies again
 	OpLink                       // BucketName, Path (a file or symlink) -> DstPath: a hard link, one more name for the inode
+	OpReserveInos                // Count: reserve that many inode numbers for a proposer's new files (Result.Inode.Ino is the first)
 
-	opLast = OpLink
+	opLast = OpReserveInos
 )
 
 // Valid reports whether op is a known command kind.
@@ -159,8 +160,12 @@ type Command struct {
 	Path       string // slash-separated path inside the bucket, already validated, no leading slash
 	DstPath    string
 	Bucket     *Bucket
-	File       *Inode // attributes and extents for OpPutFile / OpSetAttr (Ino, Nlink ignored)
-	TimeNs     int64  // proposer's wall clock, Unix ns
+	// File: attributes and extents for OpPutFile / OpSetAttr (Nlink
+	// ignored). Ino, on an OpPutFile that creates a file, is a number the
+	// proposer reserved (OpReserveInos) for it: used when it was handed
+	// out and is free, else a new one is allocated.
+	File   *Inode
+	TimeNs int64 // proposer's wall clock, Unix ns
 	// IfMatch, when set on OpPutFile/OpDelete, requires the current file's ETag to equal it.
 	IfMatch string
 	// IfNoneMatchAny on OpPutFile requires that no file exists at Path.
@@ -182,6 +187,8 @@ type Command struct {
 	// Replicated lists blobs whose copies repair confirmed (OpReplicated):
 	// their under-replicated records are dropped.
 	Replicated []blob.Hash
+	// Count is how many inode numbers OpReserveInos reserves (1..65536).
+	Count uint64
 }
 
 // Result is the outcome of applying one Command.

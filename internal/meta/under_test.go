@@ -109,11 +109,61 @@ func TestDecodeVersion2(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	p = p[:len(p)-1] // version 4 had no count
+	p[0] = 4
+	if cmds, err := DecodeCommands(p); err != nil || len(cmds) != 1 || cmds[0].Path != "d" {
+		t.Fatalf("entry v4: %+v, %v", cmds, err)
+	}
 	p[0] = 2
 	p = p[:len(p)-2] // version 2 had no under and replicated lists
 	cmds, err := DecodeCommands(p)
 	if err != nil || len(cmds) != 1 || cmds[0].Path != "d" || cmds[0].TimeNs != 7 {
 		t.Fatalf("entry v2: %+v, %v", cmds, err)
+	}
+}
+
+// OpReserveInos hands out inode numbers nothing else allocates; a file
+// created with one (File.Ino) gets it, unless it is taken or was never
+// handed out.
+func TestReserveInos(t *testing.T) {
+	s := kv.NewMem()
+	mustApply(t, s, 1, Command{Op: OpCreateBucket, Bucket: &Bucket{Name: "bkt"}, TimeNs: 1})
+	res := mustApply(t, s, 2, Command{Op: OpReserveInos, Count: 10, TimeNs: 2})
+	first := res.Inode.Ino
+	put := func(idx uint64, p string, ino Ino) Ino {
+		t.Helper()
+		r := mustApply(t, s, idx, Command{Op: OpPutFile, BucketName: "bkt", Path: p, TimeNs: 3,
+			File: &Inode{Ino: ino, Mode: 0o644, MtimeNs: 3}})
+		return r.Inode.Ino
+	}
+	if got := put(3, "a", first+3); got != first+3 {
+		t.Fatalf("file made with reserved ino %d got %d", first+3, got)
+	}
+	// A directory made now gets a number after the reserved ones.
+	if r := mustApply(t, s, 4, Command{Op: OpMkdir, BucketName: "bkt", Path: "d", TimeNs: 4}); r.Inode.Ino < first+10 {
+		t.Fatalf("mkdir after a reservation got ino %d inside it [%d, %d)", r.Inode.Ino, first, first+10)
+	}
+	if got := put(5, "b", first+3); got == first+3 {
+		t.Fatal("a taken reserved ino was given again")
+	}
+	if got := put(6, "c", first+1000); got == first+1000 {
+		t.Fatal("an ino never handed out was used")
+	}
+	if got := put(7, "a", first+4); got != first+3 {
+		t.Fatalf("a replaced file changed ino: %d, want %d", got, first+3)
+	}
+	for _, n := range []uint64{0, maxReserve + 1} {
+		r := applyOne(t, s, 8, Command{Op: OpReserveInos, Count: n, TimeNs: 8})
+		if !errors.Is(r.Err, ErrInvalid) {
+			t.Fatalf("reserve %d: %v, want ErrInvalid", n, r.Err)
+		}
+	}
+	p, err := EncodeCommands([]Command{{Op: OpReserveInos, Count: 4096}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cmds, err := DecodeCommands(p); err != nil || cmds[0].Count != 4096 || cmds[0].Op != OpReserveInos {
+		t.Fatalf("round trip: %+v, %v", cmds, err)
 	}
 }
 

@@ -98,6 +98,7 @@ type Node struct {
 	kv         kv.Store
 	log        consensus.Log
 	cl         *clusterNode
+	capacity   capacityCache
 	store      *store.Local
 	api        *httpapi.Server
 	debug      *http.Server

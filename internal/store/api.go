@@ -141,8 +141,11 @@ type PutOptions struct {
 	// Explicit: UID, GID and Mode are the caller's even when zero (the
 	// mount); otherwise the bucket's defaults fill the zero ones.
 	Explicit bool
-	Mode     uint32    // 0 means 0644
-	ModTime  time.Time // zero means now
+	Mode     uint32 // 0 means 0644
+	// Ino: a number from ReserveInos for the file this Put creates (kept
+	// when free; a replaced file keeps its own). 0: a new one.
+	Ino     uint64
+	ModTime time.Time // zero means now
 	// Size is the declared body length, or -1 if unknown. A body that ends
 	// early fails with ErrShortBody, a longer one with ErrTooLarge; nothing
 	// is stored in either case.
@@ -248,4 +251,9 @@ type Store interface {
 	Delete(ctx context.Context, bucket, path string, ifMatch string) error
 	// Rename moves a file or directory inside a bucket, replacing a file at dst.
 	Rename(ctx context.Context, bucket, src, dst string) error
+	// ReserveInos reserves n inode numbers (1..65536), [first, first+n),
+	// that nothing else will allocate: a front end that names a file
+	// before it is committed (the mount's write-back) gives one to its
+	// Put (PutOptions.Ino).
+	ReserveInos(ctx context.Context, n int) (first uint64, err error)
 }

@@ -5,10 +5,12 @@ import (
 	"crypto/md5"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"sync"
 
 	"github.com/cairn-fs/cairn/internal/blob"
+	"github.com/cairn-fs/cairn/internal/consensus"
 	"github.com/cairn-fs/cairn/internal/meta"
 	"github.com/cairn-fs/cairn/internal/placement"
 	"github.com/cairn-fs/cairn/internal/transport"
@@ -133,7 +135,10 @@ func (s *Local) PutFiles(ctx context.Context, bucket string, files []FilePut) []
 	}()
 
 	blobCopies, blobErrs := s.writeBlobs(ctx, blobs, pol)
-	var wg sync.WaitGroup
+	var (
+		idx   []int
+		tally []*underTally
+	)
 	for i, cmd := range cmds {
 		if cmd == nil {
 			continue
@@ -148,21 +153,49 @@ func (s *Local) PutFiles(ctx context.Context, bucket string, files []FilePut) []
 			under.add(h, blobCopies[blobOf[h]])
 			under.apply(cmd)
 		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			info, created, err := s.commitFile(ctx, *cmd)
-			under.annotate(&info)
-			res[i] = PutResult{Info: info, Created: created, Err: err}
-		}()
+		idx = append(idx, i)
+		tally = append(tally, &under)
 	}
-	wg.Wait()
+	s.commitFiles(ctx, cmds, idx, func(k int, info ObjectInfo, created bool, err error) {
+		tally[k].annotate(&info)
+		res[idx[k]] = PutResult{Info: info, Created: created, Err: err}
+	})
 	for i, f := range files {
 		if j := last[f.Path]; j != i {
 			res[i] = res[j]
 		}
 	}
 	return res
+}
+
+// commitFiles proposes cmds[idx...] (OpPutFile commands whose blobs are
+// written) in that order, without waiting for one before the next when the
+// log takes ordered proposals: the files of a batch appear in the order
+// given. done receives each outcome (k indexes idx).
+func (s *Local) commitFiles(ctx context.Context, cmds []*meta.Command, idx []int,
+	done func(k int, info ObjectInfo, created bool, err error)) {
+	op, ok := s.log.(consensus.OrderedProposer)
+	if !ok || len(idx) < 2 {
+		for k, i := range idx {
+			info, created, err := s.commitFile(ctx, *cmds[i])
+			done(k, info, created, err)
+		}
+		return
+	}
+	batch := make([]meta.Command, len(idx))
+	for k, i := range idx {
+		batch[k] = *cmds[i]
+	}
+	results, errs := op.ProposeMany(ctx, batch)
+	for k, i := range idx {
+		if errs[k] == nil && errors.Is(results[k].Err, meta.ErrBlobReaped) {
+			info, created, err := s.commitFile(ctx, *cmds[i]) // rewrites its blobs and retries
+			done(k, info, created, err)
+			continue
+		}
+		info, created, err := committed(*cmds[i], results[k], errs[k])
+		done(k, info, created, err)
+	}
 }
 
 // writeBlobs stores the blobs of a PutFiles call and returns one outcome

@@ -633,6 +633,18 @@ func (s *Local) OpenIno(ctx context.Context, bucket, path string, ino uint64) (O
 	return s.newObject(bucket, path, n), nil
 }
 
+// ReserveInos implements Store.
+func (s *Local) ReserveInos(ctx context.Context, n int) (uint64, error) {
+	if n < 1 || n > 1<<16 {
+		return 0, fmt.Errorf("store: reserve %d inode numbers: want 1..65536", n)
+	}
+	res, err := s.propose(ctx, meta.Command{Op: meta.OpReserveInos, Count: uint64(n)})
+	if err != nil {
+		return 0, err
+	}
+	return uint64(res.Inode.Ino), nil
+}
+
 // Link implements Store.
 func (s *Local) Link(ctx context.Context, bucket, src, dst string) (ObjectInfo, error) {
 	if err := checkPath(bucket, src); err != nil {
@@ -913,7 +925,7 @@ func (s *Local) putFileCommand(bucket, path string, opts PutOptions, size int64,
 	if mtime.IsZero() {
 		mtime = now
 	}
-	file := &meta.Inode{Type: meta.TypeFile, Mode: mode, UID: opts.UID, GID: opts.GID, Size: size, MtimeNs: mtime.UnixNano(),
+	file := &meta.Inode{Ino: meta.Ino(opts.Ino), Type: meta.TypeFile, Mode: mode, UID: opts.UID, GID: opts.GID, Size: size, MtimeNs: mtime.UnixNano(),
 		CtimeNs: now.UnixNano(), ContentType: opts.ContentType, ETag: etag, SHA256: sha, Extents: extents}
 	return meta.Command{Op: meta.OpPutFile, BucketName: bucket, Path: path, File: file,
 		TimeNs: now.UnixNano(), IfMatch: opts.IfMatch, IfNoneMatchAny: opts.IfNoneMatchAny,
@@ -942,6 +954,12 @@ func (s *Local) commitFile(ctx context.Context, cmd meta.Command) (ObjectInfo, b
 		}
 		break
 	}
+	return committed(cmd, res, err)
+}
+
+// committed is the outcome of an OpPutFile cmd proposed with result res
+// and error err.
+func committed(cmd meta.Command, res meta.Result, err error) (ObjectInfo, bool, error) {
 	if err != nil {
 		return ObjectInfo{}, false, mapErr(err)
 	}

@@ -3,7 +3,7 @@
 // httpapi: it calls store.Store (and store.Local's Watch for cache
 // invalidation) and nothing below it.
 //
-// # What works (issue 9, first increment)
+// # What works
 //
 //   - Directories and regular files: lookup, getattr, readdir, mkdir,
 //     rmdir, create (O_EXCL), open, read, write at any offset, truncate,
@@ -27,25 +27,47 @@
 //   - POSIX ACLs: the system.posix_acl_* xattrs, enforced by the kernel
 //     (CAP_POSIX_ACL); an access ACL sets the mode's bits (aclMode), a
 //     directory's default ACL is given to what is made in it (inheritACL).
-//   - Not yet: write-back across files (each close publishes), the
-//     cluster's capacity in statfs. FIFOs, sockets and
-//     devices are refused (EPERM).
+//   - Statfs reports the cluster's capacity (see Statfs). FIFOs, sockets
+//     and devices are refused (EPERM).
 //
-// # Writes
+// # Writes: the write-back queue
 //
 // A file opened for writing gets a private temporary file (in the node's
-// data directory, so a large copy does not use RAM) holding its content:
-// empty with O_TRUNC or a new file, else a copy of the committed content
-// made at the first write. Reads and getattr through the mount see the
-// temporary content at once. The content is published — store.Put, one
-// atomic new version, visible on every node — at fsync, at flush (close)
-// and at release; a failure is returned to the caller of that call (EIO,
-// ENOSPC). Two writers of one path: the last publish wins, whole. The
-// kernel sends O_TRUNC with the open (CAP_ATOMIC_O_TRUNC), so a rewrite
-// is never published empty first; a truncate while the file is open for
-// writing joins the content being written. Calls that change the
-// namespace are bounded (writeTimeout, 30 s: EIO), so a node without its
-// write quorum never hangs a caller.
+// data directory, so a large copy does not use RAM), made at its first
+// change: empty with O_TRUNC or a new file, else a copy of the newest
+// version. A new file is the mount's at once: Create takes an inode number
+// the mount reserved from the store (store.ReserveInos, 1024 at a time)
+// and keeps its owner, mode and times here. Reads, getattr and lookups
+// through the mount see what was written at once.
+//
+// Closing the file (flush, release) queues that version — its temporary
+// file, handed over — on the mount's write-back queue (writeback.go) and
+// returns. One publisher goroutine publishes the queue in order:
+// consecutive small files (up to 1 MiB) together with store.PutFiles,
+// which commits them in the order given (consensus.OrderedProposer); a
+// large file alone with store.Put, streamed from its temporary file. Each
+// publish is one atomic new version: a crash loses what was queued, never
+// shows a torn or mixed file. chmod, chown and utimensat of a file whose
+// version is not committed yet go with it (an untar's per-file changes
+// cost no commit of their own). Every other change through the mount
+// (mkdir, unlink, rename, link, symlink, xattrs, readdir, and a change of
+// a committed file) first waits for the queue to be empty, so one mount's
+// changes reach the cluster in the order they were made.
+//
+// fsync of a file returns once its version (and everything queued before
+// it) is durable on W replicas and committed; fsync of a directory (for
+// example `sync DIR`) once everything queued before it is. go-fuse v2.12.1
+// does not implement FUSE_SYNCFS, so syncfs(2) and sync(1) without
+// arguments return without asking the mount: use fsync, or sync on a
+// directory. A publish that fails is logged and returned (EIO, ENOSPC,
+// ...) by the writer's next fsync or close of that file; publishes are
+// bounded (30 s plus 1 s per MiB), so a node without its write quorum
+// fails them rather than hold the queue. The queue holds at most 4096
+// files or 256 MiB; a writer closing a file beyond that waits. Two writers
+// of one path: the last publish wins, whole. The kernel sends O_TRUNC with
+// the open (CAP_ATOMIC_O_TRUNC), so a rewrite is never published empty
+// first. Other calls that change the namespace are bounded (writeTimeout,
+// 30 s: EIO). Unmounting (SIGTERM) publishes the queue first.
 //
 // # Caching
 //

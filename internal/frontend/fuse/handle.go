@@ -23,18 +23,28 @@ var (
 	_ fs.FileReader    = (*handle)(nil)
 	_ fs.FileWriter    = (*handle)(nil)
 	_ fs.FileFlusher   = (*handle)(nil)
-	_ fs.FileFsyncer   = (*handle)(nil)
 	_ fs.FileReleaser  = (*handle)(nil)
 	_ fs.FileAllocater = (*handle)(nil)
 )
 
-// Read reads from the content being written, or from the committed file.
+// Read reads from the content being written or queued, or from the
+// committed file.
 func (h *handle) Read(ctx context.Context, dest []byte, off int64) (gofuse.ReadResult, syscall.Errno) {
 	n := h.n
 	n.mu.Lock()
-	if w := n.write; w != nil {
-		k, err := w.f.ReadAt(dest, off)
-		n.mu.Unlock()
+	var local io.ReaderAt
+	var size int64
+	if w := n.write; w != nil && w.f != nil {
+		local, size = w.f, w.size()
+	} else if p := n.pend; p != nil {
+		local, size = p.f, p.size
+	}
+	if local != nil {
+		defer n.mu.Unlock() // the queue closes a published version's file under it
+		if off >= size {
+			return gofuse.ReadResultData(nil), 0
+		}
+		k, err := local.ReadAt(dest[:min(int64(len(dest)), size-off)], off)
 		if err != nil && err != io.EOF {
 			return nil, errno(err)
 		}
@@ -73,6 +83,9 @@ func (h *handle) Write(ctx context.Context, data []byte, off int64) (uint32, sys
 	if w == nil {
 		return 0, syscall.EBADF
 	}
+	if err := n.ensureFile(ctx, w); err != nil {
+		return 0, errno(err)
+	}
 	k, err := w.f.WriteAt(data, off)
 	w.dirty = true
 	if err != nil {
@@ -81,38 +94,25 @@ func (h *handle) Write(ctx context.Context, data []byte, off int64) (uint32, sys
 	return uint32(k), 0
 }
 
-// Flush publishes what was written (close(2) reports its failure).
+// Flush queues what was written for publishing (close(2) returns at once)
+// and reports a failed earlier publish of the file.
 func (h *handle) Flush(ctx context.Context) syscall.Errno {
-	ctx, cancel := bounded(ctx)
-	defer cancel()
 	if !h.writable {
 		return 0
 	}
-	return errno(h.n.publish(ctx))
+	h.n.queueDirty()
+	return errno(h.n.takeErr())
 }
 
-// Fsync publishes what was written: when it returns the data is durable
-// on W replicas and committed.
-func (h *handle) Fsync(ctx context.Context, flags uint32) syscall.Errno {
-	ctx, cancel := bounded(ctx)
-	defer cancel()
-	if !h.writable {
-		return 0
-	}
-	return errno(h.n.publish(ctx))
-}
-
-// Release publishes what is left and drops the handle.
+// Release queues what is left and drops the handle.
 func (h *handle) Release(ctx context.Context) syscall.Errno {
-	ctx, cancel := bounded(ctx)
-	defer cancel()
 	if h.obj != nil {
 		h.obj.Close()
 	}
 	if !h.writable {
 		return 0
 	}
-	return errno(h.n.release(ctx))
+	return errno(h.n.release())
 }
 
 // Allocate (posix_fallocate, mode 0) extends the content being written to
@@ -130,6 +130,9 @@ func (h *handle) Allocate(ctx context.Context, off uint64, size uint64, mode uin
 	w := n.write
 	if w == nil {
 		return syscall.EBADF
+	}
+	if err := n.ensureFile(ctx, w); err != nil {
+		return errno(err)
 	}
 	if end := int64(off + size); end > w.size() {
 		if err := w.truncate(end); err != nil {

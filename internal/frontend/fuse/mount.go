@@ -38,6 +38,9 @@ type Config struct {
 	// CacheTimeout is how long the kernel may keep entries and attributes
 	// without asking (changes invalidate them sooner). Default 1 h.
 	CacheTimeout time.Duration
+	// Capacity reports the cluster's room for files, total and free bytes,
+	// for statfs; nil: the disk of TmpDir.
+	Capacity func(ctx context.Context) (total, free uint64, err error)
 	// Logger; default slog.Default().
 	Logger *slog.Logger
 }
@@ -59,6 +62,7 @@ type Mount struct {
 	root   *node
 	cancel func() // stops watching
 	inval  chan inval
+	wb     *writeback
 	wg     sync.WaitGroup
 	once   sync.Once
 }
@@ -87,6 +91,7 @@ func New(ctx context.Context, cfg Config) (*Mount, error) {
 		return nil, err
 	}
 	m := &Mount{cfg: cfg, inval: make(chan inval, 4096)}
+	m.wb = newWriteback(m)
 	m.root = &node{m: m}
 	timeout := cfg.CacheTimeout
 	// Misses are kept 5 s at most: a change is invalidated precisely on the
@@ -118,6 +123,7 @@ func New(ctx context.Context, cfg Config) (*Mount, error) {
 	}
 	server, err := fs.Mount(cfg.Dir, m.root, opts)
 	if err != nil {
+		m.wb.close()
 		return nil, fmt.Errorf("mount %s on %s: %w", path.Join(cfg.Bucket, cfg.Prefix), cfg.Dir, err)
 	}
 	m.server = server
@@ -134,9 +140,6 @@ func New(ctx context.Context, cfg Config) (*Mount, error) {
 func (m *Mount) Close() error {
 	var err error
 	m.once.Do(func() {
-		if m.cancel != nil {
-			m.cancel()
-		}
 		err = m.server.Unmount()
 		if err != nil {
 			// Busy: detach it now; the kernel finishes when the last user
@@ -144,6 +147,10 @@ func (m *Mount) Close() error {
 			err = syscall.Unmount(m.cfg.Dir, syscall.MNT_DETACH)
 		}
 		m.server.Wait()
+		m.wb.close() // what was closed before the unmount is published
+		if m.cancel != nil {
+			m.cancel()
+		}
 		close(m.inval)
 		m.wg.Wait()
 	})

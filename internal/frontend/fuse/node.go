@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/cairn-fs/cairn/internal/store"
 	"github.com/hanwen/go-fuse/v2/fs"
@@ -25,6 +26,19 @@ type node struct {
 
 	mu    sync.Mutex
 	write *content // the content being written through the mount, or nil
+	pend  *pending // the newest version queued for publishing, or nil
+	local *attrs   // attributes not committed yet (a new file, a change while a version is pending), or nil
+	werr  error    // a failed publish, for the writer's next fsync or close
+	fresh bool     // created through this mount and not committed yet
+	gone  bool     // unlinked: what is written is never published
+}
+
+// attrs are a file's attributes changed through the mount and not
+// committed yet: published with its pending version.
+type attrs struct {
+	mode, uid, gid uint32
+	mtime          time.Time
+	gen            uint64 // counts changes
 }
 
 var (
@@ -47,7 +61,21 @@ var (
 	_ fs.NodeSetxattrer    = (*node)(nil)
 	_ fs.NodeListxattrer   = (*node)(nil)
 	_ fs.NodeRemovexattrer = (*node)(nil)
+	_ fs.NodeFsyncer       = (*node)(nil)
 )
+
+// Fsync of a file returns once its data and attributes written through
+// the mount are durable on W replicas and committed (EIO, ENOSPC when
+// that failed); of a directory, once everything the mount queued before
+// it is (the mount's syncfs: the kernel does not pass syncfs(2) on,
+// see doc.go).
+func (n *node) Fsync(ctx context.Context, f fs.FileHandle, flags uint32) syscall.Errno {
+	if n.IsDir() {
+		n.m.wb.drain()
+		return 0
+	}
+	return errno(n.sync())
+}
 
 // storePath is the node's path inside the bucket.
 func (n *node) storePath() string {
@@ -140,13 +168,36 @@ func (n *node) fill(info store.ObjectInfo, out *gofuse.Attr) {
 	t := info.ModTime
 	out.SetTimes(&t, &t, &t)
 	out.Blksize = 4096
-	out.Blocks = (out.Size + 511) / 512
 	n.mu.Lock()
-	if w := n.write; w != nil {
-		out.Size = uint64(w.size())
-		out.Blocks = (out.Size + 511) / 512
+	if sz, ok := n.localSize(); ok {
+		out.Size = uint64(sz)
+	}
+	if a := n.local; a != nil {
+		out.Mode = out.Mode&^0o7777 | a.mode&0o7777
+		out.Uid, out.Gid = a.uid, a.gid
+		out.SetTimes(nil, &a.mtime, &a.mtime)
 	}
 	n.mu.Unlock()
+	out.Blocks = (out.Size + 511) / 512
+}
+
+// localSize is the size of n's uncommitted content, if any (n.mu held).
+func (n *node) localSize() (int64, bool) {
+	switch {
+	case n.write != nil && n.write.f != nil:
+		return n.write.size(), true
+	case n.pend != nil:
+		return n.pend.size, true
+	}
+	return 0, false
+}
+
+// uncommitted reports whether n has a version or attributes the store
+// does not have yet.
+func (n *node) uncommitted() bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.fresh || n.pend != nil || n.local != nil || (n.write != nil && n.write.dirty)
 }
 
 func (n *node) newChild(ctx context.Context, info store.ObjectInfo, out *gofuse.EntryOut) *fs.Inode {
@@ -159,6 +210,16 @@ func (n *node) newChild(ctx context.Context, info store.ObjectInfo, out *gofuse.
 func (n *node) Lookup(ctx context.Context, name string, out *gofuse.EntryOut) (*fs.Inode, syscall.Errno) {
 	if len(name) > 255 {
 		return nil, syscall.ENAMETOOLONG
+	}
+	if ch := n.GetChild(name); ch != nil {
+		// A file written here and not published yet is known by its node.
+		if c, ok := ch.Operations().(*node); ok && c.uncommitted() {
+			var a gofuse.AttrOut
+			if e := c.Getattr(ctx, nil, &a); e == 0 {
+				out.Attr = a.Attr
+				return ch, 0
+			}
+		}
 	}
 	info, err := n.m.cfg.Store.Stat(ctx, n.m.cfg.Bucket, n.child(name))
 	if err != nil {
@@ -180,8 +241,8 @@ func (n *node) Getattr(ctx context.Context, f fs.FileHandle, out *gofuse.AttrOut
 			n.fill(info, &out.Attr)
 			out.Nlink = 0
 			return 0
-		case n.writing(): // created, not published yet
-			info = store.ObjectInfo{Ino: n.StableAttr().Ino}
+		case n.uncommitted(): // created, not published yet
+			info = store.ObjectInfo{Ino: n.StableAttr().Ino, Nlink: 1}
 		default:
 			return errno(err)
 		}
@@ -215,11 +276,14 @@ func (n *node) Setattr(ctx context.Context, f fs.FileHandle, in *gofuse.SetAttrI
 			return e
 		}
 		n.mu.Lock()
-		err := w.truncate(int64(sz))
+		err := n.ensureFile(ctx, w)
+		if err == nil {
+			err = w.truncate(int64(sz))
+		}
 		n.mu.Unlock()
 		if writing {
 			n.unref()
-		} else if rerr := n.release(ctx); err == nil {
+		} else if rerr := n.release(); err == nil {
 			err = rerr
 		}
 		if err != nil {
@@ -240,18 +304,64 @@ func (n *node) Setattr(ctx context.Context, f fs.FileHandle, in *gofuse.SetAttrI
 		set.ModTime = &t
 	}
 	if set.Mode != nil || set.UID != nil || set.GID != nil || set.ModTime != nil {
-		if err := n.publish(ctx); err != nil { // the attributes go on the published version
-			return errno(err)
-		}
-		if _, err := n.m.cfg.Store.SetAttrs(ctx, n.m.cfg.Bucket, n.storePath(), set); err != nil {
-			return errno(err)
+		// A file with a version not published yet takes the change with
+		// it (an untar's chown, chmod and utimensat after each file cost
+		// no commit of their own); any other change is made now, after
+		// what the mount queued before it.
+		if !n.setLocal(ctx, set) {
+			n.m.wb.drain()
+			if _, err := n.m.cfg.Store.SetAttrs(ctx, n.m.cfg.Bucket, n.storePath(), set); err != nil {
+				return errno(err)
+			}
 		}
 	}
 	return n.Getattr(ctx, f, out)
 }
 
+// setLocal applies set to n's uncommitted attributes when n has a version
+// not committed yet (new, queued, or written and not closed); false when it
+// has none (set must then be committed).
+func (n *node) setLocal(ctx context.Context, set store.SetAttrs) bool {
+	n.mu.Lock()
+	pending := n.fresh || n.pend != nil || (n.write != nil && n.write.dirty)
+	if !pending {
+		n.mu.Unlock()
+		return false
+	}
+	a := n.local
+	n.mu.Unlock()
+	if a == nil {
+		info, err := n.stat(ctx)
+		if err != nil {
+			return false
+		}
+		a = &attrs{mode: info.Mode & 0o7777, uid: info.UID, gid: info.GID, mtime: info.ModTime}
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.local != nil {
+		a = n.local
+	}
+	if set.Mode != nil {
+		a.mode = *set.Mode & 0o7777
+	}
+	if set.UID != nil {
+		a.uid = *set.UID
+	}
+	if set.GID != nil {
+		a.gid = *set.GID
+	}
+	if set.ModTime != nil {
+		a.mtime = *set.ModTime
+	}
+	a.gen++
+	n.local = a
+	return true
+}
+
 // Readdir lists directory n.
 func (n *node) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
+	n.m.wb.drain() // the files written here are listed
 	prefix := n.storePath()
 	if prefix != "" {
 		prefix += "/"
@@ -281,6 +391,7 @@ func (n *node) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
 func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *gofuse.EntryOut) (*fs.Inode, syscall.Errno) {
 	ctx, cancel := bounded(ctx)
 	defer cancel()
+	n.m.wb.drain()
 	p := n.child(name)
 	if _, err := n.m.cfg.Store.Stat(ctx, n.m.cfg.Bucket, p); err == nil {
 		return nil, syscall.EEXIST
@@ -301,6 +412,7 @@ func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *gofuse.
 func (n *node) Rmdir(ctx context.Context, name string) syscall.Errno {
 	ctx, cancel := bounded(ctx)
 	defer cancel()
+	n.m.wb.drain()
 	info, err := n.m.cfg.Store.Stat(ctx, n.m.cfg.Bucket, n.child(name))
 	if err != nil {
 		return errno(err)
@@ -315,10 +427,12 @@ func (n *node) Rmdir(ctx context.Context, name string) syscall.Errno {
 func (n *node) Unlink(ctx context.Context, name string) syscall.Errno {
 	ctx, cancel := bounded(ctx)
 	defer cancel()
+	n.m.wb.drain()
+	c, _ := n.GetChild(name).Operations().(*node)
 	info, err := n.m.cfg.Store.Stat(ctx, n.m.cfg.Bucket, n.child(name))
 	if err != nil {
-		if c, ok := n.GetChild(name).Operations().(*node); ok && c.writing() {
-			c.drop() // created and never published
+		if c != nil && c.uncommitted() {
+			c.unlinked() // created and never published
 			return 0
 		}
 		return errno(err)
@@ -326,7 +440,24 @@ func (n *node) Unlink(ctx context.Context, name string) syscall.Errno {
 	if info.IsDir {
 		return syscall.EISDIR
 	}
-	return errno(n.m.cfg.Store.Delete(ctx, n.m.cfg.Bucket, n.child(name), ""))
+	if err := n.m.cfg.Store.Delete(ctx, n.m.cfg.Bucket, n.child(name), ""); err != nil {
+		return errno(err)
+	}
+	if c != nil && info.Nlink <= 1 {
+		c.unlinked()
+	}
+	return 0
+}
+
+// unlinked marks n removed: what is still written through open handles
+// stays readable through them and is never published.
+func (n *node) unlinked() {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.gone, n.fresh, n.local = true, false, nil
+	if n.write != nil {
+		n.write.dirty = false
+	}
 }
 
 // Rename moves name to newName in newParent (within this mount).
@@ -341,7 +472,11 @@ func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 		return syscall.EINVAL // RENAME_NOREPLACE / EXCHANGE: not yet
 	}
 	if c, ok := n.GetChild(name).Operations().(*node); ok {
-		if err := c.publish(ctx); err != nil { // a file being written moves with its content
+		c.queueDirty() // a file being written moves with its content
+	}
+	n.m.wb.drain()
+	if c, ok := n.GetChild(name).Operations().(*node); ok {
+		if err := c.takeErr(); err != nil {
 			return errno(err)
 		}
 	}
@@ -366,6 +501,7 @@ func (n *node) Symlink(ctx context.Context, target, name string, out *gofuse.Ent
 	if len(name) > 255 {
 		return nil, syscall.ENAMETOOLONG
 	}
+	n.m.wb.drain()
 	uid, gid := caller(ctx)
 	info, err := n.m.cfg.Store.Symlink(ctx, n.m.cfg.Bucket, n.child(name), target, store.Attrs{UID: uid, GID: gid, Explicit: true})
 	if err != nil {
@@ -382,7 +518,9 @@ func (n *node) Link(ctx context.Context, target fs.InodeEmbedder, name string, o
 	if !ok {
 		return nil, syscall.EXDEV
 	}
-	if err := t.publish(ctx); err != nil { // a file being written links to its current content
+	t.queueDirty() // a file being written links to its current content
+	n.m.wb.drain()
+	if err := t.takeErr(); err != nil {
 		return nil, errno(err)
 	}
 	info, err := n.m.cfg.Store.Link(ctx, n.m.cfg.Bucket, t.storePath(), n.child(name))
@@ -415,7 +553,7 @@ func (n *node) Getxattr(ctx context.Context, attr string, dest []byte) (uint32, 
 	if !xattrAllowed(attr) {
 		return 0, syscall.ENODATA
 	}
-	xs, err := n.m.cfg.Store.Xattrs(ctx, n.m.cfg.Bucket, n.storePath())
+	xs, err := n.xattrs(ctx)
 	if err != nil {
 		return 0, errno(err)
 	}
@@ -439,6 +577,8 @@ func (n *node) Setxattr(ctx context.Context, attr string, data []byte, flags uin
 	if len(attr) > 255 || len(data) > 64<<10 {
 		return syscall.E2BIG
 	}
+	n.queueDirty() // the attribute goes on the file as written
+	n.m.wb.drain()
 	xs, err := n.m.cfg.Store.Xattrs(ctx, n.m.cfg.Bucket, n.storePath())
 	if err != nil {
 		return errno(err)
@@ -472,7 +612,7 @@ func (n *node) Setxattr(ctx context.Context, attr string, data []byte, flags uin
 
 // Listxattr lists the attribute names, NUL-terminated.
 func (n *node) Listxattr(ctx context.Context, dest []byte) (uint32, syscall.Errno) {
-	xs, err := n.m.cfg.Store.Xattrs(ctx, n.m.cfg.Bucket, n.storePath())
+	xs, err := n.xattrs(ctx)
 	if err != nil {
 		return 0, errno(err)
 	}
@@ -495,6 +635,8 @@ func (n *node) Removexattr(ctx context.Context, attr string) syscall.Errno {
 	if !xattrAllowed(attr) {
 		return syscall.ENOTSUP
 	}
+	n.queueDirty()
+	n.m.wb.drain()
 	xs, err := n.m.cfg.Store.Xattrs(ctx, n.m.cfg.Bucket, n.storePath())
 	if err != nil {
 		return errno(err)
@@ -506,12 +648,23 @@ func (n *node) Removexattr(ctx context.Context, attr string) syscall.Errno {
 	return errno(err)
 }
 
+// xattrs returns n's extended attributes: none for a file created here
+// and not published yet.
+func (n *node) xattrs(ctx context.Context) (map[string][]byte, error) {
+	xs, err := n.m.cfg.Store.Xattrs(ctx, n.m.cfg.Bucket, n.storePath())
+	if errors.Is(err, store.ErrNotFound) && n.uncommitted() {
+		return nil, nil
+	}
+	return xs, err
+}
+
 // Mknod refuses FIFOs, sockets and devices.
 func (n *node) Mknod(ctx context.Context, name string, mode, dev uint32, out *gofuse.EntryOut) (*fs.Inode, syscall.Errno) {
 	return nil, syscall.EPERM
 }
 
-// Statfs reports the data disk of this node.
+// Statfs reports the cluster's capacity (Config.Capacity), in 4 KiB
+// blocks; the disk of TmpDir without one.
 func (n *node) Statfs(ctx context.Context, out *gofuse.StatfsOut) syscall.Errno {
 	var st syscall.Statfs_t
 	if err := syscall.Statfs(n.m.cfg.TmpDir, &st); err != nil {
@@ -519,10 +672,21 @@ func (n *node) Statfs(ctx context.Context, out *gofuse.StatfsOut) syscall.Errno 
 	}
 	out.FromStatfsT(&st)
 	out.NameLen = 255
+	if c := n.m.cfg.Capacity; c != nil {
+		if total, free, err := c(ctx); err == nil && total > 0 {
+			const bsize = 4096
+			out.Bsize, out.Frsize = bsize, bsize
+			out.Blocks, out.Bfree, out.Bavail = total/bsize, free/bsize, free/bsize
+		}
+	}
 	return 0
 }
 
-// Create makes file name in n, open for writing.
+// Create makes file name in n, open for writing. The new file is the
+// mount's at once (an inode number reserved from the store, its attributes
+// and content here) and reaches the cluster when it is closed (the
+// write-back queue). In a directory with a default ACL it is published
+// empty at once, and given the ACL, as before a write.
 func (n *node) Create(ctx context.Context, name string, flags, mode uint32, out *gofuse.EntryOut) (*fs.Inode, fs.FileHandle, uint32, syscall.Errno) {
 	ctx, cancel := bounded(ctx)
 	defer cancel()
@@ -538,15 +702,41 @@ func (n *node) Create(ctx context.Context, name string, flags, mode uint32, out 
 			return nil, nil, 0, syscall.EISDIR
 		}
 	}
-	// Publish the empty file at once, so that other processes and nodes
-	// see it and it has an inode number.
 	uid, gid := caller(ctx)
-	info, _, err := n.m.cfg.Store.Put(ctx, n.m.cfg.Bucket, p, strings.NewReader(""),
-		store.PutOptions{Size: 0, Mode: mode & 0o7777, UID: uid, GID: gid, Explicit: true})
+	mode &= 0o7777
+	xs, err := n.xattrs(ctx)
 	if err != nil {
 		return nil, nil, 0, errno(err)
 	}
-	n.inheritACL(ctx, p, false, mode&0o7777)
+	if len(xs[aclDefault]) > 0 {
+		return n.createNow(ctx, p, mode, uid, gid, out)
+	}
+	ino, err := n.m.wb.newIno(ctx)
+	if err != nil {
+		return nil, nil, 0, errno(err)
+	}
+	w, err := newContent(n.m.cfg.TmpDir)
+	if err != nil {
+		return nil, nil, 0, errno(err)
+	}
+	w.dirty, w.users = true, 1
+	now := time.Now()
+	c := &node{m: n.m, write: w, fresh: true, local: &attrs{mode: mode, uid: uid, gid: gid, mtime: now}}
+	c.fill(store.ObjectInfo{Ino: ino, Nlink: 1, Mode: mode, UID: uid, GID: gid, ModTime: now}, &out.Attr)
+	ch := n.NewInode(ctx, c, fs.StableAttr{Mode: syscall.S_IFREG, Ino: ino})
+	return ch, &handle{n: c, writable: true}, 0, 0
+}
+
+// createNow is Create publishing the empty file at once (then giving it
+// the directory's default ACL).
+func (n *node) createNow(ctx context.Context, p string, mode, uid, gid uint32, out *gofuse.EntryOut) (*fs.Inode, fs.FileHandle, uint32, syscall.Errno) {
+	n.m.wb.drain()
+	info, _, err := n.m.cfg.Store.Put(ctx, n.m.cfg.Bucket, p, strings.NewReader(""),
+		store.PutOptions{Size: 0, Mode: mode, UID: uid, GID: gid, Explicit: true})
+	if err != nil {
+		return nil, nil, 0, errno(err)
+	}
+	n.inheritACL(ctx, p, false, mode)
 	if st, err := n.m.cfg.Store.Stat(ctx, n.m.cfg.Bucket, p); err == nil {
 		info = st // the mode the default ACL left
 	}
@@ -568,11 +758,19 @@ func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 		return h, 0, 0
 	}
 	// The kernel keeps the pages of a file opened for reading until a
-	// change invalidates them. The version is pinned at open.
+	// change invalidates them. The version is pinned at open: a version
+	// closed and queued here is published first (so that it stays
+	// readable through this handle if it is unlinked or replaced).
+	n.mu.Lock()
+	queued := n.pend != nil && (n.write == nil || n.write.f == nil)
+	n.mu.Unlock()
+	if queued {
+		n.m.wb.drain()
+	}
 	obj, err := n.open(ctx)
 	if err != nil {
-		if errors.Is(err, store.ErrNotFound) && n.writing() {
-			return h, 0, 0 // created here, not published yet: reads see the content being written
+		if errors.Is(err, store.ErrNotFound) && n.uncommitted() {
+			return h, 0, 0 // created here, not published yet: reads see its content here
 		}
 		return nil, 0, errno(err)
 	}
@@ -587,98 +785,129 @@ func (n *node) writing() bool {
 	return n.write != nil
 }
 
-// drop forgets n's content being written.
-func (n *node) drop() {
-	n.mu.Lock()
-	w := n.write
-	n.write = nil
-	n.mu.Unlock()
-	if w != nil {
-		w.close()
-	}
-}
-
-// openContent returns n's content being written, starting it (empty when
-// trunc, else a copy of the committed content) when there is none.
+// openContent returns n's content being written, starting it when there
+// is none: empty when trunc, else based on the newest version (copied at
+// the first change, ensureFile).
 func (n *node) openContent(ctx context.Context, trunc bool) (*content, syscall.Errno) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if n.write != nil {
-		if trunc {
-			if err := n.write.truncate(0); err != nil {
-				return nil, errno(err)
-			}
-		}
-		n.write.users++
-		return n.write, 0
+	w := n.write
+	if w == nil {
+		w = &content{}
+		n.write = w
 	}
-	w, err := newContent(n.m.cfg.TmpDir)
-	if err != nil {
-		return nil, errno(err)
-	}
-	if !trunc {
-		obj, err := n.open(ctx)
-		if err == nil {
-			_, err = io.Copy(w.f, io.NewSectionReader(obj, 0, obj.Info().Size))
-			obj.Close()
-		}
-		if err != nil && !errors.Is(err, store.ErrNotFound) {
-			w.close()
+	w.users++
+	if trunc {
+		if err := n.ensureEmpty(w); err != nil {
+			w.users--
 			return nil, errno(err)
 		}
 	}
-	w.dirty = trunc
-	w.users = 1
-	n.write = w
 	return w, 0
 }
 
-// publish stores n's content being written, if it changed, as the file's
-// new version.
-func (n *node) publish(ctx context.Context) error {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	w := n.write
-	if w == nil || !w.dirty {
-		return nil
-	}
-	size := w.size()
-	opts := store.PutOptions{Size: size, Explicit: true}
-	// The new version keeps the file's mode, owner and type.
-	if cur, err := n.stat(ctx); err == nil {
-		opts.Mode, opts.UID, opts.GID, opts.ContentType = cur.Mode, cur.UID, cur.GID, cur.ContentType
-	}
-	_, _, err := n.m.cfg.Store.Put(ctx, n.m.cfg.Bucket, n.storePath(), io.NewSectionReader(w.f, 0, size), opts)
-	if err != nil {
-		n.m.cfg.Logger.Warn("mount: publishing a written file failed", "path", n.storePath(), "err", err)
+// ensureEmpty makes w an empty content (n.mu held).
+func (n *node) ensureEmpty(w *content) error {
+	if w.f == nil {
+		f, err := tempFile(n.m.cfg.TmpDir)
+		if err != nil {
+			return err
+		}
+		w.f = f
+	} else if err := w.f.Truncate(0); err != nil {
 		return err
 	}
-	w.dirty = false
+	w.dirty = true
 	return nil
 }
 
+// ensureFile gives w its private file, a copy of the newest version (the
+// one queued, else the committed one), before a change (n.mu held).
+func (n *node) ensureFile(ctx context.Context, w *content) error {
+	if w.f != nil {
+		return nil
+	}
+	f, err := tempFile(n.m.cfg.TmpDir)
+	if err != nil {
+		return err
+	}
+	if p := n.pend; p != nil {
+		_, err = io.Copy(f, io.NewSectionReader(p.f, 0, p.size))
+	} else if !n.fresh {
+		var obj store.Object
+		if obj, err = n.open(ctx); err == nil {
+			_, err = io.Copy(f, io.NewSectionReader(obj, 0, obj.Info().Size))
+			obj.Close()
+		}
+		if errors.Is(err, store.ErrNotFound) {
+			err = nil
+		}
+	}
+	if err != nil {
+		f.Close()
+		return err
+	}
+	w.f = f
+	return nil
+}
+
+// queueDirty queues n's content being written, if it changed, for
+// publishing (a flush).
+func (n *node) queueDirty() {
+	n.mu.Lock()
+	if w := n.write; w != nil && w.dirty && !n.gone {
+		n.m.wb.enqueue(n, w)
+	}
+	n.mu.Unlock()
+	n.m.wb.throttle()
+}
+
+// takeErr returns and forgets the failure of n's last publish.
+func (n *node) takeErr() error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	err := n.werr
+	n.werr = nil
+	return err
+}
+
+// sync queues n's changes and waits until they are published: nil when
+// the data and the namespace change are durable and committed.
+func (n *node) sync() error {
+	n.queueDirty()
+	n.mu.Lock()
+	p := n.pend
+	n.mu.Unlock()
+	if p != nil {
+		<-p.done // bounded: the publisher's calls are
+	}
+	n.m.wb.drain() // attributes changed while it was published
+	return n.takeErr()
+}
+
 // release drops one user of n's content being written; the last one
-// publishes and removes it.
-func (n *node) release(ctx context.Context) error {
-	err := n.publish(ctx)
+// queues it (if it changed) and forgets it.
+func (n *node) release() error {
 	n.mu.Lock()
 	w := n.write
 	if w != nil {
 		w.users--
-		if w.users <= 0 && !w.dirty {
+		if w.users <= 0 {
+			if w.dirty && !n.gone {
+				n.m.wb.enqueue(n, w)
+			}
 			n.write = nil
-		} else {
-			w = nil
+			w.close()
 		}
 	}
+	err := n.werr
+	n.werr = nil
 	n.mu.Unlock()
-	if w != nil {
-		w.close()
-	}
+	n.m.wb.throttle()
 	return err
 }
 
-// unref drops one user of n's content being written, without publishing
+// unref drops one user of n's content being written, without queueing it
 // (other handles still write it).
 func (n *node) unref() {
 	n.mu.Lock()
@@ -688,23 +917,99 @@ func (n *node) unref() {
 	}
 }
 
-// content is a file's content being written: a private temporary file.
+// putOptions are the options of the publish of n's queued version of size
+// bytes, and the generation of the attributes they carry: the
+// uncommitted attributes, else the committed file's.
+func (n *node) putOptions(size int64) (store.PutOptions, uint64) {
+	opts := store.PutOptions{Size: size, Explicit: true}
+	n.mu.Lock()
+	a, fresh := n.local, n.fresh
+	var gen uint64
+	if a != nil {
+		opts.Mode, opts.UID, opts.GID, opts.ModTime = a.mode, a.uid, a.gid, a.mtime
+		gen = a.gen
+	}
+	n.mu.Unlock()
+	if fresh {
+		opts.Ino = n.StableAttr().Ino
+	}
+	if a == nil {
+		// The new version keeps the file's mode, owner and type.
+		ctx, cancel := context.WithTimeout(context.Background(), writeTimeout)
+		defer cancel()
+		if cur, err := n.stat(ctx); err == nil {
+			opts.Mode, opts.UID, opts.GID, opts.ContentType = cur.Mode, cur.UID, cur.GID, cur.ContentType
+		}
+	}
+	return opts, gen
+}
+
+// published settles n's queued version p: its failure is kept for the
+// writer; on success, attributes changed since the publish took them are
+// committed now (still in the queue's order).
+func (n *node) published(ctx context.Context, p *pending, gen uint64, err error) {
+	n.mu.Lock()
+	var set *store.SetAttrs
+	if err != nil {
+		n.werr = err
+	} else {
+		n.fresh = false
+	}
+	if n.pend == p {
+		n.pend = nil
+		if a := n.local; a != nil && err == nil && (n.write == nil || !n.write.dirty) {
+			if a.gen != gen && !n.gone {
+				mode, uid, gid, mtime := a.mode, a.uid, a.gid, a.mtime
+				set = &store.SetAttrs{Mode: &mode, UID: &uid, GID: &gid, ModTime: &mtime}
+			}
+			n.local = nil
+		}
+	}
+	n.mu.Unlock()
+	p.f.Close()
+	if set != nil {
+		if _, err := n.m.cfg.Store.SetAttrs(ctx, n.m.cfg.Bucket, p.path, *set); err != nil {
+			n.m.cfg.Logger.Warn("mount: changing a written file's attributes failed", "path", p.path, "err", err)
+			n.mu.Lock()
+			n.werr = err
+			n.mu.Unlock()
+		}
+	}
+	p.err = err
+	close(p.done)
+}
+
+// content is a file's content being written: a private temporary file,
+// made at the first change (nil until then: reads go to the newest
+// version).
 type content struct {
 	f     *os.File
-	dirty bool // changed since the last publish
+	dirty bool // changed since it was last queued
 	users int  // open handles writing it
 }
 
 func newContent(dir string) (*content, error) {
+	f, err := tempFile(dir)
+	if err != nil {
+		return nil, err
+	}
+	return &content{f: f}, nil
+}
+
+// tempFile is an anonymous temporary file in dir.
+func tempFile(dir string) (*os.File, error) {
 	f, err := os.CreateTemp(dir, "cairn-mount-*")
 	if err != nil {
 		return nil, err
 	}
 	os.Remove(f.Name()) // anonymous: gone with the last descriptor
-	return &content{f: f}, nil
+	return f, nil
 }
 
 func (c *content) size() int64 {
+	if c.f == nil {
+		return 0
+	}
 	st, err := c.f.Stat()
 	if err != nil {
 		return 0
@@ -717,7 +1022,12 @@ func (c *content) truncate(sz int64) error {
 	return c.f.Truncate(sz)
 }
 
-func (c *content) close() { c.f.Close() }
+func (c *content) close() {
+	if c.f != nil {
+		c.f.Close()
+		c.f = nil
+	}
+}
 
 // The POSIX ACL xattrs (the kernel checks them, CAP_POSIX_ACL), kept on
 // the inode like any xattr.

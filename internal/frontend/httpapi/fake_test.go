@@ -315,6 +315,10 @@ func (f *fakeStore) OpenIno(context.Context, string, string, uint64) (store.Obje
 	return nil, store.ErrInvalidName
 }
 
+func (f *fakeStore) ReserveInos(context.Context, int) (uint64, error) {
+	return 0, store.ErrInvalidName
+}
+
 func (f *fakeStore) Link(context.Context, string, string, string) (store.ObjectInfo, error) {
 	return store.ObjectInfo{}, store.ErrInvalidName
 }

@@ -1,0 +1,204 @@
+package fuse
+
+import (
+	"context"
+	"errors"
+	"io"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/cairn-fs/cairn/internal/store"
+)
+
+// The write-back queue (see "Writes" in doc.go). A file's version is
+// queued when the writer closes it (flush, release): its content, a
+// temporary file nobody writes any more, and the node whose attributes it
+// takes. One goroutine publishes the queue in order, consecutive small
+// files together (store.PutFiles, committed in order), a large one alone
+// (store.Put, streamed from its file). Any other change through the mount
+// first waits for the queue to be empty (drain), so the mount's changes
+// reach the cluster in the order they were made.
+
+const (
+	// smallFile: a file up to this size is published in a batch.
+	smallFile = 1 << 20
+	// batchFiles and batchBytes bound one batch.
+	batchFiles = 256
+	batchBytes = 32 << 20
+	// queueFiles and queueBytes bound the queue: a writer that closes a
+	// file when it is full waits (its content is on disk, but a crash
+	// loses what is queued, so the queue stays short).
+	queueFiles = 4096
+	queueBytes = 256 << 20
+	// reserveInos is how many inode numbers the mount reserves at a time.
+	reserveInos = 1024
+)
+
+// pending is one queued version of a file.
+type pending struct {
+	n    *node
+	path string   // the file's path when it was queued
+	f    *os.File // its content, owned by the queue
+	size int64
+	done chan struct{} // closed once published or failed
+	err  error         // set before done is closed
+}
+
+// writeback is a mount's queue of versions to publish.
+type writeback struct {
+	m     *Mount
+	mu    sync.Mutex
+	cond  *sync.Cond // signalled when the queue or busy changes
+	q     []*pending
+	busy  int   // items the publisher has taken and not finished
+	bytes int64 // queued bytes
+	stop  bool
+	done  chan struct{}
+
+	inoMu            sync.Mutex
+	inoNext, inoLast uint64 // reserved [inoNext, inoLast)
+}
+
+func newWriteback(m *Mount) *writeback {
+	wb := &writeback{m: m, done: make(chan struct{})}
+	wb.cond = sync.NewCond(&wb.mu)
+	go wb.run()
+	return wb
+}
+
+// newIno returns an inode number for a file created through the mount,
+// reserving a range from the store when the last one is used up.
+func (wb *writeback) newIno(ctx context.Context) (uint64, error) {
+	wb.inoMu.Lock()
+	defer wb.inoMu.Unlock()
+	if wb.inoNext == wb.inoLast {
+		first, err := wb.m.cfg.Store.ReserveInos(ctx, reserveInos)
+		if err != nil {
+			return 0, err
+		}
+		wb.inoNext, wb.inoLast = first, first+reserveInos
+	}
+	ino := wb.inoNext
+	wb.inoNext++
+	return ino, nil
+}
+
+// enqueue queues n's content w (n.mu held): w gives up its file, and n's
+// reads see the queued version until it is published.
+func (wb *writeback) enqueue(n *node, w *content) *pending {
+	p := &pending{n: n, path: n.storePath(), f: w.f, size: w.size(), done: make(chan struct{})}
+	w.f, w.dirty = nil, false
+	n.pend = p
+	wb.mu.Lock()
+	wb.q = append(wb.q, p)
+	wb.bytes += p.size
+	wb.cond.Broadcast()
+	wb.mu.Unlock()
+	return p
+}
+
+// throttle waits while the queue is full (never with a node's lock held).
+func (wb *writeback) throttle() {
+	wb.mu.Lock()
+	for !wb.stop && (len(wb.q) > queueFiles || wb.bytes > queueBytes) {
+		wb.cond.Wait()
+	}
+	wb.mu.Unlock()
+}
+
+// drain waits until everything queued so far is published (or failed).
+func (wb *writeback) drain() {
+	wb.mu.Lock()
+	for len(wb.q) > 0 || wb.busy > 0 {
+		wb.cond.Wait()
+	}
+	wb.mu.Unlock()
+}
+
+// close publishes what is queued and stops the publisher.
+func (wb *writeback) close() {
+	wb.mu.Lock()
+	wb.stop = true
+	wb.cond.Broadcast()
+	wb.mu.Unlock()
+	<-wb.done
+}
+
+// run publishes the queue in order until close.
+func (wb *writeback) run() {
+	defer close(wb.done)
+	for {
+		wb.mu.Lock()
+		for len(wb.q) == 0 && !wb.stop {
+			wb.cond.Wait()
+		}
+		if len(wb.q) == 0 {
+			wb.mu.Unlock()
+			return
+		}
+		k, bytes := 1, wb.q[0].size
+		if wb.q[0].size <= smallFile {
+			for k < len(wb.q) && k < batchFiles && wb.q[k].size <= smallFile && bytes+wb.q[k].size <= batchBytes {
+				bytes += wb.q[k].size
+				k++
+			}
+		}
+		batch := wb.q[:k:k]
+		wb.q = wb.q[k:]
+		wb.busy = k
+		wb.mu.Unlock()
+
+		wb.publish(batch)
+
+		wb.mu.Lock()
+		wb.busy = 0
+		wb.bytes -= bytes
+		wb.cond.Broadcast()
+		wb.mu.Unlock()
+	}
+}
+
+// publish stores one batch, in order, and settles each item.
+func (wb *writeback) publish(batch []*pending) {
+	cfg := wb.m.cfg
+	var bytes int64
+	opts := make([]store.PutOptions, len(batch))
+	gens := make([]uint64, len(batch))
+	for i, p := range batch {
+		opts[i], gens[i] = p.n.putOptions(p.size)
+		bytes += p.size
+	}
+	// Bounded: a node without its write quorum fails the batch (and the
+	// writers hear of it) instead of holding the queue forever.
+	ctx, cancel := context.WithTimeout(context.Background(), writeTimeout+time.Duration(bytes>>20)*time.Second)
+	defer cancel()
+	errs := make([]error, len(batch))
+	bp, ok := cfg.Store.(store.BatchPutter)
+	if len(batch) == 1 || !ok {
+		for i, p := range batch {
+			_, _, errs[i] = cfg.Store.Put(ctx, cfg.Bucket, p.path, io.NewSectionReader(p.f, 0, p.size), opts[i])
+		}
+	} else {
+		files := make([]store.FilePut, len(batch))
+		for i, p := range batch {
+			data := make([]byte, p.size)
+			if _, err := p.f.ReadAt(data, 0); err != nil && !errors.Is(err, io.EOF) {
+				errs[i] = err
+			}
+			files[i] = store.FilePut{Path: p.path, Data: data, Opts: opts[i]}
+		}
+		for i, r := range bp.PutFiles(ctx, cfg.Bucket, files) {
+			if errs[i] == nil {
+				errs[i] = r.Err
+			}
+		}
+	}
+	for i, p := range batch {
+		if errs[i] != nil {
+			cfg.Logger.Warn("mount: publishing a written file failed; the writer gets EIO at its next fsync or close",
+				"path", p.path, "err", errs[i])
+		}
+		p.n.published(ctx, p, gens[i], errs[i])
+	}
+}
