@@ -259,10 +259,11 @@ func (a *applier) reserveInos() (Result, error) {
 	return Result{Inode: &Inode{Ino: Ino(next)}}, nil
 }
 
-// newFileIno is the inode number of a file the command creates: the one
-// the proposer reserved when it was handed out and is free, else a new one.
-func (a *applier) newFileIno() (Ino, error) {
-	if want := a.cmd.File.Ino; want > RootIno {
+// newIno is the inode number of a file or directory the command creates:
+// want, a number the proposer reserved, when it was handed out and is
+// free, else a new one.
+func (a *applier) newIno(want Ino) (Ino, error) {
+	if want > RootIno {
 		next, err := a.r.getU64(keyNextIno)
 		if err != nil {
 			return 0, err
@@ -315,7 +316,13 @@ func (a *applier) touchDir(dir Ino, nlinkDelta int) error {
 
 // mkdir creates directory name in parent.
 func (a *applier) mkdir(parent Ino, name string, mode, uid, gid uint32) (*Inode, error) {
-	ino, err := a.allocIno()
+	return a.mkdirIno(parent, name, mode, uid, gid, 0)
+}
+
+// mkdirIno is mkdir with the inode number want when it was reserved and
+// is free (see newIno).
+func (a *applier) mkdirIno(parent Ino, name string, mode, uid, gid uint32, want Ino) (*Inode, error) {
+	ino, err := a.newIno(want)
 	if err != nil {
 		return nil, err
 	}
@@ -680,7 +687,7 @@ func (a *applier) putFile() (Result, error) {
 			return Result{}, err
 		}
 	} else {
-		if n.Ino, err = a.newFileIno(); err != nil {
+		if n.Ino, err = a.newIno(f.Ino); err != nil {
 			return Result{}, err
 		}
 		a.t.set(dentryKey(parent, name), encodeDentry(n.Ino, typ))
@@ -748,7 +755,11 @@ func (a *applier) mkdirP() (Result, error) {
 		n, err := a.r.Inode(ino)
 		return Result{Inode: n}, err
 	}
-	n, err := a.mkdir(parent, name, mode, uid, gid)
+	var want Ino
+	if f := a.cmd.File; f != nil {
+		want = f.Ino
+	}
+	n, err := a.mkdirIno(parent, name, mode, uid, gid, want)
 	if err != nil {
 		return Result{}, err
 	}

@@ -133,8 +133,9 @@
 //     answers the first number (Result.Inode.Ino): numbers nothing else
 //     will allocate, for a proposer that must name new files before they
 //     are committed (the mount's write-back). An OpPutFile that creates a
-//     file takes File.Ino when it is below the counter and free, else a
-//     new number; a replaced file keeps its number.
+//     file, or an OpMkdir that creates the directory, takes File.Ino when
+//     it is below the counter and free, else a new number; a replaced file
+//     keeps its number.
 //   - Under-replicated records: OpPutFile records each blob of Under that
 //     is one of the file's extents (a u key with the bucket's R; a blob
 //     already recorded keeps its record). OpReplicated drops the records

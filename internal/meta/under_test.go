@@ -143,6 +143,10 @@ func TestReserveInos(t *testing.T) {
 	if r := mustApply(t, s, 4, Command{Op: OpMkdir, BucketName: "bkt", Path: "d", TimeNs: 4}); r.Inode.Ino < first+10 {
 		t.Fatalf("mkdir after a reservation got ino %d inside it [%d, %d)", r.Inode.Ino, first, first+10)
 	}
+	if r := mustApply(t, s, 40, Command{Op: OpMkdir, BucketName: "bkt", Path: "e", TimeNs: 4,
+		File: &Inode{Type: TypeDir, Ino: first + 5}}); r.Inode.Ino != first+5 {
+		t.Fatalf("mkdir with reserved ino %d got %d", first+5, r.Inode.Ino)
+	}
 	if got := put(5, "b", first+3); got == first+3 {
 		t.Fatal("a taken reserved ino was given again")
 	}

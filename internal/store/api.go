@@ -119,6 +119,9 @@ type ObjectInfo struct {
 type Attrs struct {
 	Mode     uint32
 	UID, GID uint32
+	// Ino: for Mkdir, a number from ReserveInos for the directory it
+	// creates (kept when free). 0: a new one.
+	Ino uint64
 	// Explicit: the values are the caller's even when zero (the mount);
 	// otherwise the bucket's defaults fill the zero ones.
 	Explicit bool

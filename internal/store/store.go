@@ -691,7 +691,7 @@ func (s *Local) Mkdir(ctx context.Context, bucket, path string, attrs Attrs) err
 		owned(b, &attrs.UID, &attrs.GID, &attrs.Mode, false, b.DirMode)
 	}
 	_, err := s.propose(ctx, meta.Command{Op: meta.OpMkdir, BucketName: bucket, Path: path,
-		File: &meta.Inode{Type: meta.TypeDir, Mode: attrs.Mode & 0o7777, UID: attrs.UID, GID: attrs.GID}})
+		File: &meta.Inode{Type: meta.TypeDir, Ino: meta.Ino(attrs.Ino), Mode: attrs.Mode & 0o7777, UID: attrs.UID, GID: attrs.GID}})
 	return err
 }
 

@@ -24,13 +24,14 @@ type node struct {
 	fs.Inode
 	m *Mount
 
-	mu    sync.Mutex
-	write *content // the content being written through the mount, or nil
-	pend  *pending // the newest version queued for publishing, or nil
-	local *attrs   // attributes not committed yet (a new file, a change while a version is pending), or nil
-	werr  error    // a failed publish, for the writer's next fsync or close
-	fresh bool     // created through this mount and not committed yet
-	gone  bool     // unlinked: what is written is never published
+	mu     sync.Mutex
+	write  *content // the content being written through the mount, or nil
+	pend   *pending // the newest version queued for publishing, or nil
+	pendOp *pending // the newest directory or attribute change queued, or nil
+	local  *attrs   // attributes not committed yet (a new file, a change while a version is pending), or nil
+	werr   error    // a failed publish, for the writer's next fsync or close
+	fresh  bool     // created through this mount and not committed yet
+	gone   bool     // unlinked: what is written is never published
 }
 
 // attrs are a file's attributes changed through the mount and not
@@ -39,6 +40,22 @@ type attrs struct {
 	mode, uid, gid uint32
 	mtime          time.Time
 	gen            uint64 // counts changes
+}
+
+// set is the change that gives a node attributes a.
+func (a attrs) set() store.SetAttrs {
+	return store.SetAttrs{Mode: &a.mode, UID: &a.uid, GID: &a.gid, ModTime: &a.mtime}
+}
+
+// attrsNow returns a copy of n's uncommitted attributes and their
+// generation (zero values without any).
+func (n *node) attrsNow() (attrs, uint64) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.local == nil {
+		return attrs{}, 0
+	}
+	return *n.local, n.local.gen
 }
 
 var (
@@ -197,7 +214,7 @@ func (n *node) localSize() (int64, bool) {
 func (n *node) uncommitted() bool {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	return n.fresh || n.pend != nil || n.local != nil || (n.write != nil && n.write.dirty)
+	return n.fresh || n.pend != nil || n.pendOp != nil || n.local != nil || (n.write != nil && n.write.dirty)
 }
 
 func (n *node) newChild(ctx context.Context, info store.ObjectInfo, out *gofuse.EntryOut) *fs.Inode {
@@ -221,7 +238,13 @@ func (n *node) Lookup(ctx context.Context, name string, out *gofuse.EntryOut) (*
 			}
 		}
 	}
-	info, err := n.m.cfg.Store.Stat(ctx, n.m.cfg.Bucket, n.child(name))
+	p := n.child(name)
+	info, err := n.m.cfg.Store.Stat(ctx, n.m.cfg.Bucket, p)
+	if errors.Is(err, store.ErrNotFound) && n.m.wb.queued(p) {
+		// Written here, queued, and forgotten by the kernel: publish it.
+		n.m.wb.drain()
+		info, err = n.m.cfg.Store.Stat(ctx, n.m.cfg.Bucket, p)
+	}
 	if err != nil {
 		return nil, errno(err)
 	}
@@ -242,7 +265,7 @@ func (n *node) Getattr(ctx context.Context, f fs.FileHandle, out *gofuse.AttrOut
 			out.Nlink = 0
 			return 0
 		case n.uncommitted(): // created, not published yet
-			info = store.ObjectInfo{Ino: n.StableAttr().Ino, Nlink: 1}
+			info = store.ObjectInfo{Ino: n.StableAttr().Ino, Nlink: 1, IsDir: n.IsDir()}
 		default:
 			return errno(err)
 		}
@@ -308,32 +331,23 @@ func (n *node) Setattr(ctx context.Context, f fs.FileHandle, in *gofuse.SetAttrI
 		// it (an untar's chown, chmod and utimensat after each file cost
 		// no commit of their own); any other change is made now, after
 		// what the mount queued before it.
-		if !n.setLocal(ctx, set) {
-			n.m.wb.drain()
-			if _, err := n.m.cfg.Store.SetAttrs(ctx, n.m.cfg.Bucket, n.storePath(), set); err != nil {
-				return errno(err)
-			}
+		if err := n.setLocal(ctx, set); err != nil {
+			return errno(err)
 		}
 	}
 	return n.Getattr(ctx, f, out)
 }
 
-// setLocal applies set to n's uncommitted attributes when n has a version
-// not committed yet (new, queued, or written and not closed); false when it
-// has none (set must then be committed).
-func (n *node) setLocal(ctx context.Context, set store.SetAttrs) bool {
+// setLocal applies set to n's uncommitted attributes, which go with its
+// pending version or change, or with a change queued now.
+func (n *node) setLocal(ctx context.Context, set store.SetAttrs) error {
 	n.mu.Lock()
-	pending := n.fresh || n.pend != nil || (n.write != nil && n.write.dirty)
-	if !pending {
-		n.mu.Unlock()
-		return false
-	}
 	a := n.local
 	n.mu.Unlock()
 	if a == nil {
 		info, err := n.stat(ctx)
 		if err != nil {
-			return false
+			return err
 		}
 		a = &attrs{mode: info.Mode & 0o7777, uid: info.UID, gid: info.GID, mtime: info.ModTime}
 	}
@@ -356,7 +370,12 @@ func (n *node) setLocal(ctx context.Context, set store.SetAttrs) bool {
 	}
 	a.gen++
 	n.local = a
-	return true
+	carried := (n.pend != nil && !n.pend.taken.Load()) || (n.pendOp != nil && !n.pendOp.taken.Load()) ||
+		(n.write != nil && n.write.dirty)
+	if !carried && !n.gone {
+		n.m.wb.enqueueOp(n, opAttrs, n.storePath())
+	}
+	return nil
 }
 
 // Readdir lists directory n.
@@ -387,20 +406,54 @@ func (n *node) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
 	return fs.NewListDirStream(entries), 0
 }
 
-// Mkdir creates directory name in n.
+// Mkdir creates directory name in n: the mount's at once (a reserved
+// inode number), queued for the cluster like a closed file. In a
+// directory with a default ACL it is made at once, with the ACL.
 func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *gofuse.EntryOut) (*fs.Inode, syscall.Errno) {
 	ctx, cancel := bounded(ctx)
 	defer cancel()
-	n.m.wb.drain()
+	if len(name) > 255 {
+		return nil, syscall.ENAMETOOLONG
+	}
 	p := n.child(name)
+	if ch := n.GetChild(name); ch != nil {
+		if c, ok := ch.Operations().(*node); ok && c.uncommitted() {
+			return nil, syscall.EEXIST
+		}
+	}
 	if _, err := n.m.cfg.Store.Stat(ctx, n.m.cfg.Bucket, p); err == nil {
 		return nil, syscall.EEXIST
 	}
 	uid, gid := caller(ctx)
-	if err := n.m.cfg.Store.Mkdir(ctx, n.m.cfg.Bucket, p, store.Attrs{Mode: mode & 0o7777, UID: uid, GID: gid, Explicit: true}); err != nil {
+	mode &= 0o7777
+	xs, err := n.xattrs(ctx)
+	if err != nil {
 		return nil, errno(err)
 	}
-	n.inheritACL(ctx, p, true, mode&0o7777)
+	if len(xs[aclDefault]) > 0 {
+		return n.mkdirNow(ctx, p, mode, uid, gid, out)
+	}
+	ino, err := n.m.wb.newIno(ctx)
+	if err != nil {
+		return nil, errno(err)
+	}
+	now := time.Now()
+	c := &node{m: n.m, fresh: true, local: &attrs{mode: mode, uid: uid, gid: gid, mtime: now}}
+	c.fill(store.ObjectInfo{Ino: ino, IsDir: true, Mode: mode, UID: uid, GID: gid, ModTime: now}, &out.Attr)
+	ch := n.NewInode(ctx, c, fs.StableAttr{Mode: syscall.S_IFDIR, Ino: ino})
+	c.mu.Lock()
+	n.m.wb.enqueueOp(c, opMkdir, p)
+	c.mu.Unlock()
+	return ch, 0
+}
+
+// mkdirNow is Mkdir made at once (then given the parent's default ACL).
+func (n *node) mkdirNow(ctx context.Context, p string, mode, uid, gid uint32, out *gofuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	n.m.wb.drain()
+	if err := n.m.cfg.Store.Mkdir(ctx, n.m.cfg.Bucket, p, store.Attrs{Mode: mode, UID: uid, GID: gid, Explicit: true}); err != nil {
+		return nil, errno(err)
+	}
+	n.inheritACL(ctx, p, true, mode)
 	info, err := n.m.cfg.Store.Stat(ctx, n.m.cfg.Bucket, p)
 	if err != nil {
 		return nil, errno(err)
@@ -715,10 +768,7 @@ func (n *node) Create(ctx context.Context, name string, flags, mode uint32, out 
 	if err != nil {
 		return nil, nil, 0, errno(err)
 	}
-	w, err := newContent(n.m.cfg.TmpDir)
-	if err != nil {
-		return nil, nil, 0, errno(err)
-	}
+	w := newContent(n.m.cfg.TmpDir)
 	w.dirty, w.users = true, 1
 	now := time.Now()
 	c := &node{m: n.m, write: w, fresh: true, local: &attrs{mode: mode, uid: uid, gid: gid, mtime: now}}
@@ -809,11 +859,7 @@ func (n *node) openContent(ctx context.Context, trunc bool) (*content, syscall.E
 // ensureEmpty makes w an empty content (n.mu held).
 func (n *node) ensureEmpty(w *content) error {
 	if w.f == nil {
-		f, err := tempFile(n.m.cfg.TmpDir)
-		if err != nil {
-			return err
-		}
-		w.f = f
+		w.f = newBuffer(n.m.cfg.TmpDir)
 	} else if err := w.f.Truncate(0); err != nil {
 		return err
 	}
@@ -827,16 +873,14 @@ func (n *node) ensureFile(ctx context.Context, w *content) error {
 	if w.f != nil {
 		return nil
 	}
-	f, err := tempFile(n.m.cfg.TmpDir)
-	if err != nil {
-		return err
-	}
+	f := newBuffer(n.m.cfg.TmpDir)
+	var err error
 	if p := n.pend; p != nil {
-		_, err = io.Copy(f, io.NewSectionReader(p.f, 0, p.size))
+		_, err = io.Copy(io.NewOffsetWriter(f, 0), io.NewSectionReader(p.f, 0, p.size))
 	} else if !n.fresh {
 		var obj store.Object
 		if obj, err = n.open(ctx); err == nil {
-			_, err = io.Copy(f, io.NewSectionReader(obj, 0, obj.Info().Size))
+			_, err = io.Copy(io.NewOffsetWriter(f, 0), io.NewSectionReader(obj, 0, obj.Info().Size))
 			obj.Close()
 		}
 		if errors.Is(err, store.ErrNotFound) {
@@ -944,29 +988,34 @@ func (n *node) putOptions(size int64) (store.PutOptions, uint64) {
 	return opts, gen
 }
 
-// published settles n's queued version p: its failure is kept for the
-// writer; on success, attributes changed since the publish took them are
-// committed now (still in the queue's order).
+// published settles n's queued change p: its failure is kept for the
+// writer; once n has nothing else queued, attributes changed since the
+// change took them are committed now (still in the queue's order).
 func (n *node) published(ctx context.Context, p *pending, gen uint64, err error) {
 	n.mu.Lock()
 	var set *store.SetAttrs
 	if err != nil {
 		n.werr = err
-	} else {
+	} else if p.kind != opAttrs {
 		n.fresh = false
 	}
 	if n.pend == p {
 		n.pend = nil
-		if a := n.local; a != nil && err == nil && (n.write == nil || !n.write.dirty) {
-			if a.gen != gen && !n.gone {
-				mode, uid, gid, mtime := a.mode, a.uid, a.gid, a.mtime
-				set = &store.SetAttrs{Mode: &mode, UID: &uid, GID: &gid, ModTime: &mtime}
-			}
-			n.local = nil
+	}
+	if n.pendOp == p {
+		n.pendOp = nil
+	}
+	if a := n.local; a != nil && n.pend == nil && n.pendOp == nil && (n.write == nil || !n.write.dirty) {
+		if a.gen != gen && err == nil && !n.gone {
+			s := a.set()
+			set = &s
 		}
+		n.local = nil
 	}
 	n.mu.Unlock()
-	p.f.Close()
+	if p.f != nil {
+		p.f.Close()
+	}
 	if set != nil {
 		if _, err := n.m.cfg.Store.SetAttrs(ctx, n.m.cfg.Bucket, p.path, *set); err != nil {
 			n.m.cfg.Logger.Warn("mount: changing a written file's attributes failed", "path", p.path, "err", err)
@@ -983,21 +1032,21 @@ func (n *node) published(ctx context.Context, p *pending, gen uint64, err error)
 // made at the first change (nil until then: reads go to the newest
 // version).
 type content struct {
-	f     *os.File
+	f     *buffer
 	dirty bool // changed since it was last queued
 	users int  // open handles writing it
 }
 
-func newContent(dir string) (*content, error) {
-	f, err := tempFile(dir)
-	if err != nil {
-		return nil, err
-	}
-	return &content{f: f}, nil
-}
+func newContent(dir string) *content { return &content{f: newBuffer(dir)} }
 
-// tempFile is an anonymous temporary file in dir.
+// oTmpfile is Linux's O_TMPFILE (with O_DIRECTORY).
+const oTmpfile = 0x410000
+
+// tempFile is an anonymous temporary file in dir (O_TMPFILE: one call).
 func tempFile(dir string) (*os.File, error) {
+	if f, err := os.OpenFile(dir, os.O_RDWR|oTmpfile, 0o600); err == nil {
+		return f, nil
+	}
 	f, err := os.CreateTemp(dir, "cairn-mount-*")
 	if err != nil {
 		return nil, err
@@ -1010,11 +1059,7 @@ func (c *content) size() int64 {
 	if c.f == nil {
 		return 0
 	}
-	st, err := c.f.Stat()
-	if err != nil {
-		return 0
-	}
-	return st.Size()
+	return c.f.Size()
 }
 
 func (c *content) truncate(sz int64) error {

@@ -4,8 +4,8 @@ import (
 	"context"
 	"errors"
 	"io"
-	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cairn-fs/cairn/internal/store"
@@ -33,35 +33,55 @@ const (
 	queueBytes = 256 << 20
 	// reserveInos is how many inode numbers the mount reserves at a time.
 	reserveInos = 1024
+	// settle: a version is published once it has been queued this long
+	// (or the queue holds a batch), so that the chmod, chown and utimensat
+	// a writer (tar, cp -p, rsync) makes just after close go with it, and
+	// more files share a batch.
+	settle = 2 * time.Millisecond
 )
 
-// pending is one queued version of a file.
+// opKind is what a queued item does.
+type opKind uint8
+
+const (
+	opPublish opKind = iota // a file's new version
+	opMkdir                 // a directory made through the mount
+	opAttrs                 // a change of a node's owner, mode or times
+)
+
+// pending is one queued change: a file's version, a new directory, or new
+// attributes (taken from the node's uncommitted attrs when it runs).
 type pending struct {
-	n    *node
-	path string   // the file's path when it was queued
-	f    *os.File // its content, owned by the queue
-	size int64
-	done chan struct{} // closed once published or failed
-	err  error         // set before done is closed
+	kind  opKind
+	n     *node
+	path  string  // the node's path when it was queued
+	f     *buffer // opPublish: its content, owned by the queue
+	size  int64
+	at    time.Time     // when it was queued
+	done  chan struct{} // closed once published or failed
+	err   error         // set before done is closed
+	taken atomic.Bool   // the publisher has started it
 }
 
 // writeback is a mount's queue of versions to publish.
 type writeback struct {
-	m     *Mount
-	mu    sync.Mutex
-	cond  *sync.Cond // signalled when the queue or busy changes
-	q     []*pending
-	busy  int   // items the publisher has taken and not finished
-	bytes int64 // queued bytes
-	stop  bool
-	done  chan struct{}
+	m      *Mount
+	mu     sync.Mutex
+	cond   *sync.Cond // signalled when the queue or busy changes
+	q      []*pending
+	busy   int            // items the publisher has taken and not finished
+	bytes  int64          // queued bytes
+	paths  map[string]int // queued items per path
+	stop   bool
+	urgent bool // someone waits for the queue: publish without settling
+	done   chan struct{}
 
 	inoMu            sync.Mutex
 	inoNext, inoLast uint64 // reserved [inoNext, inoLast)
 }
 
 func newWriteback(m *Mount) *writeback {
-	wb := &writeback{m: m, done: make(chan struct{})}
+	wb := &writeback{m: m, done: make(chan struct{}), paths: map[string]int{}}
 	wb.cond = sync.NewCond(&wb.mu)
 	go wb.run()
 	return wb
@@ -87,15 +107,36 @@ func (wb *writeback) newIno(ctx context.Context) (uint64, error) {
 // enqueue queues n's content w (n.mu held): w gives up its file, and n's
 // reads see the queued version until it is published.
 func (wb *writeback) enqueue(n *node, w *content) *pending {
-	p := &pending{n: n, path: n.storePath(), f: w.f, size: w.size(), done: make(chan struct{})}
+	p := &pending{kind: opPublish, n: n, path: n.storePath(), f: w.f, size: w.size(), at: time.Now(), done: make(chan struct{})}
 	w.f, w.dirty = nil, false
 	n.pend = p
+	wb.push(p)
+	return p
+}
+
+// enqueueOp queues a new directory or attribute change of n at path (n.mu
+// held).
+func (wb *writeback) enqueueOp(n *node, kind opKind, path string) *pending {
+	p := &pending{kind: kind, n: n, path: path, at: time.Now(), done: make(chan struct{})}
+	n.pendOp = p
+	wb.push(p)
+	return p
+}
+
+func (wb *writeback) push(p *pending) {
 	wb.mu.Lock()
 	wb.q = append(wb.q, p)
 	wb.bytes += p.size
+	wb.paths[p.path]++
 	wb.cond.Broadcast()
 	wb.mu.Unlock()
-	return p
+}
+
+// queued reports whether a change of path is queued or being published.
+func (wb *writeback) queued(path string) bool {
+	wb.mu.Lock()
+	defer wb.mu.Unlock()
+	return wb.paths[path] > 0
 }
 
 // throttle waits while the queue is full (never with a node's lock held).
@@ -111,6 +152,8 @@ func (wb *writeback) throttle() {
 func (wb *writeback) drain() {
 	wb.mu.Lock()
 	for len(wb.q) > 0 || wb.busy > 0 {
+		wb.urgent = true
+		wb.cond.Broadcast()
 		wb.cond.Wait()
 	}
 	wb.mu.Unlock()
@@ -137,9 +180,15 @@ func (wb *writeback) run() {
 			wb.mu.Unlock()
 			return
 		}
+		if wait := settle - time.Since(wb.q[0].at); wait > 0 && len(wb.q) < batchFiles && !wb.stop && !wb.urgent {
+			wb.mu.Unlock()
+			time.Sleep(wait)
+			continue
+		}
+		wb.urgent = false
 		k, bytes := 1, wb.q[0].size
-		if wb.q[0].size <= smallFile {
-			for k < len(wb.q) && k < batchFiles && wb.q[k].size <= smallFile && bytes+wb.q[k].size <= batchBytes {
+		if wb.q[0].kind == opPublish && wb.q[0].size <= smallFile {
+			for k < len(wb.q) && k < batchFiles && wb.q[k].kind == opPublish && wb.q[k].size <= smallFile && bytes+wb.q[k].size <= batchBytes {
 				bytes += wb.q[k].size
 				k++
 			}
@@ -147,16 +196,52 @@ func (wb *writeback) run() {
 		batch := wb.q[:k:k]
 		wb.q = wb.q[k:]
 		wb.busy = k
+		for _, p := range batch {
+			p.taken.Store(true)
+		}
 		wb.mu.Unlock()
 
-		wb.publish(batch)
+		if batch[0].kind == opPublish {
+			wb.publish(batch)
+		} else {
+			wb.apply(batch[0])
+		}
 
 		wb.mu.Lock()
 		wb.busy = 0
 		wb.bytes -= bytes
+		for _, p := range batch {
+			if wb.paths[p.path]--; wb.paths[p.path] <= 0 {
+				delete(wb.paths, p.path)
+			}
+		}
 		wb.cond.Broadcast()
 		wb.mu.Unlock()
 	}
+}
+
+// apply makes a queued directory or attribute change.
+func (wb *writeback) apply(p *pending) {
+	cfg := wb.m.cfg
+	ctx, cancel := context.WithTimeout(context.Background(), writeTimeout)
+	defer cancel()
+	a, gen := p.n.attrsNow()
+	var err error
+	switch p.kind {
+	case opMkdir:
+		err = cfg.Store.Mkdir(ctx, cfg.Bucket, p.path, store.Attrs{Mode: a.mode, UID: a.uid, GID: a.gid,
+			Explicit: true, Ino: p.n.StableAttr().Ino})
+		if err == nil && gen > 0 { // changed since (tar sets a directory's times and owner)
+			_, err = cfg.Store.SetAttrs(ctx, cfg.Bucket, p.path, a.set())
+		}
+	case opAttrs:
+		_, err = cfg.Store.SetAttrs(ctx, cfg.Bucket, p.path, a.set())
+	}
+	if err != nil {
+		cfg.Logger.Warn("mount: a queued change failed; the writer gets an error at its next fsync or close",
+			"path", p.path, "err", err)
+	}
+	p.n.published(ctx, p, gen, err)
 }
 
 // publish stores one batch, in order, and settles each item.
@@ -182,9 +267,12 @@ func (wb *writeback) publish(batch []*pending) {
 	} else {
 		files := make([]store.FilePut, len(batch))
 		for i, p := range batch {
-			data := make([]byte, p.size)
-			if _, err := p.f.ReadAt(data, 0); err != nil && !errors.Is(err, io.EOF) {
-				errs[i] = err
+			data, ok := p.f.Bytes()
+			if !ok {
+				data = make([]byte, p.size)
+				if _, err := p.f.ReadAt(data, 0); err != nil && !errors.Is(err, io.EOF) {
+					errs[i] = err
+				}
 			}
 			files[i] = store.FilePut{Path: p.path, Data: data, Opts: opts[i]}
 		}
