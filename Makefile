@@ -56,11 +56,14 @@ test-race:
 		echo "make: install one (Debian: apt-get install gcc) and run 'make test-race'."; \
 	fi
 
-# Benchmarks against nginx on the same files (installs wrk and nginx).
+# Benchmarks against nginx on the same files (installs wrk and nginx), and
+# the mount against a local ext4 directory (as root; installs siege, nginx,
+# php-fpm, MariaDB, WordPress and linux-source).
 bench: build
 	bash bench/read.sh
 	bash bench/ingest.sh
 	bash bench/cluster.sh
+	bash bench/mount.sh
 
 # Longer randomized and crash runs.
 soak: build

@@ -492,6 +492,9 @@ func TestMountNodeKilled(t *testing.T) {
 		mnt := filepath.Join(base, fmt.Sprintf("mnt%d", i))
 		g := freeAddr(t)
 		args := []string{"--mount", "web:" + mnt, "--gossip-listen", g}
+		if i == 1 {
+			args = append(args, "--mount", "strict:"+filepath.Join(base, "mnt-strict"))
+		}
 		if i > 1 {
 			args = append(args, "--join", nodes[0].url)
 		}
@@ -499,11 +502,14 @@ func TestMountNodeKilled(t *testing.T) {
 		mnts, gossip = append(mnts, mnt), append(gossip, g)
 	}
 	t.Cleanup(func() {
-		for _, m := range mnts {
+		for _, m := range append(mnts, filepath.Join(base, "mnt-strict")) {
 			syscall.Unmount(m, syscall.MNT_DETACH)
 		}
 	})
 	v := waitMembers(t, nodes[0], 3, nodes...)
+	if out, err := nodes[0].cli("bucket", "set", "strict", "strict=true", "write-quorum=3"); err != nil {
+		t.Fatalf("bucket set strict: %v\n%s", err, out)
+	}
 	files := map[string][]byte{}
 	for i := range 20 {
 		p := fmt.Sprintf("f%02d.txt", i)
@@ -521,6 +527,36 @@ func TestMountNodeKilled(t *testing.T) {
 	}
 	live := []int{0, 3 - victim}
 	nodes[victim].kill()
+
+	// A publish that fails (a strict bucket that needs all three copies)
+	// is logged and reported to the writer: by fsync, and by the next
+	// fsync or close of a file whose close queued it.
+	strictMnt := filepath.Join(base, "mnt-strict")
+	sf, err := os.Create(filepath.Join(strictMnt, "synced.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sf.WriteString("needs three copies")
+	if err := sf.Sync(); !errors.Is(err, syscall.EIO) {
+		t.Fatalf("fsync of a file whose publish fails: %v, want EIO", err)
+	}
+	sf.Close()
+	closed := filepath.Join(strictMnt, "closed.txt")
+	if err := os.WriteFile(closed, []byte("queued at close"), 0o644); err != nil {
+		t.Fatalf("close queues the file and returns: %v", err)
+	}
+	waitFor(t, 10*time.Second, "the failed publish reported at the next fsync", func() bool {
+		f, err := os.OpenFile(closed, os.O_WRONLY, 0)
+		if err != nil {
+			return false
+		}
+		defer f.Close()
+		return errors.Is(f.Sync(), syscall.EIO)
+	}, nodes[0])
+	if !strings.Contains(nodes[0].logs.String(), "publishing a written file failed") {
+		t.Fatalf("no log of the failed publish:\n%s", nodes[0].logs)
+	}
+
 	for _, i := range live {
 		for p, data := range files {
 			// A file closed on another node is published by its write-back

@@ -32,27 +32,33 @@
 //
 // # Writes: the write-back queue
 //
-// A file opened for writing gets a private temporary file (in the node's
-// data directory, so a large copy does not use RAM), made at its first
-// change: empty with O_TRUNC or a new file, else a copy of the newest
-// version. A new file is the mount's at once: Create takes an inode number
-// the mount reserved from the store (store.ReserveInos, 1024 at a time)
-// and keeps its owner, mode and times here. Reads, getattr and lookups
-// through the mount see what was written at once.
+// A file opened for writing gets a private buffer (buffer.go), made at its
+// first change: empty with O_TRUNC or a new file, else a copy of the
+// newest version. It is kept in memory up to 1 MiB, then in an anonymous
+// temporary file in the node's data directory (a large copy does not use
+// RAM). A new file or directory is the mount's at once: Create and Mkdir
+// take an inode number the mount reserved from the store
+// (store.ReserveInos, 1024 at a time) and keep its owner, mode and times
+// here. Reads, getattr and lookups through the mount see what was written
+// at once.
 //
-// Closing the file (flush, release) queues that version — its temporary
-// file, handed over — on the mount's write-back queue (writeback.go) and
-// returns. One publisher goroutine publishes the queue in order:
-// consecutive small files (up to 1 MiB) together with store.PutFiles,
-// which commits them in the order given (consensus.OrderedProposer); a
-// large file alone with store.Put, streamed from its temporary file. Each
-// publish is one atomic new version: a crash loses what was queued, never
-// shows a torn or mixed file. chmod, chown and utimensat of a file whose
-// version is not committed yet go with it (an untar's per-file changes
-// cost no commit of their own). Every other change through the mount
-// (mkdir, unlink, rename, link, symlink, xattrs, readdir, and a change of
-// a committed file) first waits for the queue to be empty, so one mount's
-// changes reach the cluster in the order they were made.
+// Closing the file (flush, release) queues that version — its buffer,
+// handed over — on the mount's write-back queue (writeback.go) and
+// returns; mkdir, chmod, chown and utimensat are queued the same way (an
+// attribute change of a node with a queued version or change goes with
+// it). One publisher goroutine publishes the queue in order, each item
+// once it has been queued 2 ms (settle: the chown, chmod and utimensat a
+// writer makes just after close go with it) or at once when someone
+// waits for it (fsync, a drain): consecutive
+// small files (up to 1 MiB) together with store.PutFiles, which commits
+// them in the order given (consensus.OrderedProposer); a large file alone
+// with store.Put, streamed from its temporary file; a directory with
+// store.Mkdir, attributes with store.SetAttrs. Each publish is one atomic
+// new version: a crash loses what was queued, never shows a torn or mixed
+// file. Every other change through the mount (unlink, rmdir, rename,
+// link, symlink, xattrs, readdir, and a lookup of a queued name the kernel
+// forgot) first waits for the queue to be empty, so one mount's changes
+// reach the cluster in the order they were made.
 //
 // fsync of a file returns once its version (and everything queued before
 // it) is durable on W replicas and committed; fsync of a directory (for

@@ -923,6 +923,7 @@ func (n *node) sync() error {
 	p := n.pend
 	n.mu.Unlock()
 	if p != nil {
+		n.m.wb.hurry()
 		<-p.done // bounded: the publisher's calls are
 	}
 	n.m.wb.drain() // attributes changed while it was published

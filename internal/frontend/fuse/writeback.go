@@ -148,6 +148,14 @@ func (wb *writeback) throttle() {
 	wb.mu.Unlock()
 }
 
+// hurry makes the publisher take what is queued without settling.
+func (wb *writeback) hurry() {
+	wb.mu.Lock()
+	wb.urgent = true
+	wb.cond.Broadcast()
+	wb.mu.Unlock()
+}
+
 // drain waits until everything queued so far is published (or failed).
 func (wb *writeback) drain() {
 	wb.mu.Lock()

@@ -1,0 +1,935 @@
+#!/usr/bin/env bash
+# shellcheck source-path=SCRIPTDIR
+# shellcheck disable=SC2016 # the bash -c scripts read their own $1, $2...
+# bench/mount.sh: the POSIX mount (FUSE) of a 3-node Cairn cluster against a
+# local ext4 directory, doing the same work, in the same run (issue 9).
+#
+# One cluster of three `cairn server` processes on 127.0.0.1 (R=3, the
+# default), each mounting bucket "web" on its own directory
+# (`--mount web:DIR`), serves every part. The local side is a directory on
+# ext4: under bench/.data/run/ when that is ext4, else an ext4 loop image
+# made for the run (LOCAL_IMG_GB). Cairn's data directories are on the same
+# disk as bench/.data/. Parts (arguments, or BENCHES; default all, in this
+# order):
+#
+#   php     WordPress (Debian's `wordpress` package, MariaDB, nginx and
+#           php-fpm, all on this machine, nginx on 127.0.0.1, MariaDB on a
+#           Unix socket only): the code and an uploads directory (the small
+#           corpus at WP_UPLOAD_SCALE) copied onto node 2's mount and onto the
+#           local directory; one nginx serves both trees (two ports), one
+#           php-fpm pool runs both. `siege -c PHP_CONC -r PHP_REPS` over a
+#           list of pages (home, posts, archive, search, login) and static
+#           files (theme CSS, jQuery, uploads): siege's elapsed time.
+#           Target: Cairn/local time <= 1.1.
+#   reads   READ_FILES files of 500-800 KB (the medium corpus at
+#           READ_FILES/2000) on node 2's mount and on the local directory;
+#           READ_CONC (20, 30) concurrent readers (xargs -P N cat of random
+#           files, a bounded list): cold (every file once, in a random
+#           order, after sync and drop_caches) and warm (READ_COUNT random
+#           files, after one unrecorded pass). Files/s.
+#           Target: Cairn/local files/s >= 0.9.
+#   untar   the Linux kernel tree (Debian's linux-source-6.1; KERNEL_TAR
+#           names another tarball) extracted with `tar -x` onto node 1's
+#           mount and into the local directory, then `sync`. Afterwards
+#           node 3's mount must list as many entries (`find | wc -l`, waited
+#           for at most 60 s) and UNTAR_SAMPLE random files must have the
+#           local copies' SHA-256. Target: Cairn/local time <= 3.
+#   meta    `find TREE -type f -print0 | xargs -0 stat` over the extracted
+#           kernel tree (the last untar round's, or one extracted for this
+#           part), through node META_NODE's mount, warm (one unrecorded
+#           pass per side first; the two passes' listings of path, size
+#           and mode must be equal). Target: Cairn/local time <= 1.2.
+#   large   one LARGE_MB MB file (10^6 bytes; default 620) copied with `cp`
+#           onto node 1's mount and into the local directory, then `sync`;
+#           its SHA-256 read back through node 3's mount must match.
+#           Target: Cairn/local time <= 2.
+#
+# Rounds: ROUNDS per case, alternating the order of the sides (local then
+# Cairn in odd rounds, Cairn then local in even ones). Every timed write
+# starts after an untimed `sync` and ends with `sync`; every source is read
+# once beforehand, so both sides read their input from the page cache.
+# Every load is bounded in count (siege -r, a list of files, one tarball)
+# and in time (`timeout`, *_MAX_S): a run that hits its bound is recorded as
+# FAIL and the script exits 1 at the end.
+#
+# Cold reads: `sync; echo 3 > /proc/sys/vm/drop_caches` before each cold
+# run. A Cairn node reads its volume files through memory maps, and the
+# kernel does not drop pages that are mapped, so with COLD_RESTART=1 (the
+# default) the reading node is also restarted (SIGTERM: it unmounts; then
+# the same data directory, the same flags) before each of its cold runs,
+# untimed. The log reports how much of the node's volume files stayed in
+# the page cache after the drop (fincore).
+#
+# Settings (environment):
+#   ROUNDS=3  BENCHES="php reads untar meta large" (or as arguments)
+#   php:   PHP_CONC=20 PHP_REPS (requests per siege user; default 5 passes
+#          over the URL list) PHP_WORKERS=8 (php-fpm children) WP_POSTS=30
+#          WP_UPLOAD_SCALE=0.01 (200 files) PHP_NODE=2 PHP_MAX_S=600
+#   reads: READ_FILES=300 READ_CONC="20 30" READ_COUNT=3000 READ_BATCH=20
+#          (files per cat) READ_CACHE="cold warm" READ_NODE=2 READ_MAX_S=300
+#          COLD_RESTART=1
+#   untar: KERNEL_TAR (a .tar, .tar.xz or .tar.gz; default the Debian
+#          package's, decompressed once) KERNEL_PKG=linux-source-6.1
+#          UNTAR_LIMIT (extract only the first N members: a smoke run)
+#          UNTAR_NODE=1 CHECK_NODE=3 UNTAR_SAMPLE=50 UNTAR_MAX_S=3600
+#   meta:  META_NODE=1 META_MAX_S=900
+#   large: LARGE_MB=620 LARGE_NODE=1 LARGE_MAX_S=1200
+#   LOCAL_DIR (use this directory as the local side; must be ext4)
+#   LOCAL_IMG_GB=16 (size of the loop image when bench/.data is not ext4)
+#   SEED=1 CAIRN_BIN SERVER_ARGS (extra flags for every node) KEEP=1
+#
+# Needs root (FUSE with allow_other, drop_caches, loop mounts) and installs
+# what is missing with apt-get: siege, nginx, php-fpm, php-mysql,
+# mariadb-server, wordpress, linux-source-6.1, fuse3, jq.
+#
+# Output: the table on stdout; results.csv, table.md, node and server logs
+# under bench/.data/results/mount-DATE/.
+set -euo pipefail
+# The settings given in the environment, for the table's command line.
+SETTINGS="ROUNDS PHP_CONC PHP_REPS PHP_WORKERS PHP_NODE WP_POSTS WP_UPLOAD_SCALE READ_FILES READ_CONC READ_COUNT
+READ_BATCH READ_CACHE READ_NODE COLD_RESTART KERNEL_TAR KERNEL_PKG UNTAR_LIMIT UNTAR_NODE CHECK_NODE UNTAR_SAMPLE
+META_NODE LARGE_MB LARGE_NODE LOCAL_DIR LOCAL_IMG_GB BENCH_DATA SEED SERVER_ARGS CAIRN_BIN"
+GIVEN=""
+for v in $SETTINGS; do
+	[ -z "${!v:-}" ] || GIVEN+="$v=$(printf '%q' "${!v}") "
+done
+. "$(dirname "$0")/lib.sh"
+
+ROUNDS=${ROUNDS:-3}
+ALL_BENCHES="php reads untar meta large"
+BENCHES=${*:-${BENCHES:-$ALL_BENCHES}}
+PHP_CONC=${PHP_CONC:-20}
+PHP_REPS=${PHP_REPS:-}
+PHP_WORKERS=${PHP_WORKERS:-8}
+PHP_NODE=${PHP_NODE:-2}
+PHP_MAX_S=${PHP_MAX_S:-600}
+WP_POSTS=${WP_POSTS:-30}
+WP_UPLOAD_SCALE=${WP_UPLOAD_SCALE:-0.01}
+READ_FILES=${READ_FILES:-300}
+READ_CONC=${READ_CONC:-"20 30"}
+READ_COUNT=${READ_COUNT:-3000}
+READ_BATCH=${READ_BATCH:-20}
+READ_CACHE=${READ_CACHE:-"cold warm"}
+READ_NODE=${READ_NODE:-2}
+READ_MAX_S=${READ_MAX_S:-300}
+COLD_RESTART=${COLD_RESTART:-1}
+KERNEL_PKG=${KERNEL_PKG:-linux-source-6.1}
+KERNEL_TAR=${KERNEL_TAR:-}
+UNTAR_LIMIT=${UNTAR_LIMIT:-}
+UNTAR_NODE=${UNTAR_NODE:-1}
+CHECK_NODE=${CHECK_NODE:-3}
+UNTAR_SAMPLE=${UNTAR_SAMPLE:-50}
+UNTAR_MAX_S=${UNTAR_MAX_S:-3600}
+META_NODE=${META_NODE:-1}
+META_MAX_S=${META_MAX_S:-900}
+LARGE_MB=${LARGE_MB:-620}
+LARGE_NODE=${LARGE_NODE:-1}
+LARGE_MAX_S=${LARGE_MAX_S:-1200}
+LOCAL_IMG_GB=${LOCAL_IMG_GB:-16}
+SERVER_ARGS=${SERVER_ARGS:-}
+CLUSTER_SECRET=${CAIRN_CLUSTER_SECRET:-cairn-bench-cluster-secret-0000000000}
+# This script's corpora (their scales differ from read.sh's) live apart.
+CORPUS_DIR=$DATA_DIR/corpus-mount
+
+for b in $BENCHES; do
+	case " $ALL_BENCHES " in *" $b "*) ;; *) die "unknown benchmark '$b' (choose from: $ALL_BENCHES)" ;; esac
+done
+selected() { case " $BENCHES " in *" $1 "*) return 0 ;; esac; return 1; }
+[ "$(id -u)" -eq 0 ] || die "run as root: the mounts use allow_other, cold reads write drop_caches"
+[ -e /dev/fuse ] || die "no /dev/fuse: the mount needs FUSE"
+
+# ---------------------------------------------------------------- tools
+tools=(curl:curl tar:tar xz:xz-utils sha256sum:coreutils timeout:coreutils
+	findmnt:util-linux fincore:util-linux fusermount3:fuse3 jq:jq openssl:openssl)
+selected php && tools+=(siege:siege nginx:nginx)
+need_tools "${tools[@]}"
+if selected php; then
+	# php-fpm (and nginx, which provides httpd) first, in a transaction of
+	# their own: then wordpress's "apache2 | httpd" and "libapache2-mod-php
+	# | php" are met by them, and apt does not pull in Apache (which would
+	# start on port 80 where services start on install).
+	compgen -G '/usr/sbin/php-fpm*' >/dev/null || apt_install nginx php-fpm
+	php_pkgs=()
+	compgen -G '/usr/lib/php/*/mysqli.so' >/dev/null || php_pkgs+=(php-mysql)
+	have mariadbd || php_pkgs+=(mariadb-server)
+	[ -f /usr/share/wordpress/wp-settings.php ] || php_pkgs+=(php wordpress)
+	[ -d /usr/share/wordpress/wp-content/themes/twentytwentythree ] || php_pkgs+=(wordpress-theme-twentytwentythree)
+	[ ${#php_pkgs[@]} -eq 0 ] || apt_install "${php_pkgs[@]}"
+	PHP_FPM=$(compgen -G '/usr/sbin/php-fpm*' | sort -V | tail -n1)
+	[ -x "$PHP_FPM" ] || die "no php-fpm binary in /usr/sbin after installing php-fpm"
+	have mariadbd || die "no mariadbd after installing mariadb-server"
+fi
+
+# ---------------------------------------------------------------- cleanup
+declare -a NODE_URL NODE_PID NODE_LOG NODE_ARGS MNT
+LOOP_MNT=""
+mount_cleanup() {
+	local rc=$? i d
+	set +e
+	trap - EXIT INT TERM
+	# Stop in reverse order of start: nginx and php-fpm hold files on the
+	# mounts; a node unmounts on SIGTERM.
+	for ((i = ${#BENCH_PIDS[@]} - 1; i >= 0; i--)); do
+		kill -CONT "${BENCH_PIDS[i]}" 2>/dev/null
+		stop_pid "${BENCH_PIDS[i]}"
+	done
+	# A node killed (or one whose unmount failed) leaves its mount behind:
+	# detach it before the scratch directories are removed.
+	for d in "${MNT[@]}"; do
+		[ -n "$d" ] && mountpoint -q "$d" 2>/dev/null && { log "unmounting leftover $d"; umount -l "$d"; }
+	done
+	[ -n "$LOOP_MNT" ] && mountpoint -q "$LOOP_MNT" && umount "$LOOP_MNT"
+	BENCH_PIDS=()
+	(exit "$rc")
+	bench_cleanup
+}
+trap mount_cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+resolve_cairn_bin
+
+OUT=$DATA_DIR/results/mount-$(date +%Y%m%d-%H%M%S)
+mkdir -p "$OUT"
+CSV=$OUT/results.csv
+echo "part,case,round,side,seconds,count,rate,status" >"$CSV"
+FAILED=0
+
+now() { echo "$EPOCHREALTIME"; }
+elapsed() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.3f", b - a}'; }
+# sides R: the order of the sides in round R (alternating).
+sides() { if [ $(($1 % 2)) = 1 ]; then echo "local cairn"; else echo "cairn local"; fi; }
+
+# record PART CASE ROUND SIDE SECONDS COUNT STATUS
+record() {
+	local rate
+	rate=$(awk -v s="$5" -v n="$6" 'BEGIN {printf "%.1f", (s > 0 ? n / s : 0)}')
+	echo "$1,$2,$3,$4,$5,$6,$rate,$7" >>"$CSV"
+	[ "$7" = ok ] || FAILED=1
+	log "$1 [$2] round $3 $4: $5 s, $6 items, $rate/s ($7)"
+}
+
+# bounded MAX_S CMD...: run CMD under `timeout` (KILL 10 s after TERM); sets
+# RUN_S (wall seconds) and RUN_STATUS (ok, TIMEOUT or FAIL rc=N).
+bounded() {
+	local max=$1 t0 rc=0
+	shift
+	t0=$(now)
+	timeout -k 10 "$max" "$@" || rc=$?
+	RUN_S=$(elapsed "$t0" "$(now)")
+	case $rc in
+	0) RUN_STATUS=ok ;;
+	124 | 137) RUN_STATUS=TIMEOUT ;;
+	*) RUN_STATUS="FAIL rc=$rc" ;;
+	esac
+}
+
+# ---------------------------------------------------------------- local side
+setup_local() {
+	local fs
+	if [ -n "${LOCAL_DIR:-}" ]; then
+		mkdir -p "$LOCAL_DIR"
+		LOCAL=$(cd "$LOCAL_DIR" && pwd)
+	else
+		mkdir -p "$DATA_DIR/run"
+		fs=$(findmnt -n -o FSTYPE --target "$DATA_DIR/run")
+		if [ "$fs" = ext4 ]; then
+			scratch_dir LOCAL local
+		else
+			need_tools mkfs.ext4:e2fsprogs
+			local img
+			scratch_dir img localimg
+			log "$DATA_DIR is on $fs, not ext4: making a ${LOCAL_IMG_GB} GB ext4 loop image for the local side"
+			truncate -s "${LOCAL_IMG_GB}G" "$img/ext4.img"
+			mkfs.ext4 -q -F "$img/ext4.img" || die "mkfs.ext4 failed"
+			mkdir -p "$img/mnt"
+			mount -o loop "$img/ext4.img" "$img/mnt" || die "mount -o loop $img/ext4.img failed"
+			LOOP_MNT=$img/mnt
+			LOCAL=$img/mnt
+		fi
+	fi
+	fs=$(findmnt -n -o FSTYPE --target "$LOCAL")
+	[ "$fs" = ext4 ] || die "local side $LOCAL is on $fs, not ext4"
+	LOCAL_DEV=$(findmnt -n -o SOURCE --target "$LOCAL")
+	log "local side: $LOCAL (ext4 on $LOCAL_DEV)"
+}
+
+# ---------------------------------------------------------------- cluster
+# pick_low_port: a free port in 20000-31999, below Linux's ephemeral range,
+# so no outgoing connection holds it by the time a node binds (cluster.sh).
+pick_low_port() {
+	local p
+	for _ in $(seq 1 100); do
+		p=$((20000 + RANDOM % 12000))
+		if port_free "$p" && ! ss -Htan "sport = :$p" 2>/dev/null | grep -q .; then
+			echo "$p"
+			return 0
+		fi
+	done
+	die "no free port found after 100 tries"
+}
+
+# start_node I: start node I with NODE_ARGS[I] (set by cluster_start) and
+# wait until it answers and its mount is up.
+start_node() {
+	local i=$1 deadline
+	# shellcheck disable=SC2086 # NODE_ARGS and SERVER_ARGS are word lists
+	CAIRN_CLUSTER_SECRET=$CLUSTER_SECRET "$CAIRN_BIN" server ${NODE_ARGS[i]} $SERVER_ARGS >>"${NODE_LOG[i]}" 2>&1 &
+	NODE_PID[i]=$!
+	BENCH_PIDS+=("${NODE_PID[i]}")
+	wait_http "${NODE_URL[i]}/_cairn/health" "${NODE_PID[i]}" 60 "${NODE_LOG[i]}"
+	deadline=$((SECONDS + 30))
+	until mountpoint -q "${MNT[i]}"; do
+		kill -0 "${NODE_PID[i]}" 2>/dev/null || { tail -n 20 "${NODE_LOG[i]}" >&2; die "node $i exited"; }
+		[ $SECONDS -lt $deadline ] || die "node $i: ${MNT[i]} not mounted after 30 s (log ${NODE_LOG[i]})"
+		sleep 0.2
+	done
+}
+
+# cluster_start: three nodes, each mounting bucket web on CL_DIR/mnt/nodeI/web;
+# returns once there are three voters and a file written through node 1's
+# mount reads back through the two others.
+cluster_start() {
+	local i port gport deadline probe
+	scratch_dir CL_DIR cluster
+	for i in 1 2 3; do
+		port=$(pick_low_port)
+		gport=$(pick_low_port)
+		NODE_URL[i]=http://127.0.0.1:$port
+		NODE_LOG[i]=$OUT/node$i.log
+		MNT[i]=$CL_DIR/mnt/node$i/web
+		mkdir -p "$(dirname "${MNT[i]}")"
+		NODE_ARGS[i]="--data $CL_DIR/n$i --listen 127.0.0.1:$port --gossip-listen 127.0.0.1:$gport --mount web:${MNT[i]}"
+		[ "$i" -eq 1 ] || NODE_ARGS[i]+=" --join ${NODE_URL[1]}"
+		start_node "$i"
+	done
+	deadline=$((SECONDS + 60))
+	until grep -qE 'voters="\[[0-9]+ [0-9]+ [0-9]+\]"' "${NODE_LOG[@]}"; do
+		[ $SECONDS -lt $deadline ] || die "no 3 voters after 60 s (logs ${NODE_LOG[*]})"
+		sleep 0.2
+	done
+	probe=probe-$$-$RANDOM
+	deadline=$((SECONDS + 60))
+	until echo "$probe" >"${MNT[1]}/$probe.txt" 2>>"$OUT/probe.err"; do
+		[ $SECONDS -lt $deadline ] || die "cannot write through node 1's mount for 60 s ($OUT/probe.err)"
+		sleep 0.5
+	done
+	for i in 2 3; do
+		deadline=$((SECONDS + 30))
+		until [ "$(cat "${MNT[i]}/$probe.txt" 2>/dev/null)" = "$probe" ]; do
+			[ $SECONDS -lt $deadline ] || die "a file written through node 1 is not readable through node $i after 30 s"
+			sleep 0.2
+		done
+	done
+	rm -f "${MNT[1]}/$probe.txt"
+	log "cluster: ${NODE_URL[*]} (pids ${NODE_PID[*]}); mounts ${MNT[*]}"
+}
+
+# restart_node I: stop node I (it unmounts) and start it again on the same
+# data directory and flags.
+restart_node() {
+	local i=$1
+	stop_pid "${NODE_PID[i]}"
+	mountpoint -q "${MNT[i]}" && die "node $i stopped but ${MNT[i]} is still mounted"
+	start_node "$i"
+}
+
+# resident_mb DIR [LISTING]: megabytes of the files under DIR in the page
+# cache (per file in LISTING when given).
+resident_mb() {
+	find "$1" -type f -size +1M -print0 2>/dev/null | xargs -0 -r fincore -b -n -o RES,SIZE,FILE 2>/dev/null |
+		tee "${2:-/dev/null}" | awk '{s += $1} END {printf "%.0f", s / 1e6}'
+}
+
+drop_caches() {
+	sync
+	echo 3 >/proc/sys/vm/drop_caches
+}
+
+# same_sample N LIST A B: compare the SHA-256 of N random paths of LIST
+# (relative paths, one a line) under A and under B; die on a difference.
+same_sample() {
+	local n=$1 list=$2 a=$3 b=$4 p bad=0 k=0
+	while IFS= read -r p; do
+		k=$((k + 1))
+		if [ "$(sha256sum <"$a/$p" | cut -d' ' -f1)" != "$(sha256sum <"$b/$p" 2>/dev/null | cut -d' ' -f1)" ]; then
+			log "differs: $b/$p (vs $a/$p)"
+			bad=$((bad + 1))
+		fi
+	done < <(awk -v n="$n" -v seed="$SEED" 'BEGIN {srand(seed)} {a[NR] = $0}
+		END {for (i = 0; i < n && NR > 0; i++) print a[int(rand() * NR) + 1]}' "$list")
+	[ "$bad" -eq 0 ] || die "$bad of $k sampled files differ between $a and $b"
+	log "sample: $k random files under $b have the SHA-256 of those under $a"
+}
+
+# ---------------------------------------------------------------- php
+php_start_servers() {
+	local run=$1 sock db
+	scratch_dir db mariadb
+	DB_SOCK=$db/mysqld.sock
+	log "MariaDB: new data directory $db/data (Unix socket only, no TCP)"
+	mariadb-install-db --no-defaults --datadir="$db/data" --user=root --skip-test-db \
+		>"$OUT/mariadb-install.log" 2>&1 || die "mariadb-install-db failed ($OUT/mariadb-install.log)"
+	mariadbd --no-defaults --datadir="$db/data" --socket="$DB_SOCK" --pid-file="$db/mysqld.pid" \
+		--skip-networking --user=root --log-error="$OUT/mariadb.err" --innodb-buffer-pool-size=256M &
+	DB_PID=$!
+	BENCH_PIDS+=("$DB_PID")
+	local deadline=$((SECONDS + 60))
+	until mariadb-admin --no-defaults --socket="$DB_SOCK" -uroot ping >/dev/null 2>&1; do
+		kill -0 "$DB_PID" 2>/dev/null || { tail -n 20 "$OUT/mariadb.err" >&2; die "mariadbd exited"; }
+		[ $SECONDS -lt $deadline ] || die "mariadbd did not answer within 60 s ($OUT/mariadb.err)"
+		sleep 0.3
+	done
+	mariadb --no-defaults --socket="$DB_SOCK" -uroot -e \
+		"CREATE DATABASE wp; CREATE USER 'wp'@'localhost' IDENTIFIED BY 'wp-bench'; GRANT ALL ON wp.* TO 'wp'@'localhost';" ||
+		die "creating the WordPress database failed"
+
+	sock=$run/php-fpm.sock
+	cat >"$run/php-fpm.conf" <<-EOF
+		[global]
+		pid = $run/php-fpm.pid
+		error_log = $OUT/php-fpm.log
+		daemonize = no
+		[bench]
+		user = root
+		group = root
+		listen = $sock
+		pm = static
+		pm.max_children = $PHP_WORKERS
+		catch_workers_output = yes
+		php_admin_flag[log_errors] = on
+		php_admin_value[error_log] = $OUT/php-errors.log
+	EOF
+	# -R: the pool runs as root, as nginx and the Cairn nodes do here.
+	"$PHP_FPM" -F -R -y "$run/php-fpm.conf" >"$OUT/php-fpm.stdout" 2>&1 &
+	FPM_PID=$!
+	BENCH_PIDS+=("$FPM_PID")
+	deadline=$((SECONDS + 30))
+	until [ -S "$sock" ]; do
+		kill -0 "$FPM_PID" 2>/dev/null || { cat "$OUT/php-fpm.log" >&2; die "php-fpm exited"; }
+		[ $SECONDS -lt $deadline ] || die "php-fpm made no socket within 30 s"
+		sleep 0.2
+	done
+	FPM_SOCK=$sock
+	log "php-fpm $FPM_PID ($PHP_FPM, $PHP_WORKERS children) on $sock; mariadbd $DB_PID on $DB_SOCK"
+}
+
+# wp_tree DIR: a self-contained WordPress tree: Debian's /usr/share/wordpress
+# with its symlinks followed, our wp-config.php, uploads from the corpus.
+wp_tree() {
+	local dst=$1
+	mkdir -p "$dst"
+	cp -rL /usr/share/wordpress/. "$dst/" || die "copying /usr/share/wordpress failed"
+	rm -f "$dst/.htaccess"
+	cat >"$dst/wp-config.php" <<-EOF
+		<?php
+		// Written by bench/mount.sh. The site answers on whatever host:port
+		// the request names, so the local and the Cairn copy share one
+		// database. No cron, no updates, no HTTP to other hosts.
+		define('DB_NAME', 'wp');
+		define('DB_USER', 'wp');
+		define('DB_PASSWORD', 'wp-bench');
+		define('DB_HOST', 'localhost:$DB_SOCK');
+		define('DB_CHARSET', 'utf8mb4');
+		define('DB_COLLATE', '');
+		\$table_prefix = 'wp_';
+		foreach (['AUTH_KEY', 'SECURE_AUTH_KEY', 'LOGGED_IN_KEY', 'NONCE_KEY', 'AUTH_SALT',
+		          'SECURE_AUTH_SALT', 'LOGGED_IN_SALT', 'NONCE_SALT'] as \$k) {
+		    define(\$k, 'cairn-bench-' . \$k);
+		}
+		define('WP_HOME', 'http://' . (\$_SERVER['HTTP_HOST'] ?? '127.0.0.1'));
+		define('WP_SITEURL', WP_HOME);
+		define('DISABLE_WP_CRON', true);
+		define('AUTOMATIC_UPDATER_DISABLED', true);
+		define('WP_AUTO_UPDATE_CORE', false);
+		define('WP_HTTP_BLOCK_EXTERNAL', true);
+		define('WP_DEBUG', false);
+		if (!defined('ABSPATH')) {
+		    define('ABSPATH', __DIR__ . '/');
+		}
+		define('WP_CONTENT_DIR', ABSPATH . 'wp-content');
+		require_once ABSPATH . 'wp-settings.php';
+	EOF
+	mkdir -p "$dst/wp-content/uploads"
+	cp -r "$CORPUS_DIR/small/." "$dst/wp-content/uploads/"
+}
+
+# wp_install DIR: install the site (admin user, WP_POSTS posts with images
+# from the uploads, pretty permalinks) into the database, with PHP's CLI.
+wp_install() {
+	local dir=$1
+	cat >"$OUT/wp-install.php" <<-'EOF'
+		<?php
+		// bench/mount.sh: install WordPress offline and write the posts.
+		$_SERVER['HTTP_HOST'] = '127.0.0.1';
+		$_SERVER['REQUEST_URI'] = '/';
+		define('WP_INSTALLING', true);
+		require_once $argv[1] . '/wp-load.php';
+		require_once ABSPATH . 'wp-admin/includes/upgrade.php';
+		$r = wp_install('Cairn mount bench', 'admin', 'admin@example.invalid', true, '', 'bench-password-0');
+		if (is_wp_error($r)) { fwrite(STDERR, $r->get_error_message() . "\n"); exit(1); }
+		update_option('permalink_structure', '/%year%/%postname%/');
+		$uploads = array_values(array_filter(file($argv[2], FILE_IGNORE_NEW_LINES)));
+		mt_srand((int)$argv[4]);
+		$words = explode(' ', 'lorem ipsum dolor sit amet consectetur adipiscing elit sed do eiusmod tempor incididunt ut labore et dolore magna aliqua storage cluster replica mount');
+		for ($i = 1; $i <= (int)$argv[3]; $i++) {
+		    $body = '';
+		    for ($p = 0; $p < 6; $p++) {
+		        $s = [];
+		        for ($w = 0; $w < 80; $w++) { $s[] = $words[mt_rand(0, count($words) - 1)]; }
+		        $body .= "<!-- wp:paragraph -->\n<p>" . implode(' ', $s) . "</p>\n<!-- /wp:paragraph -->\n";
+		        $u = $uploads[mt_rand(0, count($uploads) - 1)];
+		        $body .= "<!-- wp:image -->\n<figure class=\"wp-block-image\"><img src=\"/wp-content/uploads/$u\" alt=\"\"/></figure>\n<!-- /wp:image -->\n";
+		    }
+		    $id = wp_insert_post(['post_title' => "Bench post $i", 'post_name' => "bench-post-$i",
+		        'post_content' => $body, 'post_status' => 'publish', 'post_category' => [1],
+		        'tags_input' => ['bench', 'tag' . ($i % 5)]], true);
+		    if (is_wp_error($id)) { fwrite(STDERR, $id->get_error_message() . "\n"); exit(1); }
+		}
+		flush_rewrite_rules();
+		echo "installed, " . (int)$argv[3] . " posts\n";
+	EOF
+	php "$OUT/wp-install.php" "$dir" "$CORPUS_DIR/small/paths.txt" "$WP_POSTS" "$SEED" >"$OUT/wp-install.log" 2>&1 ||
+		{ tail -n 20 "$OUT/wp-install.log" >&2; die "WordPress install failed ($OUT/wp-install.log)"; }
+	log "WordPress: $(tail -n 1 "$OUT/wp-install.log")"
+}
+
+# php_nginx_start RUN LOCAL_ROOT CAIRN_ROOT: one nginx, two servers (one per
+# tree) on two loopback ports, PHP to the php-fpm socket; sets PORT_LOCAL,
+# PORT_CAIRN.
+php_nginx_start() {
+	local run=$1 mime=/etc/nginx/mime.types
+	PORT_LOCAL=$(pick_port)
+	PORT_CAIRN=$(pick_port)
+	[ "$PORT_CAIRN" != "$PORT_LOCAL" ] || PORT_CAIRN=$(pick_port)
+	mkdir -p "$run"/{client_body,proxy,fastcgi,uwsgi,scgi}
+	local side root port
+	{
+		cat <<-EOF
+			# nginx for bench/mount.sh (php): the same settings as
+			# bench/nginx.conf.tmpl, plus PHP through php-fpm.
+			user root root;
+			worker_processes 2;
+			daemon off;
+			master_process on;
+			pid $run/nginx.pid;
+			error_log $OUT/nginx-error.log warn;
+			events { worker_connections 1024; }
+			http {
+			    include $mime;
+			    default_type application/octet-stream;
+			    access_log off;
+			    sendfile on;
+			    tcp_nopush on;
+			    tcp_nodelay on;
+			    keepalive_timeout 65s;
+			    keepalive_requests 1000000;
+			    server_tokens off;
+			    client_body_temp_path $run/client_body;
+			    proxy_temp_path $run/proxy;
+			    fastcgi_temp_path $run/fastcgi;
+			    uwsgi_temp_path $run/uwsgi;
+			    scgi_temp_path $run/scgi;
+		EOF
+		for side in local cairn; do
+			if [ "$side" = local ]; then root=$2 port=$PORT_LOCAL; else root=$3 port=$PORT_CAIRN; fi
+			cat <<-EOF
+				    server {
+				        listen 127.0.0.1:$port backlog=1024;
+				        server_name localhost;
+				        root $root;
+				        index index.php;
+				        location / { try_files \$uri \$uri/ /index.php?\$args; }
+				        location ~ \.php\$ {
+				            try_files \$uri =404;
+				            include /etc/nginx/fastcgi_params;
+				            fastcgi_param SCRIPT_FILENAME \$document_root\$fastcgi_script_name;
+				            fastcgi_pass unix:$FPM_SOCK;
+				        }
+				    }
+			EOF
+		done
+		echo "}"
+	} >"$run/nginx.conf"
+	"$(nginx_bin)" -t -q -p "$run" -e "$OUT/nginx-error.log" -c "$run/nginx.conf" || die "nginx rejected $run/nginx.conf"
+	"$(nginx_bin)" -p "$run" -e "$OUT/nginx-error.log" -c "$run/nginx.conf" >"$OUT/nginx.stdout" 2>&1 &
+	PHP_NGINX_PID=$!
+	BENCH_PIDS+=("$PHP_NGINX_PID")
+	wait_http "http://127.0.0.1:$PORT_LOCAL/wp-includes/js/jquery/jquery.min.js" "$PHP_NGINX_PID" 15 "$OUT/nginx-error.log"
+	log "nginx $PHP_NGINX_PID: local tree on 127.0.0.1:$PORT_LOCAL, Cairn tree on 127.0.0.1:$PORT_CAIRN"
+}
+
+# siege_run SIDE REPS OUTFILE: siege PHP_CONC users x REPS requests over
+# $OUT/siege-urls-SIDE.txt; sets RUN_S (siege's elapsed time), SIEGE_N
+# (transactions) and RUN_STATUS.
+siege_run() {
+	local side=$1 reps=$2 out=$3 want=$((PHP_CONC * $2)) okn badn
+	bounded "$PHP_MAX_S" siege -R "$OUT/siegerc" -c "$PHP_CONC" -r "$reps" -f "$OUT/siege-urls-$side.txt" >"$out" 2>"$out.err"
+	SIEGE_N=$(jq -r '.transactions // 0' "$out" 2>/dev/null || echo 0)
+	okn=$(jq -r '.successful_transactions // 0' "$out" 2>/dev/null || echo 0)
+	badn=$(jq -r '.failed_transactions // 0' "$out" 2>/dev/null || echo 0)
+	local wall=$RUN_S
+	RUN_S=$(jq -r '.elapsed_time // empty' "$out" 2>/dev/null || true)
+	[ -n "$RUN_S" ] || RUN_S=$wall
+	if [ "$RUN_STATUS" = ok ] && { [ "$SIEGE_N" != "$want" ] || [ "$okn" != "$want" ] || [ "$badn" != 0 ]; }; then
+		RUN_STATUS="FAIL ($okn of $want ok, $badn failed)"
+		tail -n 5 "$out.err" >&2
+	fi
+}
+
+part_php() {
+	local run src n r side u code body
+	SCALE=$WP_UPLOAD_SCALE ensure_corpus small
+	scratch_dir run php
+	php_start_servers "$run"
+	scratch_dir src wpsrc
+	wp_tree "$src"
+	wp_install "$src"
+	local dst_local=$LOCAL/wordpress dst_cairn=${MNT[PHP_NODE]}/wordpress t0
+	n=$(find "$src" | wc -l)
+	t0=$(now)
+	cp -r "$src" "$dst_local" && sync
+	log "php: copied the WordPress tree ($n entries, $(du -sm "$src" | cut -f1) MB) into $dst_local in $(elapsed "$t0" "$(now)") s (+ sync)"
+	t0=$(now)
+	cp -r "$src" "$dst_cairn" || die "copying the WordPress tree onto node $PHP_NODE's mount failed"
+	sync
+	log "php: copied it onto node $PHP_NODE's mount ($dst_cairn) in $(elapsed "$t0" "$(now)") s (+ sync)"
+	php_nginx_start "$run" "$dst_local" "$dst_cairn"
+
+	# The pages: PHP (home, posts, archives, search, login) and static files.
+	local paths=(/ /"$(date +%Y)"/bench-post-1/ /"$(date +%Y)"/bench-post-2/ /"$(date +%Y)"/bench-post-3/
+		/category/uncategorized/ /tag/bench/ "/?s=lorem" /wp-login.php
+		/wp-content/themes/twentytwentythree/style.css /wp-includes/js/jquery/jquery.min.js)
+	mapfile -t ups < <(awk -v seed="$SEED" 'BEGIN {srand(seed)} {a[NR] = $0} END {for (i = 0; i < 4; i++) print a[int(rand() * NR) + 1]}' "$CORPUS_DIR/small/paths.txt")
+	for u in "${ups[@]}"; do paths+=("/wp-content/uploads/$u"); done
+	for side in local cairn; do
+		local port=$PORT_LOCAL
+		[ "$side" = local ] || port=$PORT_CAIRN
+		: >"$OUT/siege-urls-$side.txt"
+		for u in "${paths[@]}"; do
+			echo "http://127.0.0.1:$port$u" >>"$OUT/siege-urls-$side.txt"
+			code=$(curl -sS -o "$OUT/page.tmp" -w '%{http_code}' --max-time 60 "http://127.0.0.1:$port$u") || code=000
+			[ "$code" = 200 ] || die "php: $side http://127.0.0.1:$port$u answered $code (see $OUT/nginx-error.log, $OUT/php-errors.log)"
+			case $u in
+			/wp-content/uploads/*)
+				[ "$(sha256sum <"$OUT/page.tmp" | cut -d' ' -f1)" = "$(sha256sum <"$src${u}" | cut -d' ' -f1)" ] ||
+					die "php: $side $u differs from the upload" ;;
+			*.css | *.js) ;;
+			*)
+				body=$(cat "$OUT/page.tmp")
+				if [[ $body != *"Cairn mount bench"* || $body != *"</html>"* ]]; then
+					mv "$OUT/page.tmp" "$OUT/page-$side.html"
+					die "php: $side $u is not a whole WordPress page (saved in $OUT/page-$side.html)"
+				fi
+				;;
+			esac
+		done
+	done
+	rm -f "$OUT/page.tmp"
+	n=${#paths[@]}
+	[ -n "$PHP_REPS" ] || PHP_REPS=$((5 * n))
+	log "php: ${#paths[@]} URLs answer 200 on both sides (PHP pages carry the site title; uploads match by SHA-256)"
+	cat >"$OUT/siegerc" <<-EOF
+		# siege settings of bench/mount.sh: no HTML parsing (the URL list is
+		# the whole load), keep-alive, no delay, no log file.
+		verbose = false
+		color = off
+		quiet = false
+		json_output = true
+		show-logfile = false
+		logging = false
+		parser = false
+		protocol = HTTP/1.1
+		chunked = true
+		cache = false
+		connection = keep-alive
+		benchmark = true
+		internet = false
+		timeout = 60
+		failures = 1000000
+		accept-encoding = gzip
+		url-escaping = true
+	EOF
+	for side in local cairn; do
+		log "php: warm-up, $side: siege -c $PHP_CONC -r $n (not recorded)"
+		siege_run "$side" "$n" "$OUT/siege-warmup-$side.json"
+		[ "$RUN_STATUS" = ok ] || die "php: warm-up against $side: $RUN_STATUS ($OUT/siege-warmup-$side.json)"
+	done
+	for r in $(seq 1 "$ROUNDS"); do
+		for side in $(sides "$r"); do
+			siege_run "$side" "$PHP_REPS" "$OUT/siege-r$r-$side.json"
+			record php "siege -c $PHP_CONC -r $PHP_REPS" "$r" "$side" "$RUN_S" "$SIEGE_N" "$RUN_STATUS"
+		done
+	done
+	stop_pid "$PHP_NGINX_PID"
+	stop_pid "$FPM_PID"
+	stop_pid "$DB_PID"
+}
+
+# ---------------------------------------------------------------- reads
+part_reads() {
+	local scale dir dir_local dir_cairn t0 n c r side cache list batch count node=$READ_NODE
+	scale=$(awk -v n="$READ_FILES" 'BEGIN {printf "%.6g", n / 2000}')
+	SCALE=$scale ensure_corpus medium
+	local corpus=$CORPUS_DIR/medium
+	n=$(wc -l <"$corpus/paths.txt")
+	dir_local=$LOCAL/reads
+	dir_cairn=${MNT[node]}/reads
+	t0=$(now)
+	cp -r "$corpus" "$dir_local" && sync
+	log "reads: $n files ($(du -sm "$corpus" | cut -f1) MB) copied into $dir_local in $(elapsed "$t0" "$(now)") s (+ sync)"
+	t0=$(now)
+	cp -r "$corpus" "$dir_cairn" || die "reads: copying the corpus onto node $node's mount failed"
+	sync
+	log "reads: copied onto node $node's mount in $(elapsed "$t0" "$(now)") s (+ sync)"
+	same_sample 20 "$corpus/paths.txt" "$corpus" "$dir_cairn"
+	# Lists: cold = every file once in a random order; warm = READ_COUNT
+	# random files (with repeats).
+	awk -v seed="$SEED" 'BEGIN {srand(seed)} {print rand() "\t" $0}' "$corpus/paths.txt" | sort -n | cut -f2 >"$OUT/reads-cold.txt"
+	awk -v n="$READ_COUNT" -v seed="$SEED" 'BEGIN {srand(seed)} {a[NR] = $0}
+		END {for (i = 0; i < n; i++) print a[int(rand() * NR) + 1]}' "$corpus/paths.txt" >"$OUT/reads-warm.txt"
+	for cache in $READ_CACHE; do
+		list=$OUT/reads-$cache.txt
+		count=$(wc -l <"$list")
+		if [ "$cache" = warm ]; then
+			for dir in "$dir_local" "$dir_cairn"; do
+				(cd "$dir" && xargs -a "$OUT/reads-cold.txt" -d '\n' cat >/dev/null) || die "reads: warm-up pass in $dir failed"
+			done
+		fi
+		for c in $READ_CONC; do
+			# Enough batches that all c readers stay busy (4 per reader).
+			batch=$((count / (4 * c)))
+			[ "$batch" -le "$READ_BATCH" ] || batch=$READ_BATCH
+			[ "$batch" -ge 1 ] || batch=1
+			for r in $(seq 1 "$ROUNDS"); do
+				for side in $(sides "$r"); do
+					if [ "$cache" = cold ]; then
+						if [ "$side" = cairn ] && [ "$COLD_RESTART" = 1 ]; then
+							restart_node "$node"
+						fi
+						drop_caches
+						[ "$side" = local ] || log "reads: after drop_caches, $(resident_mb "$CL_DIR/n$node" "$OUT/fincore-c$c-r$r.txt") MB of node $node's files are still in the page cache ($OUT/fincore-c$c-r$r.txt)"
+					fi
+					if [ "$side" = local ]; then dir=$dir_local; else dir=$dir_cairn; fi
+					bounded "$READ_MAX_S" bash -c 'cd "$1" && xargs -a "$2" -d "\n" -P "$3" -n "$4" cat >/dev/null' _ "$dir" "$list" "$c" "$batch"
+					record reads "$cache $c readers" "$r" "$side" "$RUN_S" "$count" "$RUN_STATUS"
+				done
+			done
+		done
+	done
+}
+
+# ---------------------------------------------------------------- untar
+# ensure_tarball: set TARF to a plain (uncompressed) tar to extract: KERNEL_TAR
+# or the Debian package's, decompressed once; with UNTAR_LIMIT, a copy cut
+# after that many members (the same bytes, plus the end-of-archive blocks).
+ensure_tarball() {
+	local kdir=$DATA_DIR/kernel src name full
+	mkdir -p "$kdir"
+	if [ -n "$KERNEL_TAR" ]; then
+		src=$KERNEL_TAR
+		[ -f "$src" ] || die "KERNEL_TAR=$src: no such file"
+	else
+		src=/usr/src/$KERNEL_PKG.tar.xz
+		[ -f "$src" ] || apt_install "$KERNEL_PKG"
+		[ -f "$src" ] || die "$KERNEL_PKG did not install $src"
+	fi
+	name=$(basename "$src")
+	name=${name%.xz}
+	name=${name%.gz}
+	name=${name%.tgz}
+	name=${name%.tar}
+	# dcat: the tarball's bytes, decompressed.
+	dcat() {
+		case $src in
+		*.xz) xz -dc "$src" ;;
+		*.gz | *.tgz) gzip -dc "$src" ;;
+		*) cat "$src" ;;
+		esac
+	}
+	if [ -n "$UNTAR_LIMIT" ]; then
+		TARF=$kdir/$name-first$UNTAR_LIMIT.tar
+		if [ ! -f "$TARF" ]; then
+			local blk
+			# GNU tar -R prints each member's first block; cut before member N+1.
+			blk=$(dcat | tar -tRf - 2>/dev/null | sed -n "$((UNTAR_LIMIT + 1)){p;q}" | sed -n 's/^block \([0-9]*\):.*/\1/p') || true
+			if [ -z "$blk" ]; then
+				log "untar: the tarball has no more than $UNTAR_LIMIT members: using all of it"
+				dcat >"$TARF.tmp"
+			else
+				{ dcat | head -c $((blk * 512)) || true; head -c 10240 /dev/zero; } >"$TARF.tmp"
+				[ "$(stat -c %s "$TARF.tmp")" = $((blk * 512 + 10240)) ] || die "cutting $src after $UNTAR_LIMIT members failed"
+			fi
+			mv "$TARF.tmp" "$TARF"
+		fi
+	else
+		case $src in
+		*.xz | *.gz | *.tgz)
+			full=$kdir/$name.tar
+			if [ ! -f "$full" ]; then
+				log "untar: decompressing $src once to $full (excluded from every figure)"
+				dcat >"$full.tmp" || die "decompressing $src failed"
+				mv "$full.tmp" "$full"
+			fi
+			TARF=$full
+			;;
+		*) TARF=$src ;;
+		esac
+	fi
+	TAR_MEMBERS=$(tar -tf "$TARF" | wc -l)
+	log "untar: $TARF: $TAR_MEMBERS members, $(($(stat -c %s "$TARF") / 1000000)) MB"
+}
+
+# count_entries DIR: entries under DIR (find | wc -l, DIR itself included).
+count_entries() { find "$1" 2>/dev/null | wc -l; }
+
+part_untar() {
+	local r side dest prev_local="" prev_cairn="" want got deadline t0 chk
+	ensure_tarball
+	cat "$TARF" >/dev/null
+	for r in $(seq 1 "$ROUNDS"); do
+		for side in $(sides "$r"); do
+			if [ "$side" = local ]; then dest=$LOCAL/untar-r$r; else dest=${MNT[UNTAR_NODE]}/untar-r$r; fi
+			mkdir -p "$dest"
+			sync
+			bounded "$UNTAR_MAX_S" bash -c 'tar -xf "$1" -C "$2" && sync' _ "$TARF" "$dest"
+			record untar "tar -x + sync ($TAR_MEMBERS members)" "$r" "$side" "$RUN_S" "$TAR_MEMBERS" "$RUN_STATUS"
+			[ "$RUN_STATUS" = ok ] || { tail -n 5 "${NODE_LOG[UNTAR_NODE]}" >&2; die "untar round $r on $side: $RUN_STATUS"; }
+		done
+		# Every entry visible through node CHECK_NODE, and a sample of the
+		# files equal to the local copies.
+		want=$(count_entries "$LOCAL/untar-r$r")
+		chk=${MNT[CHECK_NODE]}/untar-r$r
+		t0=$(now)
+		deadline=$((SECONDS + 60))
+		until got=$(count_entries "$chk") && [ "$got" = "$want" ]; do
+			[ $SECONDS -lt $deadline ] || die "untar round $r: node $CHECK_NODE's mount lists $got entries, the local tree $want (after 60 s)"
+			sleep 1
+		done
+		log "untar round $r: node $CHECK_NODE's mount lists all $got entries (waited $(elapsed "$t0" "$(now)") s)"
+		(cd "$LOCAL/untar-r$r" && find . -type f -printf '%P\n') >"$OUT/untar-files.txt"
+		same_sample "$UNTAR_SAMPLE" "$OUT/untar-files.txt" "$LOCAL/untar-r$r" "$chk"
+		# The previous round's trees go (untimed; the time is logged).
+		if [ -n "$prev_local" ]; then
+			rm -rf -- "$prev_local"
+			t0=$(now)
+			bounded "$UNTAR_MAX_S" rm -rf -- "$prev_cairn"
+			log "untar: rm -rf of the previous tree on node $UNTAR_NODE's mount took $RUN_S s ($RUN_STATUS)"
+			[ "$RUN_STATUS" = ok ] || FAILED=1
+		fi
+		prev_local=$LOCAL/untar-r$r
+		prev_cairn=${MNT[UNTAR_NODE]}/untar-r$r
+	done
+	KTREE_LOCAL=$prev_local
+	KTREE_CAIRN_REL=untar-r$ROUNDS
+}
+
+# ---------------------------------------------------------------- meta
+part_meta() {
+	local r side dir a b
+	if [ -z "${KTREE_LOCAL:-}" ]; then
+		ensure_tarball
+		log "meta: extracting $TARF onto both sides (untimed)"
+		mkdir -p "$LOCAL/meta-tree" "${MNT[UNTAR_NODE]}/meta-tree"
+		tar -xf "$TARF" -C "$LOCAL/meta-tree" || die "tar -x into $LOCAL/meta-tree failed"
+		tar -xf "$TARF" -C "${MNT[UNTAR_NODE]}/meta-tree" || die "tar -x onto node $UNTAR_NODE's mount failed"
+		KTREE_LOCAL=$LOCAL/meta-tree
+		KTREE_CAIRN_REL=meta-tree
+	fi
+	local cairn_tree=${MNT[META_NODE]}/$KTREE_CAIRN_REL n
+	n=$(find "$KTREE_LOCAL" -type f | wc -l)
+	# Warm both sides, and check they list the same files, sizes and modes.
+	(cd "$KTREE_LOCAL" && find . -type f -printf '%P %s %m\n' | sort) >"$OUT/meta-local.txt"
+	(cd "$cairn_tree" && find . -type f -printf '%P %s %m\n' | sort) >"$OUT/meta-cairn.txt"
+	a=$(sha256sum <"$OUT/meta-local.txt")
+	b=$(sha256sum <"$OUT/meta-cairn.txt")
+	[ "$a" = "$b" ] || die "meta: node $META_NODE's mount lists other files, sizes or modes than the local tree (diff $OUT/meta-local.txt $OUT/meta-cairn.txt)"
+	log "meta: $n files, the same paths, sizes and modes on both sides"
+	for r in $(seq 1 "$ROUNDS"); do
+		for side in $(sides "$r"); do
+			if [ "$side" = local ]; then dir=$KTREE_LOCAL; else dir=$cairn_tree; fi
+			bounded "$META_MAX_S" bash -c 'find "$1" -type f -print0 | xargs -0 stat --format="%n %s %Y %a %U" >/dev/null' _ "$dir"
+			record meta "find + xargs stat warm ($n files)" "$r" "$side" "$RUN_S" "$n" "$RUN_STATUS"
+		done
+	done
+}
+
+# ---------------------------------------------------------------- large
+part_large() {
+	local src=$DATA_DIR/large-${LARGE_MB}MB.bin r side dest want got bytes
+	bytes=$((LARGE_MB * 1000000))
+	if [ ! -f "$src" ] || [ "$(stat -c %s "$src")" != "$bytes" ]; then
+		log "large: generating $src ($LARGE_MB MB, AES-CTR stream of seed $SEED)"
+		openssl enc -aes-128-ctr -nosalt -K "$(printf '%032x' "$SEED")" -iv 00000000000000000000000000000000 \
+			-in /dev/zero 2>/dev/null | head -c "$bytes" >"$src.tmp" || true
+		[ "$(stat -c %s "$src.tmp")" = "$bytes" ] || die "large: generating $src failed"
+		mv "$src.tmp" "$src"
+	fi
+	want=$(sha256sum <"$src" | cut -d' ' -f1)
+	for r in $(seq 1 "$ROUNDS"); do
+		for side in $(sides "$r"); do
+			if [ "$side" = local ]; then dest=$LOCAL/large-r$r.bin; else dest=${MNT[LARGE_NODE]}/large-r$r.bin; fi
+			sync
+			bounded "$LARGE_MAX_S" bash -c 'cp "$1" "$2" && sync' _ "$src" "$dest"
+			record large "cp + sync ($LARGE_MB MB)" "$r" "$side" "$RUN_S" 1 "$RUN_STATUS"
+			if [ "$side" = cairn ] && [ "$RUN_STATUS" = ok ]; then
+				got=$(sha256sum <"${MNT[CHECK_NODE]}/large-r$r.bin" | cut -d' ' -f1) || got="read failed"
+				[ "$got" = "$want" ] || die "large round $r: the copy read through node $CHECK_NODE has SHA-256 $got, want $want"
+				log "large round $r: the copy read through node $CHECK_NODE's mount matches"
+			fi
+			rm -f -- "$dest"
+		done
+	done
+}
+
+# ---------------------------------------------------------------- main
+setup_local
+cluster_start
+START_INFO="$(date -u +%Y-%m-%dT%H:%MZ); host $(hostname), $(nproc) CPUs ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')), $(awk '/MemTotal/ {print int($2/1024)}' /proc/meminfo) MB RAM, kernel $(uname -r), load $(cut -d' ' -f1-3 /proc/loadavg); local $LOCAL_DEV (ext4); git $(git -C "$REPO_DIR" rev-parse --short HEAD 2>/dev/null || echo unknown)"
+for b in $ALL_BENCHES; do
+	selected "$b" || continue
+	log "=== $b"
+	"part_$b"
+done
+
+target_of() {
+	case $1 in
+	php) echo "<= 1.1" ;; reads) echo ">= 0.9" ;; untar) echo "<= 3" ;; meta) echo "<= 1.2" ;; large) echo "<= 2" ;;
+	esac
+}
+{
+	echo "Cairn FUSE mount (3 nodes on loopback, R=3) vs local ext4, same work, ROUNDS=$ROUNDS alternating rounds (local first in odd rounds)"
+	echo "$START_INFO"
+	echo "command: ${GIVEN}bench/mount.sh $BENCHES"
+	echo
+	echo "| part | case | local (mean) | Cairn (mean) | Cairn/local (mean) | (best) | target | |"
+	echo "|---|---|---:|---:|---:|---:|---|---|"
+	for b in $ALL_BENCHES; do
+		selected "$b" || continue
+		awk -F, -v part="$b" -v target="$(target_of "$b")" '
+		NR == 1 || $1 != part { next }
+		{
+			k = $2
+			if (!(k in seen)) { seen[k] = 1; order[++n] = k }
+			if ($8 != "ok") { fail[k] = 1; next }
+			# reads: files/s (higher is better); the rest: seconds.
+			v = (part == "reads") ? $7 : $5
+			sum[k, $4] += v; cnt[k, $4]++
+			if (!((k, $4) in best) || (part == "reads" ? v > best[k, $4] : v < best[k, $4])) best[k, $4] = v
+		}
+		END {
+			unit = (part == "reads") ? " files/s" : " s"
+			for (i = 1; i <= n; i++) {
+				k = order[i]
+				if (cnt[k, "local"] == 0 || cnt[k, "cairn"] == 0) { printf "| %s | %s | — | — | — | — | %s | FAIL |\n", part, k, target; continue }
+				ml = sum[k, "local"] / cnt[k, "local"]; mc = sum[k, "cairn"] / cnt[k, "cairn"]
+				rm = (ml > 0) ? mc / ml : 0; rb = (best[k, "local"] > 0) ? best[k, "cairn"] / best[k, "local"] : 0
+				split(target, t, " ")
+				ok = (t[1] == "<=") ? (rm <= t[2]) : (rm >= t[2])
+				printf "| %s | %s | %.2f%s | %.2f%s | %.2f | %.2f | %s | %s |\n", part, k, ml, unit, mc, unit, rm, rb, target,
+					(k in fail) ? "FAIL" : (ok ? "meets" : "misses")
+			}
+		}' "$CSV"
+	done
+} | tee "$OUT/table.md"
+log "raw results in $OUT"
+[ "$FAILED" -eq 0 ] || die "some runs failed or hit their time bound (marked in $CSV)"
