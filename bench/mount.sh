@@ -46,7 +46,9 @@
 #
 # Rounds: ROUNDS per case, alternating the order of the sides (local then
 # Cairn in odd rounds, Cairn then local in even ones). Every timed write
-# starts after an untimed `sync` and ends with `sync`; every source is read
+# starts after an untimed `sync` and ends with `sync` and `sync DIR` (fsync
+# of the destination directory: a bare sync does not wait for the mount's
+# write-back queue, go-fuse has no FUSE_SYNCFS); every source is read
 # once beforehand, so both sides read their input from the page cache.
 # Every load is bounded in count (siege -r, a list of files, one tarball)
 # and in time (`timeout`, *_MAX_S): a run that hits its bound is recorded as
@@ -591,7 +593,7 @@ part_php() {
 	log "php: copied the WordPress tree ($n entries, $(du -sm "$src" | cut -f1) MB) into $dst_local in $(elapsed "$t0" "$(now)") s (+ sync)"
 	t0=$(now)
 	cp -r "$src" "$dst_cairn" || die "copying the WordPress tree onto node $PHP_NODE's mount failed"
-	sync
+	sync && sync "$dst_cairn" # a bare sync does not wait for the mount's write-back (no FUSE_SYNCFS)
 	log "php: copied it onto node $PHP_NODE's mount ($dst_cairn) in $(elapsed "$t0" "$(now)") s (+ sync)"
 	php_nginx_start "$run" "$dst_local" "$dst_cairn"
 
@@ -679,7 +681,7 @@ part_reads() {
 	log "reads: $n files ($(du -sm "$corpus" | cut -f1) MB) copied into $dir_local in $(elapsed "$t0" "$(now)") s (+ sync)"
 	t0=$(now)
 	cp -r "$corpus" "$dir_cairn" || die "reads: copying the corpus onto node $node's mount failed"
-	sync
+	sync && sync "$dir_cairn"
 	log "reads: copied onto node $node's mount in $(elapsed "$t0" "$(now)") s (+ sync)"
 	same_sample 20 "$corpus/paths.txt" "$corpus" "$dir_cairn"
 	# Lists: cold = every file once in a random order; warm = READ_COUNT
@@ -791,7 +793,7 @@ part_untar() {
 			if [ "$side" = local ]; then dest=$LOCAL/untar-r$r; else dest=${MNT[UNTAR_NODE]}/untar-r$r; fi
 			mkdir -p "$dest"
 			sync
-			bounded "$UNTAR_MAX_S" bash -c 'tar -xf "$1" -C "$2" && sync' _ "$TARF" "$dest"
+			bounded "$UNTAR_MAX_S" bash -c 'tar -xf "$1" -C "$2" && sync && sync "$2"' _ "$TARF" "$dest"
 			record untar "tar -x + sync ($TAR_MEMBERS members)" "$r" "$side" "$RUN_S" "$TAR_MEMBERS" "$RUN_STATUS"
 			[ "$RUN_STATUS" = ok ] || { tail -n 5 "${NODE_LOG[UNTAR_NODE]}" >&2; die "untar round $r on $side: $RUN_STATUS"; }
 		done
@@ -869,7 +871,7 @@ part_large() {
 		for side in $(sides "$r"); do
 			if [ "$side" = local ]; then dest=$LOCAL/large-r$r.bin; else dest=${MNT[LARGE_NODE]}/large-r$r.bin; fi
 			sync
-			bounded "$LARGE_MAX_S" bash -c 'cp "$1" "$2" && sync' _ "$src" "$dest"
+			bounded "$LARGE_MAX_S" bash -c 'cp "$1" "$2" && sync && sync "$(dirname "$2")"' _ "$src" "$dest"
 			record large "cp + sync ($LARGE_MB MB)" "$r" "$side" "$RUN_S" 1 "$RUN_STATUS"
 			if [ "$side" = cairn ] && [ "$RUN_STATUS" = ok ]; then
 				got=$(sha256sum <"${MNT[CHECK_NODE]}/large-r$r.bin" | cut -d' ' -f1) || got="read failed"

@@ -713,7 +713,8 @@ func (a *applier) putFile() (Result, error) {
 			return Result{}, err
 		}
 	}
-	return Result{Created: old == nil, Inode: n, Changed: []string{a.changed(a.cmd.Path)}}, nil
+	// The other names of a hard-linked file see the change too.
+	return Result{Created: old == nil, Inode: n, Changed: []string{a.changed(a.cmd.Path)}, ChangedAll: n.Nlink > 1}, nil
 }
 
 func cloneXattrs(m map[string][]byte) map[string][]byte {
@@ -799,7 +800,9 @@ func (a *applier) delete() (Result, error) {
 		if err := a.removeDir(parent, name, n); err != nil {
 			return Result{}, err
 		}
-	} else {
+	}
+	linked := t != TypeDir && n.Nlink > 1
+	if t != TypeDir {
 		a.t.del(dentryKey(parent, name))
 		if err := a.touchDir(parent, 0); err != nil {
 			return Result{}, err
@@ -808,7 +811,8 @@ func (a *applier) delete() (Result, error) {
 			return Result{}, err
 		}
 	}
-	return Result{Changed: []string{a.changed(a.cmd.Path)}}, nil
+	// A hard-linked file's other names see its link count fall.
+	return Result{Changed: []string{a.changed(a.cmd.Path)}, ChangedAll: linked}, nil
 }
 
 func (a *applier) rename() (Result, error) {
@@ -817,6 +821,7 @@ func (a *applier) rename() (Result, error) {
 		return Result{}, err
 	}
 	src, dst := a.cmd.Path, a.cmd.DstPath
+	replacedLinked := false // the file replaced at dst has other names
 	if src == "" || dst == "" {
 		return Result{}, fmt.Errorf("%w: cannot rename a bucket's root directory", ErrInvalid)
 	}
@@ -880,6 +885,7 @@ func (a *applier) rename() (Result, error) {
 		case isDir:
 			return Result{}, fmt.Errorf("rename directory %q over file %q: %w", src, dst, ErrNotDir)
 		default:
+			replacedLinked = dn.Nlink > 1
 			a.t.del(dentryKey(dstParent, dstName))
 			if err := a.dropLink(dn); err != nil {
 				return Result{}, err
@@ -905,7 +911,7 @@ func (a *applier) rename() (Result, error) {
 	}
 	n.CtimeNs = a.now
 	a.putInode(n)
-	return Result{Changed: []string{a.changed(src), a.changed(dst)}, ChangedAll: isDir}, nil
+	return Result{Changed: []string{a.changed(src), a.changed(dst)}, ChangedAll: isDir || replacedLinked}, nil
 }
 
 func (a *applier) setAttr() (Result, error) {
@@ -921,7 +927,7 @@ func (a *applier) setAttr() (Result, error) {
 	n.Xattrs = cloneXattrs(f.Xattrs)
 	n.CtimeNs = a.now
 	a.putInode(n)
-	return Result{Inode: n, Changed: []string{a.changed(a.cmd.Path)}}, nil
+	return Result{Inode: n, Changed: []string{a.changed(a.cmd.Path)}, ChangedAll: n.Nlink > 1 && n.Type != TypeDir}, nil
 }
 
 // --- garbage ---
@@ -1029,7 +1035,8 @@ func (a *applier) link() (Result, error) {
 	n.Nlink++
 	n.CtimeNs = a.now
 	a.putInode(n)
-	return Result{Inode: n, Changed: []string{a.changed(a.cmd.Path), a.changed(a.cmd.DstPath)}}, nil
+	// Every name of the file sees its new link count.
+	return Result{Inode: n, Changed: []string{a.changed(a.cmd.Path), a.changed(a.cmd.DstPath)}, ChangedAll: true}, nil
 }
 
 // --- under-replicated blobs ---

@@ -136,6 +136,11 @@
 //     file, or an OpMkdir that creates the directory, takes File.Ino when
 //     it is below the counter and free, else a new number; a replaced file
 //     keeps its number.
+//   - A change of a hard-linked file (Nlink > 1: new content, attributes,
+//     a name removed or replaced, a link added) sets ChangedAll: meta has
+//     no index from an inode to its names, and every name's cached view
+//     (the store's path cache, the mounts' kernel caches) must see it.
+//     Hard links are rare in the workloads Cairn serves.
 //   - Under-replicated records: OpPutFile records each blob of Under that
 //     is one of the file's extents (a u key with the bucket's R; a blob
 //     already recorded keeps its record). OpReplicated drops the records

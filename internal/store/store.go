@@ -836,11 +836,7 @@ func (s *Local) Put(ctx context.Context, bucket, path string, r io.Reader, opts 
 		n, eof, rerr := fill(r, buf)
 		if n > 0 {
 			data := buf[:n]
-			md.Write(data)
-			h := blob.Sum(data)
-			if !single {
-				sh.Write(data)
-			}
+			h := hashChunk(md, sh, data, !single)
 			extents = append(extents, meta.Extent{Hash: h, Offset: total, Length: int64(n)})
 			total += int64(n)
 			if opts.Size >= 0 && total > opts.Size {
@@ -909,6 +905,33 @@ func (s *Local) Put(ctx context.Context, bucket, path string, r io.Reader, opts 
 	info, created, err := s.commitFile(ctx, cmd)
 	under.annotate(&info)
 	return info, created, err
+}
+
+// parallelHashBytes: a chunk at least this long has its MD5 computed on
+// another core while this one computes its SHA-256s.
+const parallelHashBytes = 256 << 10
+
+// hashChunk adds data to the upload's MD5 md (and to its SHA-256 sh when
+// file is set) and returns the blob's name.
+func hashChunk(md, sh hash.Hash, data []byte, file bool) blob.Hash {
+	if len(data) < parallelHashBytes {
+		md.Write(data)
+		if file {
+			sh.Write(data)
+		}
+		return blob.Sum(data)
+	}
+	done := make(chan struct{})
+	go func() {
+		md.Write(data)
+		close(done)
+	}()
+	if file {
+		sh.Write(data)
+	}
+	h := blob.Sum(data)
+	<-done
+	return h
 }
 
 // putFileCommand is the OpPutFile command of an upload whose blobs are

@@ -128,3 +128,60 @@ func TestSymlinkAndXattrs(t *testing.T) {
 		t.Fatalf("xattrs: %v, %v; want only user.a=1", xs, err)
 	}
 }
+
+// A change made through one name of a hard-linked file is seen through
+// its other names, not hidden by the path cache: new content, a new
+// mode, and the link count falling when a name goes.
+func TestHardLinkNamesStayCoherent(t *testing.T) {
+	st, _, _ := newReplicatedStore(t, &fakeReplication{})
+	ctx := context.Background()
+	if err := st.CreateBucket(ctx, BucketInfo{Name: "web"}); err != nil {
+		t.Fatal(err)
+	}
+	put := func(p, data string) {
+		t.Helper()
+		if _, _, err := st.Put(ctx, "web", p, bytes.NewReader([]byte(data)), PutOptions{Size: int64(len(data))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put("a", "first")
+	if err := st.Mkdir(ctx, "web", "d", Attrs{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Link(ctx, "web", "a", "d/b"); err != nil {
+		t.Fatal(err)
+	}
+	read := func(p string) (string, ObjectInfo) {
+		t.Helper()
+		o, err := st.Open(ctx, "web", p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer o.Close()
+		buf := make([]byte, o.Info().Size)
+		if _, err := o.ReadAt(buf, 0); err != nil {
+			t.Fatal(err)
+		}
+		return string(buf), o.Info()
+	}
+	if got, info := read("d/b"); got != "first" || info.Nlink != 2 { // now cached under d/b
+		t.Fatalf("through the link: %q, nlink %d", got, info.Nlink)
+	}
+	put("a", "second")
+	if got, _ := read("d/b"); got != "second" {
+		t.Fatalf("through the link after a rewrite through the other name: %q, want second", got)
+	}
+	mode := uint32(0o600)
+	if _, err := st.SetAttrs(ctx, "web", "a", SetAttrs{Mode: &mode}); err != nil {
+		t.Fatal(err)
+	}
+	if info, err := st.Stat(ctx, "web", "d/b"); err != nil || info.Mode != 0o600 {
+		t.Fatalf("mode through the link: %+v, %v", info, err)
+	}
+	if err := st.Delete(ctx, "web", "a", ""); err != nil {
+		t.Fatal(err)
+	}
+	if info, err := st.Stat(ctx, "web", "d/b"); err != nil || info.Nlink != 1 {
+		t.Fatalf("after the other name went: %+v, %v; want nlink 1", info, err)
+	}
+}

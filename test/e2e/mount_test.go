@@ -185,7 +185,16 @@ func TestMountAcrossNodes(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := range 200 {
-		if err := os.WriteFile(filepath.Join(burst, fmt.Sprintf("f%03d", i)), []byte(fmt.Sprint("file ", i)), 0o644); err != nil {
+		// New directories as an untar makes them: each one's files are
+		// created while its mkdir is being committed (a create once
+		// failed ENOENT when the commit landed during it).
+		if i%10 == 0 {
+			if err := os.Mkdir(filepath.Join(burst, fmt.Sprintf("d%02d", i/10)), 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
+		name := filepath.Join(fmt.Sprintf("d%02d", i/10), fmt.Sprintf("f%03d", i))
+		if err := os.WriteFile(filepath.Join(burst, name), []byte(fmt.Sprint("file ", i)), 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -198,7 +207,7 @@ func TestMountAcrossNodes(t *testing.T) {
 	}
 	d.Close()
 	for i := range 200 {
-		getOK(t, fmt.Sprintf("%s/web/burst/f%03d", nodes[0].url, i), []byte(fmt.Sprint("file ", i)), nodes...)
+		getOK(t, fmt.Sprintf("%s/web/burst/d%02d/f%03d", nodes[0].url, i/10, i), []byte(fmt.Sprint("file ", i)), nodes...)
 	}
 
 	// statfs reports the cluster's room: three nodes on this one disk, each

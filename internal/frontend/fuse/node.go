@@ -239,8 +239,9 @@ func (n *node) Lookup(ctx context.Context, name string, out *gofuse.EntryOut) (*
 		}
 	}
 	p := n.child(name)
+	queued := n.m.wb.queued(p) // before the read: it may be published during it
 	info, err := n.m.cfg.Store.Stat(ctx, n.m.cfg.Bucket, p)
-	if errors.Is(err, store.ErrNotFound) && n.m.wb.queued(p) {
+	if errors.Is(err, store.ErrNotFound) && (queued || n.m.wb.queued(p)) {
 		// Written here, queued, and forgotten by the kernel: publish it.
 		n.m.wb.drain()
 		info, err = n.m.cfg.Store.Stat(ctx, n.m.cfg.Bucket, p)
@@ -251,24 +252,36 @@ func (n *node) Lookup(ctx context.Context, name string, out *gofuse.EntryOut) (*
 	return n.newChild(ctx, info, out), 0
 }
 
+// storeRead runs read, a store read of n. When the store has nothing and
+// n has changes it has not committed yet, local is true (the caller
+// answers from n); when n's changes were committed while read ran, read
+// runs again.
+func storeRead[T any](n *node, read func() (T, error)) (v T, local bool, err error) {
+	was := n.uncommitted()
+	v, err = read()
+	switch {
+	case !errors.Is(err, store.ErrNotFound):
+		return v, false, err
+	case n.uncommitted():
+		return v, true, nil
+	case was: // committed meanwhile
+		v, err = read()
+	}
+	return v, false, err
+}
+
 // Getattr reports n's attributes.
 func (n *node) Getattr(ctx context.Context, f fs.FileHandle, out *gofuse.AttrOut) syscall.Errno {
-	info, err := n.stat(ctx)
-	if err != nil {
-		if !errors.Is(err, store.ErrNotFound) {
-			return errno(err)
-		}
-		switch h, _ := f.(*handle); {
-		case h != nil && h.obj != nil: // unlinked while open: the version it reads
-			info = h.obj.Info()
-			n.fill(info, &out.Attr)
-			out.Nlink = 0
-			return 0
-		case n.uncommitted(): // created, not published yet
-			info = store.ObjectInfo{Ino: n.StableAttr().Ino, Nlink: 1, IsDir: n.IsDir()}
-		default:
-			return errno(err)
-		}
+	info, local, err := storeRead(n, func() (store.ObjectInfo, error) { return n.stat(ctx) })
+	switch h, _ := f.(*handle); {
+	case local: // created, not published yet
+		info = store.ObjectInfo{Ino: n.StableAttr().Ino, Nlink: 1, IsDir: n.IsDir()}
+	case errors.Is(err, store.ErrNotFound) && h != nil && h.obj != nil: // unlinked while open: the version it reads
+		n.fill(h.obj.Info(), &out.Attr)
+		out.Nlink = 0
+		return 0
+	case err != nil:
+		return errno(err)
 	}
 	n.fill(info, &out.Attr)
 	return 0
@@ -704,8 +717,10 @@ func (n *node) Removexattr(ctx context.Context, attr string) syscall.Errno {
 // xattrs returns n's extended attributes: none for a file created here
 // and not published yet.
 func (n *node) xattrs(ctx context.Context) (map[string][]byte, error) {
-	xs, err := n.m.cfg.Store.Xattrs(ctx, n.m.cfg.Bucket, n.storePath())
-	if errors.Is(err, store.ErrNotFound) && n.uncommitted() {
+	xs, local, err := storeRead(n, func() (map[string][]byte, error) {
+		return n.m.cfg.Store.Xattrs(ctx, n.m.cfg.Bucket, n.storePath())
+	})
+	if local {
 		return nil, nil
 	}
 	return xs, err
@@ -817,11 +832,11 @@ func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 	if queued {
 		n.m.wb.drain()
 	}
-	obj, err := n.open(ctx)
+	obj, local, err := storeRead(n, func() (store.Object, error) { return n.open(ctx) })
+	if local {
+		return h, 0, 0 // created here, not published yet: reads see its content here
+	}
 	if err != nil {
-		if errors.Is(err, store.ErrNotFound) && n.uncommitted() {
-			return h, 0, 0 // created here, not published yet: reads see its content here
-		}
 		return nil, 0, errno(err)
 	}
 	h.obj = obj
