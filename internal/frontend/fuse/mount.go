@@ -278,6 +278,7 @@ func (m *Mount) changed(paths []string, all bool) {
 				// change may have made wrong: a directory created with the
 				// file). Nothing below an unknown directory is cached.
 				m.queue(inval{parent: parent, name: c, child: child})
+				m.queue(inval{child: parent}) // its listing (the kernel's readdir cache) and times
 				break
 			}
 			parent = child
@@ -305,6 +306,7 @@ func (m *Mount) queueAll() {
 		}
 	}
 	walk(m.root.EmbeddedInode())
+	m.queue(inval{child: m.root.EmbeddedInode()})
 }
 
 // invalidate carries out the queued invalidations.

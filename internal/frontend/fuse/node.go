@@ -59,26 +59,27 @@ func (n *node) attrsNow() (attrs, uint64) {
 }
 
 var (
-	_ fs.NodeLookuper      = (*node)(nil)
-	_ fs.NodeGetattrer     = (*node)(nil)
-	_ fs.NodeSetattrer     = (*node)(nil)
-	_ fs.NodeReaddirer     = (*node)(nil)
-	_ fs.NodeMkdirer       = (*node)(nil)
-	_ fs.NodeRmdirer       = (*node)(nil)
-	_ fs.NodeUnlinker      = (*node)(nil)
-	_ fs.NodeRenamer       = (*node)(nil)
-	_ fs.NodeCreater       = (*node)(nil)
-	_ fs.NodeOpener        = (*node)(nil)
-	_ fs.NodeStatfser      = (*node)(nil)
-	_ fs.NodeMknoder       = (*node)(nil)
-	_ fs.NodeSymlinker     = (*node)(nil)
-	_ fs.NodeLinker        = (*node)(nil)
-	_ fs.NodeReadlinker    = (*node)(nil)
-	_ fs.NodeGetxattrer    = (*node)(nil)
-	_ fs.NodeSetxattrer    = (*node)(nil)
-	_ fs.NodeListxattrer   = (*node)(nil)
-	_ fs.NodeRemovexattrer = (*node)(nil)
-	_ fs.NodeFsyncer       = (*node)(nil)
+	_ fs.NodeLookuper       = (*node)(nil)
+	_ fs.NodeGetattrer      = (*node)(nil)
+	_ fs.NodeSetattrer      = (*node)(nil)
+	_ fs.NodeReaddirer      = (*node)(nil)
+	_ fs.NodeMkdirer        = (*node)(nil)
+	_ fs.NodeRmdirer        = (*node)(nil)
+	_ fs.NodeUnlinker       = (*node)(nil)
+	_ fs.NodeRenamer        = (*node)(nil)
+	_ fs.NodeCreater        = (*node)(nil)
+	_ fs.NodeOpener         = (*node)(nil)
+	_ fs.NodeStatfser       = (*node)(nil)
+	_ fs.NodeMknoder        = (*node)(nil)
+	_ fs.NodeSymlinker      = (*node)(nil)
+	_ fs.NodeLinker         = (*node)(nil)
+	_ fs.NodeReadlinker     = (*node)(nil)
+	_ fs.NodeGetxattrer     = (*node)(nil)
+	_ fs.NodeSetxattrer     = (*node)(nil)
+	_ fs.NodeListxattrer    = (*node)(nil)
+	_ fs.NodeRemovexattrer  = (*node)(nil)
+	_ fs.NodeFsyncer        = (*node)(nil)
+	_ fs.NodeOpendirHandler = (*node)(nil)
 )
 
 // Fsync of a file returns once its data and attributes written through
@@ -369,6 +370,10 @@ func (n *node) setLocal(ctx context.Context, set store.SetAttrs) error {
 	if n.local != nil {
 		a = n.local
 	}
+	if (set.Mode == nil || *set.Mode&0o7777 == a.mode) && (set.UID == nil || *set.UID == a.uid) &&
+		(set.GID == nil || *set.GID == a.gid) && (set.ModTime == nil || set.ModTime.Equal(a.mtime)) {
+		return nil // nothing changes (tar's chown to the owner a file already has)
+	}
 	if set.Mode != nil {
 		a.mode = *set.Mode & 0o7777
 	}
@@ -389,6 +394,65 @@ func (n *node) setLocal(ctx context.Context, set store.SetAttrs) error {
 		n.m.wb.enqueueOp(n, opAttrs, n.storePath())
 	}
 	return nil
+}
+
+// OpendirHandle opens directory n with the kernel's readdir cache on
+// (FOPEN_CACHE_DIR): a warm find or ls costs no call until a change in
+// the directory invalidates it (Mount.changed).
+func (n *node) OpendirHandle(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
+	return &dirHandle{n: n}, gofuse.FOPEN_CACHE_DIR | gofuse.FOPEN_KEEP_CACHE, 0
+}
+
+// dirHandle is an open directory: its listing is read at the first
+// readdir (or seek), and dropped at release.
+type dirHandle struct {
+	n  *node
+	ds fs.DirStream
+}
+
+var (
+	_ fs.FileReaddirenter = (*dirHandle)(nil)
+	_ fs.FileSeekdirer    = (*dirHandle)(nil)
+	_ fs.FileReleasedirer = (*dirHandle)(nil)
+)
+
+func (d *dirHandle) stream(ctx context.Context) syscall.Errno {
+	if d.ds != nil {
+		return 0
+	}
+	ds, e := d.n.Readdir(ctx)
+	d.ds = ds
+	return e
+}
+
+// Readdirent returns the next entry (nil at the end).
+func (d *dirHandle) Readdirent(ctx context.Context) (*gofuse.DirEntry, syscall.Errno) {
+	if e := d.stream(ctx); e != 0 {
+		return nil, e
+	}
+	if !d.ds.HasNext() {
+		return nil, 0
+	}
+	de, e := d.ds.Next()
+	return &de, e
+}
+
+// Seekdir moves to entry off.
+func (d *dirHandle) Seekdir(ctx context.Context, off uint64) syscall.Errno {
+	if e := d.stream(ctx); e != 0 {
+		return e
+	}
+	if sd, ok := d.ds.(fs.FileSeekdirer); ok {
+		return sd.Seekdir(ctx, off)
+	}
+	return syscall.ENOTSUP
+}
+
+// Releasedir drops the listing.
+func (d *dirHandle) Releasedir(ctx context.Context, flags uint32) {
+	if d.ds != nil {
+		d.ds.Close()
+	}
 }
 
 // Readdir lists directory n.
