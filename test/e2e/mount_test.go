@@ -52,6 +52,7 @@ func waitFile(t *testing.T, bound time.Duration, path string, want []byte, logs 
 // unlink too. Each change is seen by the other mounts within the kernel
 // cache invalidation, not the cache timeout (an hour).
 func TestMountAcrossNodes(t *testing.T) {
+	defer syscall.Umask(syscall.Umask(0o022)) // the modes below assume it
 	needFuse(t)
 	base := t.TempDir()
 	// Other users must reach the mount points (t.TempDir makes 0700 dirs).
@@ -320,13 +321,27 @@ func TestMountAcrossNodes(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(acld, "inherited.txt"), []byte("x"), 0o666); err != nil {
 		t.Fatal(err)
 	}
-	// The new file's access ACL is the directory's default (its mask
-	// narrowed by the create mode, after the kernel's umask).
+	// The new file's access ACL is the directory's default, narrowed by
+	// the create mode (0666) and not by the umask (022), as POSIX has it:
+	// the mask stays rw-, and so do the mode's group bits (0660). Outside
+	// such a directory the umask applies (0644).
 	waitFor(t, 5*time.Second, "the inherited ACL on node 3", func() bool {
 		buf := make([]byte, 256)
-		n, err := syscall.Getxattr(filepath.Join(mnts[2], "site", "shared", "inherited.txt"), "system.posix_acl_access", buf)
-		return err == nil && n == len(posixACL(0, 0, 0, 0, 0, 0)) && bytes.Contains(buf[:n], []byte{0x02, 0, 6, 0, 0xfe, 0xff, 0, 0})
+		p := filepath.Join(mnts[2], "site", "shared", "inherited.txt")
+		n, err := syscall.Getxattr(p, "system.posix_acl_access", buf)
+		st, serr := os.Stat(p)
+		return err == nil && serr == nil && n == len(posixACL(0, 0, 0, 0, 0, 0)) &&
+			bytes.Contains(buf[:n], []byte{0x02, 0, 6, 0, 0xfe, 0xff, 0, 0}) && // user:nobody:rw-
+			bytes.Contains(buf[:n], []byte{0x10, 0, 6, 0}) && // mask::rw-
+			st.Mode().Perm() == 0o660
 	}, nodes...)
+	plain := filepath.Join(mnts[0], "site", "umasked.txt")
+	if err := os.WriteFile(plain, []byte("x"), 0o666); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := os.Stat(plain); err != nil || st.Mode().Perm() != 0o644 {
+		t.Fatalf("a file created 0666 under umask 022: %v, %v; want 0644", st.Mode(), err)
+	}
 
 	when := time.Unix(1600000000, 0)
 	if err := os.Chtimes(secret, when, when); err != nil {

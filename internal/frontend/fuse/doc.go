@@ -26,7 +26,9 @@
 //     Write) and posix_fallocate (mode 0: extends the content).
 //   - POSIX ACLs: the system.posix_acl_* xattrs, enforced by the kernel
 //     (CAP_POSIX_ACL); an access ACL sets the mode's bits (aclMode), a
-//     directory's default ACL is given to what is made in it (inheritACL).
+//     directory's default ACL is given to what is made in it (inheritACL),
+//     whose mode it narrows instead of the caller's umask, as POSIX has
+//     it (CAP_DONT_MASK: the mount applies the umask elsewhere, umask.go).
 //   - Statfs reports the cluster's capacity (see Statfs). FIFOs, sockets
 //     and devices are refused (EPERM).
 //

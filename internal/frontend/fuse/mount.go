@@ -113,7 +113,9 @@ func New(ctx context.Context, cfg Config) (*Mount, error) {
 			DirectMount: true,
 			// O_TRUNC comes with the open instead of a truncate before it,
 			// so a rewrite is published whole at close, never empty first.
-			ExtraCapabilities: gofuse.CAP_ATOMIC_O_TRUNC,
+			// The caller's umask is applied by the mount, not the kernel:
+			// POSIX ignores it under a default ACL (umask.go).
+			ExtraCapabilities: gofuse.CAP_ATOMIC_O_TRUNC | gofuse.CAP_DONT_MASK,
 			// The kernel enforces POSIX ACLs kept in the ACL xattrs (the
 			// mount keeps the mode's bits in step, and applies a
 			// directory's default ACL to what is made in it).

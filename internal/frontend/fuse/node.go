@@ -508,8 +508,9 @@ func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *gofuse.
 		return nil, errno(err)
 	}
 	if len(xs[aclDefault]) > 0 {
-		return n.mkdirNow(ctx, p, mode, uid, gid, out)
+		return n.mkdirNow(ctx, p, mode, uid, gid, out) // the default ACL, not the umask, narrows the mode
 	}
+	mode &^= callerUmask(ctx)
 	ino, err := n.m.wb.newIno(ctx)
 	if err != nil {
 		return nil, errno(err)
@@ -841,8 +842,9 @@ func (n *node) Create(ctx context.Context, name string, flags, mode uint32, out 
 		return nil, nil, 0, errno(err)
 	}
 	if len(xs[aclDefault]) > 0 {
-		return n.createNow(ctx, p, mode, uid, gid, out)
+		return n.createNow(ctx, p, mode, uid, gid, out) // the default ACL, not the umask, narrows the mode
 	}
+	mode &^= callerUmask(ctx)
 	ino, err := n.m.wb.newIno(ctx)
 	if err != nil {
 		return nil, nil, 0, errno(err)
@@ -1239,7 +1241,7 @@ func (n *node) inheritACL(ctx context.Context, p string, dir bool, mode uint32) 
 	if !ok {
 		return
 	}
-	m &= mode | 0o7000 // the mode asked for bounds the ACL's (umask is not applied under a default ACL)
+	m &= mode | 0o7000 // the mode asked for bounds the ACL's (the umask is not applied under a default ACL)
 	set := store.SetAttrs{Mode: &m, Xattrs: map[string][]byte{aclAccess: aclNarrow(def, m)}}
 	if dir {
 		set.Xattrs[aclDefault] = def
