@@ -112,20 +112,6 @@ emit() { printf '%s\n' "$@" | tee -a "$TABLE"; }
 declare -a NODE_URL NODE_PID NODE_LOG NODE_ID NODE_DEBUG
 CLUSTER_N=0
 
-# pick_low_port: a free port in 20000-31999, below Linux's ephemeral range
-# (32768-60999), so no outgoing connection holds it by the time a node binds.
-pick_low_port() {
-	local p
-	for _ in $(seq 1 100); do
-		p=$((20000 + RANDOM % 12000))
-		if port_free "$p" && ! ss -Htan "sport = :$p" 2>/dev/null | grep -q .; then
-			echo "$p"
-			return 0
-		fi
-	done
-	die "no free port found after 100 tries"
-}
-
 # cluster_start NAME: start a fresh 3-node cluster; sets NODE_URL[1..3],
 # NODE_PID[1..3], NODE_LOG[1..3], CL_DIR. Returns once three voters exist.
 cluster_start() {

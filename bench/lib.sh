@@ -259,10 +259,16 @@ spot_check() {
 			log "spot check: $base/$p differs from $root/$p ($got)"
 			bad=$((bad + 1))
 		fi
-	done < <(awk -v n="$n" -v seed="$SEED" 'BEGIN {srand(seed)} {a[NR] = $0}
-		END {for (i = 0; i < n && NR > 0; i++) print a[int(rand() * NR) + 1]}' "$list")
+	done < <(sample_lines "$n" "$list")
 	[ "$bad" -eq 0 ] || die "spot check: $bad of $n files served wrong from $base"
 	log "spot check: $n random files from $base match the local copies"
+}
+
+# sample_lines N LIST: N lines of file LIST drawn at random (with
+# repeats; seeded by SEED, so the same in every run).
+sample_lines() {
+	awk -v n="$1" -v seed="$SEED" 'BEGIN {srand(seed)} {a[NR] = $0}
+		END {for (i = 0; i < n && NR > 0; i++) print a[int(rand() * NR) + 1]}' "$2"
 }
 
 # machine_info: a one-paragraph description of this machine for result files.
@@ -292,4 +298,18 @@ cairn_count_at() {
 		[ -n "$after" ] || return 1
 	done
 	return 1
+}
+
+# pick_low_port: a free port in 20000-31999, below Linux's ephemeral range
+# (32768-60999), so no outgoing connection holds it by the time a node binds.
+pick_low_port() {
+	local p
+	for _ in $(seq 1 100); do
+		p=$((20000 + RANDOM % 12000))
+		if port_free "$p" && ! ss -Htan "sport = :$p" 2>/dev/null | grep -q .; then
+			echo "$p"
+			return 0
+		fi
+	done
+	die "no free port found after 100 tries"
 }

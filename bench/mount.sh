@@ -256,20 +256,6 @@ setup_local() {
 }
 
 # ---------------------------------------------------------------- cluster
-# pick_low_port: a free port in 20000-31999, below Linux's ephemeral range,
-# so no outgoing connection holds it by the time a node binds (cluster.sh).
-pick_low_port() {
-	local p
-	for _ in $(seq 1 100); do
-		p=$((20000 + RANDOM % 12000))
-		if port_free "$p" && ! ss -Htan "sport = :$p" 2>/dev/null | grep -q .; then
-			echo "$p"
-			return 0
-		fi
-	done
-	die "no free port found after 100 tries"
-}
-
 # start_node I: start node I with NODE_ARGS[I] (set by cluster_start) and
 # wait until it answers and its mount is up.
 start_node() {
@@ -357,8 +343,7 @@ same_sample() {
 			log "differs: $b/$p (vs $a/$p)"
 			bad=$((bad + 1))
 		fi
-	done < <(awk -v n="$n" -v seed="$SEED" 'BEGIN {srand(seed)} {a[NR] = $0}
-		END {for (i = 0; i < n && NR > 0; i++) print a[int(rand() * NR) + 1]}' "$list")
+	done < <(sample_lines "$n" "$list")
 	[ "$bad" -eq 0 ] || die "$bad of $k sampled files differ between $a and $b"
 	log "sample: $k random files under $b have the SHA-256 of those under $a"
 }

@@ -2,8 +2,6 @@ package node
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
 	"net/http"
 	"sync"
 	"time"
@@ -58,7 +56,9 @@ func (n *Node) clusterCapacity(ctx context.Context) (total, free uint64, err err
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				rep, err := n.peerStatus(ctx, nd.URL)
+				pctx, cancel := context.WithTimeout(ctx, time.Second)
+				defer cancel()
+				rep, err := getLocalStatus(pctx, http.DefaultClient, nd.URL, "Bearer "+n.AdminKey)
 				if err != nil || rep.Disk.TotalBytes <= 0 {
 					return
 				}
@@ -78,25 +78,4 @@ func (n *Node) clusterCapacity(ctx context.Context) (total, free uint64, err err
 	}
 	cc.at, cc.total, cc.free = time.Now(), total, free
 	return total, free, nil
-}
-
-// peerStatus fetches the local report of the member at base.
-func (n *Node) peerStatus(ctx context.Context, base string) (localStatusJSON, error) {
-	var v localStatusJSON
-	ctx, cancel := context.WithTimeout(ctx, time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+statusPath+"?local=1", nil)
-	if err != nil {
-		return v, err
-	}
-	req.Header.Set("Authorization", "Bearer "+n.AdminKey)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return v, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return v, fmt.Errorf("%s answered %s", base, resp.Status)
-	}
-	return v, json.NewDecoder(resp.Body).Decode(&v)
 }

@@ -209,15 +209,21 @@ func (h *adminHandler) serveStatus(w http.ResponseWriter, r *http.Request) {
 // fetchLocalStatus asks the member at base for its local report, with the
 // caller's credentials.
 func (h *adminHandler) fetchLocalStatus(r *http.Request, base string) (localStatusJSON, error) {
-	var v localStatusJSON
 	ctx, cancel := context.WithTimeout(r.Context(), statusPeerTimeout)
 	defer cancel()
+	return getLocalStatus(ctx, h.hc, base, r.Header.Get("Authorization"))
+}
+
+// getLocalStatus GETs the local report of the member at base with the
+// Authorization header auth.
+func getLocalStatus(ctx context.Context, hc *http.Client, base, auth string) (localStatusJSON, error) {
+	var v localStatusJSON
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+statusPath+"?local=1", nil)
 	if err != nil {
 		return v, err
 	}
-	req.Header.Set("Authorization", r.Header.Get("Authorization"))
-	resp, err := h.hc.Do(req)
+	req.Header.Set("Authorization", auth)
+	resp, err := hc.Do(req)
 	if err != nil {
 		return v, fmt.Errorf("unreachable: %w", err)
 	}
