@@ -21,6 +21,24 @@ import (
 // with no refcount entry (see OpPutFile in doc.go).
 const ReapMarkerWindow = 1 << 22
 
+// ModeExplicit, set in a command's File.Mode (OpPutFile, OpMkdir), says
+// that the mode is the proposer's even when it is 0 (a mount's chmod 0 or
+// create with mode 0); without it a 0 takes the default. It is never
+// stored.
+const ModeExplicit = 1 << 31
+
+// explicitMode is mode without ModeExplicit, or def when mode is 0 and
+// not explicit.
+func explicitMode(mode, def uint32) uint32 {
+	if mode&ModeExplicit != 0 {
+		return mode &^ ModeExplicit
+	}
+	if mode == 0 {
+		return def
+	}
+	return mode
+}
+
 // Default modes when a command leaves File.Mode at 0.
 const (
 	defaultFileMode    = 0o644
@@ -326,9 +344,7 @@ func (a *applier) mkdirIno(parent Ino, name string, mode, uid, gid uint32, want 
 	if err != nil {
 		return nil, err
 	}
-	if mode == 0 {
-		mode = defaultDirMode
-	}
+	mode = explicitMode(mode, defaultDirMode)
 	n := &Inode{Ino: ino, Type: TypeDir, Mode: mode, UID: uid, GID: gid, Nlink: 2, MtimeNs: a.now, CtimeNs: a.now}
 	a.putInode(n)
 	a.t.set(dentryKey(parent, name+"/"), encodeDentry(ino, TypeDir))
@@ -613,16 +629,12 @@ func (a *applier) putFile() (Result, error) {
 	switch typ {
 	case 0, TypeFile:
 		typ = TypeFile
-		if mode == 0 {
-			mode = defaultFileMode
-		}
+		mode = explicitMode(mode, defaultFileMode)
 	case TypeSymlink:
 		if len(f.Extents) > 0 || f.Size != int64(len(f.Target)) {
 			return Result{}, fmt.Errorf("%w: a symlink has no extents and its size is len(Target)", ErrInvalid)
 		}
-		if mode == 0 {
-			mode = defaultSymlinkMode
-		}
+		mode = explicitMode(mode, defaultSymlinkMode)
 	default:
 		return Result{}, fmt.Errorf("%w: OpPutFile of file type %d", ErrInvalid, typ)
 	}

@@ -2,6 +2,7 @@ package meta
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 
 	"github.com/cairn-fs/cairn/internal/blob"
@@ -213,5 +214,30 @@ func TestLink(t *testing.T) {
 	mustApply(t, s, 7, Command{Op: OpDelete, BucketName: "bkt", Path: "b/g", TimeNs: 7})
 	if rc, _ := r.RefCount(h); rc != 0 {
 		t.Fatalf("refcount %d after deleting both names, want 0", rc)
+	}
+}
+
+// A mode the proposer gives explicitly is stored as given, 0 included; a
+// 0 without ModeExplicit takes the default.
+func TestModeExplicit(t *testing.T) {
+	s := kv.NewMem()
+	mustApply(t, s, 1, Command{Op: OpCreateBucket, Bucket: &Bucket{Name: "bkt"}, TimeNs: 1})
+	for i, c := range []struct {
+		op   Op
+		typ  FileType
+		mode uint32
+		want uint32
+	}{
+		{OpPutFile, TypeFile, 0, defaultFileMode},
+		{OpPutFile, TypeFile, ModeExplicit, 0},
+		{OpPutFile, TypeFile, ModeExplicit | 0o600, 0o600},
+		{OpMkdir, TypeDir, 0, defaultDirMode},
+		{OpMkdir, TypeDir, ModeExplicit, 0},
+	} {
+		r := mustApply(t, s, uint64(2+i), Command{Op: c.op, BucketName: "bkt", Path: fmt.Sprint("p", i), TimeNs: 2,
+			File: &Inode{Type: c.typ, Mode: c.mode, MtimeNs: 2}})
+		if r.Inode.Mode != c.want {
+			t.Fatalf("case %d: mode %#o, want %#o", i, r.Inode.Mode, c.want)
+		}
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/cairn-fs/cairn/internal/blob"
+	"github.com/cairn-fs/cairn/internal/meta"
 )
 
 // Errors returned by Store methods. Front ends map them to status codes in
@@ -102,8 +103,12 @@ type ObjectInfo struct {
 	// Symlink is a symbolic link's target ("" for anything else). A
 	// symlink has no content: Open answers ErrNotFound.
 	Symlink string `json:"-"`
-	// Nlink is the number of names (hard links) of a file.
+	// Nlink is the number of names (hard links) of a file, or of links
+	// to a directory (2 plus its subdirectories).
 	Nlink uint32 `json:"-"`
+	// ChangeTime is the last change of the inode (content, attributes,
+	// links): ctime.
+	ChangeTime time.Time `json:"-"`
 	// Copies and CopiesWanted are set by a write (Put, PutFiles) that was
 	// acknowledged under-replicated: Copies is the fewest copies any of
 	// the file's blobs has (or is still getting), CopiesWanted the R the
@@ -210,6 +215,13 @@ type LocalAccess interface {
 type Memoizer interface {
 	Memo() *atomic.Value
 }
+
+// MaxNameLen and MaxPathLen bound a name and a whole path inside a bucket,
+// in bytes (longer ones are ErrInvalidName).
+const (
+	MaxNameLen = 255
+	MaxPathLen = meta.MaxPathLen
+)
 
 // Store is the one API every front end calls. All methods are safe for
 // concurrent use. A method that returns nil error for a write has made the

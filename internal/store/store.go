@@ -550,7 +550,8 @@ func objectInfo(bucket, path string, ino *meta.Inode) ObjectInfo {
 	return ObjectInfo{Bucket: bucket, Path: path, IsDir: ino.Type == meta.TypeDir,
 		Size: ino.Size, ModTime: time.Unix(0, ino.MtimeNs).UTC(), ETag: ino.ETag,
 		SHA256: ino.SHA256, ContentType: ino.ContentType, Mode: ino.Mode,
-		Ino: uint64(ino.Ino), UID: ino.UID, GID: ino.GID, Symlink: symlinkTarget(ino), Nlink: ino.Nlink}
+		Ino: uint64(ino.Ino), UID: ino.UID, GID: ino.GID, Symlink: symlinkTarget(ino), Nlink: ino.Nlink,
+		ChangeTime: time.Unix(0, ino.CtimeNs).UTC()}
 }
 
 // Stat implements Store.
@@ -633,6 +634,15 @@ func (s *Local) OpenIno(ctx context.Context, bucket, path string, ino uint64) (O
 	return s.newObject(bucket, path, n), nil
 }
 
+// dirMode is the File.Mode of an OpMkdir with attrs: explicit (0
+// included) when the caller gives it.
+func dirMode(attrs Attrs) uint32 {
+	if attrs.Explicit {
+		return attrs.Mode&0o7777 | meta.ModeExplicit
+	}
+	return attrs.Mode & 0o7777
+}
+
 // ReserveInos implements Store.
 func (s *Local) ReserveInos(ctx context.Context, n int) (uint64, error) {
 	if n < 1 || n > 1<<16 {
@@ -691,7 +701,7 @@ func (s *Local) Mkdir(ctx context.Context, bucket, path string, attrs Attrs) err
 		owned(b, &attrs.UID, &attrs.GID, &attrs.Mode, false, b.DirMode)
 	}
 	_, err := s.propose(ctx, meta.Command{Op: meta.OpMkdir, BucketName: bucket, Path: path,
-		File: &meta.Inode{Type: meta.TypeDir, Ino: meta.Ino(attrs.Ino), Mode: attrs.Mode & 0o7777, UID: attrs.UID, GID: attrs.GID}})
+		File: &meta.Inode{Type: meta.TypeDir, Ino: meta.Ino(attrs.Ino), Mode: dirMode(attrs), UID: attrs.UID, GID: attrs.GID}})
 	return err
 }
 
@@ -939,8 +949,11 @@ func hashChunk(md, sh hash.Hash, data []byte, file bool) blob.Hash {
 // and conditions, the file's size, ETag, SHA-256 and extents.
 func (s *Local) putFileCommand(bucket, path string, opts PutOptions, size int64, etag, sha string,
 	extents []meta.Extent, startIndex uint64) meta.Command {
-	mode := opts.Mode
-	if mode == 0 {
+	mode := opts.Mode & 0o7777
+	switch {
+	case opts.Explicit:
+		mode |= meta.ModeExplicit // 0 included (a mount's file of mode 0)
+	case mode == 0:
 		mode = 0o644
 	}
 	now := s.cfg.Now()

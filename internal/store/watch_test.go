@@ -185,3 +185,26 @@ func TestHardLinkNamesStayCoherent(t *testing.T) {
 		t.Fatalf("after the other name went: %+v, %v; want nlink 1", info, err)
 	}
 }
+
+// Mode 0 is a mode: SetAttrs stores it, and an explicit Put keeps it.
+func TestModeZero(t *testing.T) {
+	st, _, _ := newReplicatedStore(t, &fakeReplication{})
+	ctx := context.Background()
+	if err := st.CreateBucket(ctx, BucketInfo{Name: "web"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := st.Put(ctx, "web", "f", bytes.NewReader([]byte("x")), PutOptions{Size: 1}); err != nil {
+		t.Fatal(err)
+	}
+	zero, uid := uint32(0), uint32(0)
+	when := time.Now()
+	if info, err := st.SetAttrs(ctx, "web", "f", SetAttrs{Mode: &zero, UID: &uid, GID: &uid, ModTime: &when}); err != nil || info.Mode != 0 {
+		t.Fatalf("SetAttrs mode 0: %+v, %v", info, err)
+	}
+	if info, err := st.Stat(ctx, "web", "f"); err != nil || info.Mode != 0 {
+		t.Fatalf("Stat after mode 0: %#o, %v", info.Mode, err)
+	}
+	if info, _, err := st.Put(ctx, "web", "g", bytes.NewReader([]byte("x")), PutOptions{Size: 1, Explicit: true}); err != nil || info.Mode != 0 {
+		t.Fatalf("explicit Put of mode 0: %#o, %v", info.Mode, err)
+	}
+}

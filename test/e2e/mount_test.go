@@ -261,15 +261,6 @@ func TestMountAcrossNodes(t *testing.T) {
 	if err := os.WriteFile(secret, []byte("for root"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	asNobody := func(name string, args ...string) error {
-		cmd := exec.Command(name, args...)
-		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			return fmt.Errorf("%v: %s", err, out)
-		}
-		return nil
-	}
 	other := filepath.Join(mnts[2], "site", "secret.txt")
 	waitFile(t, 5*time.Second, other, []byte("for root"), nodes...)
 	if err := asNobody("cat", other); err == nil || !strings.Contains(err.Error(), "Permission denied") {
@@ -439,6 +430,8 @@ func TestMountAcrossNodes(t *testing.T) {
 	}
 	waitFile(t, 5*time.Second, filepath.Join(mnts[2], "index.html"), nil, nodes...)
 	waitFile(t, 5*time.Second, filepath.Join(mnts[2], "site", "index.html"), []byte("through the link"), nodes...)
+
+	posixCalls(t, mnts[1], mnts[0], nodes)
 
 	// SIGTERM unmounts cleanly.
 	nodes[2].stop()
@@ -649,4 +642,192 @@ func posixACL(owner uint16, user uint32, userPerm, group, mask, other uint16) []
 		b = le(b, uint64(e.id), 4)
 	}
 	return b
+}
+
+// posixCalls checks the calls of issue 9 through mount mnt, each result
+// read back through mount other (another node): O_EXCL, O_APPEND, writes
+// past the end (a sparse file), ftruncate and truncate, rename across
+// directories, over an existing file (while it is open: the reader keeps
+// the old content) and over an empty directory.
+func posixCalls(t *testing.T, mnt, other string, nodes []*server) {
+	t.Helper()
+	d := filepath.Join(mnt, "posix")
+	if err := os.MkdirAll(filepath.Join(d, "sub"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	at := func(name string) string { return filepath.Join(d, name) }
+	seen := func(name string, want []byte) {
+		t.Helper()
+		waitFile(t, 5*time.Second, filepath.Join(other, "posix", name), want, nodes...)
+	}
+	// O_EXCL.
+	f, err := os.OpenFile(at("excl"), os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	if _, err := os.OpenFile(at("excl"), os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644); !errors.Is(err, os.ErrExist) {
+		t.Fatalf("O_EXCL over an existing file: %v, want EEXIST", err)
+	}
+	// O_APPEND, through two opens.
+	for _, part := range []string{"one ", "two"} {
+		f, err := os.OpenFile(at("log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.WriteString(part); err != nil {
+			t.Fatal(err)
+		}
+		f.Close()
+	}
+	seen("log", []byte("one two"))
+	// A write past the end leaves zeros (a sparse file).
+	f, err = os.Create(at("sparse"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt([]byte("end"), 1<<20); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	seen("sparse", append(make([]byte, 1<<20), "end"...))
+	// ftruncate (shorter, then longer: zeros) and truncate(2).
+	if err := os.WriteFile(at("trunc"), []byte("0123456789"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, err = os.OpenFile(at("trunc"), os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Truncate(4); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Truncate(6); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	seen("trunc", []byte("0123\x00\x00"))
+	if err := os.Truncate(at("trunc"), 2); err != nil {
+		t.Fatal(err)
+	}
+	seen("trunc", []byte("01"))
+	// Rename across directories.
+	if err := os.WriteFile(at("moved"), []byte("moved"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(at("moved"), at("sub/moved")); err != nil {
+		t.Fatal(err)
+	}
+	seen("sub/moved", []byte("moved"))
+	seen("moved", nil)
+	// Rename over a file another process has open: the new content takes
+	// the name at once, the open file keeps reading the old one.
+	if err := os.WriteFile(at("target"), []byte("old content"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	open, err := os.Open(at("target"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer open.Close()
+	if err := os.WriteFile(at("new"), []byte("new content"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(at("new"), at("target")); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := os.ReadFile(at("target")); err != nil || string(got) != "new content" {
+		t.Fatalf("after rename over it: %q, %v", got, err)
+	}
+	buf := make([]byte, 64)
+	if n, _ := open.ReadAt(buf, 0); string(buf[:n]) != "old content" {
+		t.Fatalf("the file open before the rename reads %q, want the old content", buf[:n])
+	}
+	seen("target", []byte("new content"))
+	// Rename of a directory over an empty one; not over a non-empty one.
+	if err := os.MkdirAll(at("dirA/x"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(at("dirB"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// (syscall.Rename: os.Rename refuses any directory as its target.)
+	if err := syscall.Rename(at("dirA"), at("dirB")); err != nil {
+		t.Fatalf("rename over an empty directory: %v", err)
+	}
+	if err := os.Mkdir(at("dirC"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Rename(at("dirC"), at("dirB")); !errors.Is(err, syscall.ENOTEMPTY) && !errors.Is(err, syscall.EEXIST) {
+		t.Fatalf("rename over a non-empty directory: %v, want ENOTEMPTY", err)
+	}
+	waitFor(t, 5*time.Second, "the renamed directory on the other node", func() bool {
+		st, err := os.Stat(filepath.Join(other, "posix", "dirB", "x"))
+		return err == nil && st.IsDir()
+	}, nodes...)
+	// A name longer than 255 bytes; a path longer than the store keeps.
+	if err := os.WriteFile(at(strings.Repeat("n", 256)), nil, 0o644); !errors.Is(err, syscall.ENAMETOOLONG) {
+		t.Fatalf("a 256-byte name: %v, want ENAMETOOLONG", err)
+	}
+	deep := d
+	for i := 0; len(deep)-len(mnt) < 4000; i++ {
+		deep = filepath.Join(deep, strings.Repeat("p", 200))
+		if err := os.Mkdir(deep, 0o755); err != nil {
+			t.Fatalf("mkdir at %d bytes: %v", len(deep)-len(mnt), err)
+		}
+	}
+	if err := os.Mkdir(filepath.Join(deep, strings.Repeat("q", 200)), 0o755); !errors.Is(err, syscall.ENAMETOOLONG) {
+		t.Fatalf("mkdir past 4096 bytes in the bucket: %v, want ENAMETOOLONG", err)
+	}
+	// Mode 0 is a mode: stored, replicated, enforced.
+	if err := os.WriteFile(at("zero"), []byte("nobody may read"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(at("zero"), 0); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 5*time.Second, "mode 0 on the other node", func() bool {
+		st, err := os.Stat(filepath.Join(other, "posix", "zero"))
+		return err == nil && st.Mode().Perm() == 0
+	}, nodes...)
+	if asNobody("cat", filepath.Join(other, "posix", "zero")) == nil {
+		t.Fatal("nobody read a file of mode 0")
+	}
+	// A directory's link count counts its subdirectories; chmod changes
+	// the ctime, not the mtime.
+	if err := os.Mkdir(at("sub/deeper"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 5*time.Second, "a directory's link count on the other node", func() bool {
+		st, err := os.Stat(filepath.Join(other, "posix", "sub"))
+		return err == nil && st.Sys().(*syscall.Stat_t).Nlink == 3
+	}, nodes...)
+	before, err := os.Stat(at("log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(20 * time.Millisecond)
+	if err := os.Chmod(at("log"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 5*time.Second, "the ctime of a chmod on the other node", func() bool {
+		st, err := os.Stat(filepath.Join(other, "posix", "log"))
+		if err != nil {
+			return false
+		}
+		sys, old := st.Sys().(*syscall.Stat_t), before.Sys().(*syscall.Stat_t)
+		return st.Mode().Perm() == 0o600 && st.ModTime().Equal(before.ModTime()) &&
+			(sys.Ctim.Sec > old.Ctim.Sec || sys.Ctim.Sec == old.Ctim.Sec && sys.Ctim.Nsec > old.Ctim.Nsec)
+	}, nodes...)
+}
+
+// asNobody runs a command as user and group nobody (65534).
+func asNobody(name string, args ...string) error {
+	cmd := exec.Command(name, args...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("%v: %s", err, out)
+	}
+	return nil
 }

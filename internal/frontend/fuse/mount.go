@@ -102,6 +102,8 @@ func New(ctx context.Context, cfg Config) (*Mount, error) {
 		EntryTimeout:    &timeout,
 		AttrTimeout:     &timeout,
 		NegativeTimeout: &negative,
+		// Mode 0 is a mode (chmod 0): go-fuse would report 0644 for it.
+		NullPermissions: true,
 		MountOptions: gofuse.MountOptions{
 			AllowOther: true,
 			FsName:     "cairn:" + path.Join(cfg.Bucket, cfg.Prefix),

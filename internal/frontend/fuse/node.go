@@ -38,7 +38,7 @@ type node struct {
 // committed yet: published with its pending version.
 type attrs struct {
 	mode, uid, gid uint32
-	mtime          time.Time
+	mtime, ctime   time.Time
 	gen            uint64 // counts changes
 }
 
@@ -121,6 +121,17 @@ func (n *node) open(ctx context.Context) (store.Object, error) {
 // child is the store path of name in directory n.
 func (n *node) child(name string) string { return path.Join(n.storePath(), name) }
 
+// newName is the store path of a name to create in directory n:
+// ENAMETOOLONG past the store's limits (a name of 255 bytes, a path of
+// store.MaxPathLen from the bucket's root).
+func (n *node) newName(name string) (string, syscall.Errno) {
+	p := n.child(name)
+	if len(name) > store.MaxNameLen || len(p) > store.MaxPathLen {
+		return "", syscall.ENAMETOOLONG
+	}
+	return p, 0
+}
+
 // errno maps a store error to an errno (one table, like httpapi's).
 func errno(err error) syscall.Errno {
 	if err == nil {
@@ -156,36 +167,32 @@ func errno(err error) syscall.Errno {
 	return syscall.EIO
 }
 
-// fill sets out from info (and the content being written, if any).
+// fill sets out from info (and the content being written, if any). The
+// access time is the modification time (atime is not kept).
 func (n *node) fill(info store.ObjectInfo, out *gofuse.Attr) {
 	out.Ino = info.Ino
 	out.Uid, out.Gid = info.UID, info.GID
-	mode := info.Mode & 0o7777
-	if info.Symlink != "" {
+	mode := info.Mode & 0o7777 // 0 is a mode like any other (chmod 0)
+	mtime, ctime := info.ModTime, info.ChangeTime
+	if ctime.IsZero() {
+		ctime = mtime
+	}
+	out.Blksize = 4096
+	switch {
+	case info.Symlink != "":
 		out.Mode = syscall.S_IFLNK | 0o777
 		out.Nlink = 1
 		out.Size = uint64(len(info.Symlink))
-		t := info.ModTime
-		out.SetTimes(&t, &t, &t)
+		out.SetTimes(&mtime, &mtime, &ctime)
 		return
-	}
-	if info.IsDir {
-		if mode == 0 {
-			mode = 0o755
-		}
+	case info.IsDir:
 		out.Mode = syscall.S_IFDIR | mode
-		out.Nlink = 2
-	} else {
-		if mode == 0 {
-			mode = 0o644
-		}
+		out.Nlink = max(info.Nlink, 2)
+	default:
 		out.Mode = syscall.S_IFREG | mode
 		out.Nlink = max(info.Nlink, 1)
 	}
 	out.Size = uint64(info.Size)
-	t := info.ModTime
-	out.SetTimes(&t, &t, &t)
-	out.Blksize = 4096
 	n.mu.Lock()
 	if sz, ok := n.localSize(); ok {
 		out.Size = uint64(sz)
@@ -193,9 +200,10 @@ func (n *node) fill(info store.ObjectInfo, out *gofuse.Attr) {
 	if a := n.local; a != nil {
 		out.Mode = out.Mode&^0o7777 | a.mode&0o7777
 		out.Uid, out.Gid = a.uid, a.gid
-		out.SetTimes(nil, &a.mtime, &a.mtime)
+		mtime, ctime = a.mtime, a.ctime
 	}
 	n.mu.Unlock()
+	out.SetTimes(&mtime, &mtime, &ctime)
 	out.Blocks = (out.Size + 511) / 512
 }
 
@@ -226,8 +234,11 @@ func (n *node) newChild(ctx context.Context, info store.ObjectInfo, out *gofuse.
 
 // Lookup finds name in directory n.
 func (n *node) Lookup(ctx context.Context, name string, out *gofuse.EntryOut) (*fs.Inode, syscall.Errno) {
-	if len(name) > 255 {
+	if len(name) > store.MaxNameLen {
 		return nil, syscall.ENAMETOOLONG
+	}
+	if len(n.child(name)) > store.MaxPathLen {
+		return nil, syscall.ENOENT // nothing can be stored there
 	}
 	if ch := n.GetChild(name); ch != nil {
 		// A file written here and not published yet is known by its node.
@@ -363,7 +374,7 @@ func (n *node) setLocal(ctx context.Context, set store.SetAttrs) error {
 		if err != nil {
 			return err
 		}
-		a = &attrs{mode: info.Mode & 0o7777, uid: info.UID, gid: info.GID, mtime: info.ModTime}
+		a = &attrs{mode: info.Mode & 0o7777, uid: info.UID, gid: info.GID, mtime: info.ModTime, ctime: info.ChangeTime}
 	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
@@ -386,6 +397,7 @@ func (n *node) setLocal(ctx context.Context, set store.SetAttrs) error {
 	if set.ModTime != nil {
 		a.mtime = *set.ModTime
 	}
+	a.ctime = time.Now()
 	a.gen++
 	n.local = a
 	carried := (n.pend != nil && !n.pend.taken.Load()) || (n.pendOp != nil && !n.pendOp.taken.Load()) ||
@@ -489,10 +501,10 @@ func (n *node) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
 func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *gofuse.EntryOut) (*fs.Inode, syscall.Errno) {
 	ctx, cancel := bounded(ctx)
 	defer cancel()
-	if len(name) > 255 {
-		return nil, syscall.ENAMETOOLONG
+	p, e := n.newName(name)
+	if e != 0 {
+		return nil, e
 	}
-	p := n.child(name)
 	if ch := n.GetChild(name); ch != nil {
 		if c, ok := ch.Operations().(*node); ok && c.uncommitted() {
 			return nil, syscall.EEXIST
@@ -516,7 +528,7 @@ func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *gofuse.
 		return nil, errno(err)
 	}
 	now := time.Now()
-	c := &node{m: n.m, fresh: true, local: &attrs{mode: mode, uid: uid, gid: gid, mtime: now}}
+	c := &node{m: n.m, fresh: true, local: &attrs{mode: mode, uid: uid, gid: gid, mtime: now, ctime: now}}
 	c.fill(store.ObjectInfo{Ino: ino, IsDir: true, Mode: mode, UID: uid, GID: gid, ModTime: now}, &out.Attr)
 	ch := n.NewInode(ctx, c, fs.StableAttr{Mode: syscall.S_IFDIR, Ino: ino})
 	c.mu.Lock()
@@ -602,6 +614,10 @@ func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 	if flags != 0 {
 		return syscall.EINVAL // RENAME_NOREPLACE / EXCHANGE: not yet
 	}
+	dst, e := np.newName(newName)
+	if e != 0 {
+		return e
+	}
 	if c, ok := n.GetChild(name).Operations().(*node); ok {
 		c.queueDirty() // a file being written moves with its content
 	}
@@ -611,7 +627,7 @@ func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 			return errno(err)
 		}
 	}
-	return errno(n.m.cfg.Store.Rename(ctx, n.m.cfg.Bucket, n.child(name), np.child(newName)))
+	return errno(n.m.cfg.Store.Rename(ctx, n.m.cfg.Bucket, n.child(name), dst))
 }
 
 // fileType is the S_IFMT bits of info.
@@ -629,12 +645,13 @@ func fileType(info store.ObjectInfo) uint32 {
 func (n *node) Symlink(ctx context.Context, target, name string, out *gofuse.EntryOut) (*fs.Inode, syscall.Errno) {
 	ctx, cancel := bounded(ctx)
 	defer cancel()
-	if len(name) > 255 {
-		return nil, syscall.ENAMETOOLONG
+	p, e := n.newName(name)
+	if e != 0 {
+		return nil, e
 	}
 	n.m.wb.drain()
 	uid, gid := caller(ctx)
-	info, err := n.m.cfg.Store.Symlink(ctx, n.m.cfg.Bucket, n.child(name), target, store.Attrs{UID: uid, GID: gid, Explicit: true})
+	info, err := n.m.cfg.Store.Symlink(ctx, n.m.cfg.Bucket, p, target, store.Attrs{UID: uid, GID: gid, Explicit: true})
 	if err != nil {
 		return nil, errno(err)
 	}
@@ -654,7 +671,11 @@ func (n *node) Link(ctx context.Context, target fs.InodeEmbedder, name string, o
 	if err := t.takeErr(); err != nil {
 		return nil, errno(err)
 	}
-	info, err := n.m.cfg.Store.Link(ctx, n.m.cfg.Bucket, t.storePath(), n.child(name))
+	p, e := n.newName(name)
+	if e != 0 {
+		return nil, e
+	}
+	info, err := n.m.cfg.Store.Link(ctx, n.m.cfg.Bucket, t.storePath(), p)
 	if err != nil {
 		return nil, errno(err)
 	}
@@ -823,10 +844,10 @@ func (n *node) Statfs(ctx context.Context, out *gofuse.StatfsOut) syscall.Errno 
 func (n *node) Create(ctx context.Context, name string, flags, mode uint32, out *gofuse.EntryOut) (*fs.Inode, fs.FileHandle, uint32, syscall.Errno) {
 	ctx, cancel := bounded(ctx)
 	defer cancel()
-	if len(name) > 255 {
-		return nil, nil, 0, syscall.ENAMETOOLONG
+	p, e := n.newName(name)
+	if e != 0 {
+		return nil, nil, 0, e
 	}
-	p := n.child(name)
 	if info, err := n.m.cfg.Store.Stat(ctx, n.m.cfg.Bucket, p); err == nil {
 		if flags&syscall.O_EXCL != 0 {
 			return nil, nil, 0, syscall.EEXIST
@@ -852,7 +873,7 @@ func (n *node) Create(ctx context.Context, name string, flags, mode uint32, out 
 	w := newContent(n.m.cfg.TmpDir)
 	w.dirty, w.users = true, 1
 	now := time.Now()
-	c := &node{m: n.m, write: w, fresh: true, local: &attrs{mode: mode, uid: uid, gid: gid, mtime: now}}
+	c := &node{m: n.m, write: w, fresh: true, local: &attrs{mode: mode, uid: uid, gid: gid, mtime: now, ctime: now}}
 	c.fill(store.ObjectInfo{Ino: ino, Nlink: 1, Mode: mode, UID: uid, GID: gid, ModTime: now}, &out.Attr)
 	ch := n.NewInode(ctx, c, fs.StableAttr{Mode: syscall.S_IFREG, Ino: ino})
 	return ch, &handle{n: c, writable: true}, 0, 0
