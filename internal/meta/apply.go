@@ -672,7 +672,7 @@ func (a *applier) putFile() (Result, error) {
 	}
 	n := &Inode{
 		Type: typ, Mode: mode, UID: f.UID, GID: f.GID, Nlink: 1,
-		Size: f.Size, MtimeNs: f.MtimeNs, CtimeNs: a.now,
+		Size: f.Size, MtimeNs: f.MtimeNs, CtimeNs: a.now, AtimeNs: f.AtimeNs,
 		ContentType: f.ContentType, ETag: f.ETag, SHA256: f.SHA256, Target: f.Target,
 		Extents: slices.Clone(f.Extents), Xattrs: cloneXattrs(f.Xattrs),
 	}
@@ -935,7 +935,7 @@ func (a *applier) setAttr() (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	n.Mode, n.UID, n.GID, n.MtimeNs = f.Mode, f.UID, f.GID, f.MtimeNs
+	n.Mode, n.UID, n.GID, n.MtimeNs, n.AtimeNs = f.Mode, f.UID, f.GID, f.MtimeNs, f.AtimeNs
 	n.Xattrs = cloneXattrs(f.Xattrs)
 	n.CtimeNs = a.now
 	a.putInode(n)

@@ -123,7 +123,7 @@
 //     file ErrNotDir, a directory over a non-empty directory ErrExists, a
 //     directory into its own subtree ErrInvalid; src == dst is a no-op.
 //     Missing parents of dst are created.
-//   - OpSetAttr replaces Mode, UID, GID, MtimeNs and Xattrs wholesale (read,
+//   - OpSetAttr replaces Mode, UID, GID, MtimeNs, AtimeNs and Xattrs wholesale (read,
 //     modify, propose); path "" is the bucket's directory.
 //   - OpLink adds DstPath as a name of Path's file or symlink (same inode,
 //     Nlink + 1); DstPath's parent must exist, DstPath must not, and a

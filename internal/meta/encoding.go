@@ -20,9 +20,9 @@ func errCorrupt(format string, args ...any) error {
 
 // Encoding versions (first byte of each value).
 const (
-	inodeVersion   = 1
+	inodeVersion   = 2 // 2: + atime (1 is still read)
 	bucketVersion  = 4 // 2: + replicas, write quorum; 3: + strict; 4: + uid, gid, file and dir mode (2 and 3 are still read)
-	commandVersion = 5 // 2: + node (cluster map); 3: + under, replicated; 4: bucket bodies of version 4; 5: + count (2 to 4 are still read)
+	commandVersion = 6 // 2: + node (cluster map); 3: + under, replicated; 4: bucket bodies of version 4; 5: + count; 6: inode bodies with atime (2 to 5 are still read)
 	nodeVersion    = 1
 )
 
@@ -199,9 +199,12 @@ func appendInodeBody(e *encoder, n *Inode) {
 		e.str(k)
 		e.bytes(n.Xattrs[k])
 	}
+	e.varint(n.AtimeNs)
 }
 
-func decodeInodeBody(d *decoder, n *Inode) {
+// decodeInodeBody decodes what appendInodeBody wrote; atime: the body has
+// the access time (inode version 2, command version 6).
+func decodeInodeBody(d *decoder, n *Inode, atime bool) {
 	n.Type = FileType(d.byte1())
 	n.Mode = d.u32()
 	n.UID = d.u32()
@@ -232,6 +235,9 @@ func decodeInodeBody(d *decoder, n *Inode) {
 			n.Xattrs[k] = slices.Clone(d.raw())
 		}
 	}
+	if atime {
+		n.AtimeNs = d.varint()
+	}
 }
 
 // EncodeInode returns the stored form of n (without n.Ino, which is the
@@ -247,11 +253,12 @@ func EncodeInode(n *Inode) []byte {
 // Errors wrap ErrCorrupt. The result does not alias p.
 func DecodeInode(ino Ino, p []byte) (*Inode, error) {
 	d := decoder{b: p}
-	if v := d.byte1(); d.err == nil && v != inodeVersion {
+	v := d.byte1()
+	if d.err == nil && v != inodeVersion && v != 1 {
 		return nil, errCorrupt("inode version %d", v)
 	}
 	n := &Inode{Ino: ino}
-	decodeInodeBody(&d, n)
+	decodeInodeBody(&d, n, v >= 2)
 	if err := d.done(); err != nil {
 		return nil, fmt.Errorf("decode inode %d: %w", ino, err)
 	}
@@ -450,7 +457,7 @@ func DecodeCommands(p []byte) ([]Command, error) {
 		}
 		if d.bool1() {
 			c.File = &Inode{Ino: Ino(d.uvarint())}
-			decodeInodeBody(&d, c.File)
+			decodeInodeBody(&d, c.File, version >= 6)
 		}
 		c.TimeNs = d.varint()
 		c.IfMatch = d.str()

@@ -241,3 +241,18 @@ func TestModeExplicit(t *testing.T) {
 		}
 	}
 }
+
+// Inodes of version 1 (no access time) still decode; version 2 keeps it.
+func TestInodeVersion1(t *testing.T) {
+	n := &Inode{Type: TypeFile, Mode: 0o640, Nlink: 1, Size: 3, MtimeNs: 5, CtimeNs: 6}
+	v2 := EncodeInode(n)
+	v1 := append([]byte{1}, v2[1:len(v2)-1]...) // no atime varint (0: one byte)
+	got, err := DecodeInode(7, v1)
+	if err != nil || got.Mode != 0o640 || got.MtimeNs != 5 || got.AtimeNs != 0 {
+		t.Fatalf("inode v1: %+v, %v", got, err)
+	}
+	n.AtimeNs = 99
+	if got, err := DecodeInode(7, EncodeInode(n)); err != nil || got.AtimeNs != 99 {
+		t.Fatalf("inode v2 atime: %+v, %v", got, err)
+	}
+}

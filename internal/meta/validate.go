@@ -10,7 +10,12 @@ import (
 // Path limits enforced by ValidatePath.
 const (
 	MaxNameLen = 255  // bytes in one path segment
-	MaxPathLen = 4096 // bytes in a whole path inside a bucket
+	// MaxPathLen bounds a whole path inside a bucket. It is above Linux's
+	// PATH_MAX (4096), which bounds one system call's path argument, not
+	// the depth of a tree: a mount creates deeper paths one directory at
+	// a time, as a local file system allows. The HTTP API still takes
+	// paths of at most 4096 bytes (httpapi.MaxPathBytes).
+	MaxPathLen = 16384
 )
 
 // ValidBucketName checks name against the S3 bucket naming rules: 3-63

@@ -107,8 +107,9 @@ type ObjectInfo struct {
 	// to a directory (2 plus its subdirectories).
 	Nlink uint32 `json:"-"`
 	// ChangeTime is the last change of the inode (content, attributes,
-	// links): ctime.
-	ChangeTime time.Time `json:"-"`
+	// links): ctime. AccessTime is the access time as last set (reads do
+	// not move it); the modification time when never set.
+	ChangeTime, AccessTime time.Time `json:"-"`
 	// Copies and CopiesWanted are set by a write (Put, PutFiles) that was
 	// acknowledged under-replicated: Copies is the fewest copies any of
 	// the file's blobs has (or is still getting), CopiesWanted the R the
@@ -138,6 +139,7 @@ type SetAttrs struct {
 	Mode     *uint32
 	UID, GID *uint32
 	ModTime  *time.Time
+	ATime    *time.Time // access time
 	// Xattrs sets extended attributes by name; a nil value removes one.
 	Xattrs map[string][]byte
 }
@@ -154,6 +156,8 @@ type PutOptions struct {
 	// when free; a replaced file keeps its own). 0: a new one.
 	Ino     uint64
 	ModTime time.Time // zero means now
+	// AccessTime is the file's access time; zero: its modification time.
+	AccessTime time.Time
 	// Size is the declared body length, or -1 if unknown. A body that ends
 	// early fails with ErrShortBody, a longer one with ErrTooLarge; nothing
 	// is stored in either case.

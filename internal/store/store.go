@@ -551,7 +551,15 @@ func objectInfo(bucket, path string, ino *meta.Inode) ObjectInfo {
 		Size: ino.Size, ModTime: time.Unix(0, ino.MtimeNs).UTC(), ETag: ino.ETag,
 		SHA256: ino.SHA256, ContentType: ino.ContentType, Mode: ino.Mode,
 		Ino: uint64(ino.Ino), UID: ino.UID, GID: ino.GID, Symlink: symlinkTarget(ino), Nlink: ino.Nlink,
-		ChangeTime: time.Unix(0, ino.CtimeNs).UTC()}
+		ChangeTime: time.Unix(0, ino.CtimeNs).UTC(), AccessTime: accessTime(ino)}
+}
+
+// accessTime is ino's access time: the one last set, else the mtime.
+func accessTime(ino *meta.Inode) time.Time {
+	if ino.AtimeNs == 0 {
+		return time.Unix(0, ino.MtimeNs).UTC()
+	}
+	return time.Unix(0, ino.AtimeNs).UTC()
 }
 
 // Stat implements Store.
@@ -717,7 +725,7 @@ func (s *Local) SetAttrs(ctx context.Context, bucket, path string, set SetAttrs)
 	if err != nil {
 		return ObjectInfo{}, err
 	}
-	f := &meta.Inode{Mode: cur.Mode, UID: cur.UID, GID: cur.GID, MtimeNs: cur.MtimeNs, Xattrs: cur.Xattrs}
+	f := &meta.Inode{Mode: cur.Mode, UID: cur.UID, GID: cur.GID, MtimeNs: cur.MtimeNs, AtimeNs: cur.AtimeNs, Xattrs: cur.Xattrs}
 	if set.Mode != nil {
 		f.Mode = *set.Mode & 0o7777
 	}
@@ -729,6 +737,9 @@ func (s *Local) SetAttrs(ctx context.Context, bucket, path string, set SetAttrs)
 	}
 	if set.ModTime != nil {
 		f.MtimeNs = set.ModTime.UnixNano()
+	}
+	if set.ATime != nil {
+		f.AtimeNs = set.ATime.UnixNano()
 	}
 	if len(set.Xattrs) > 0 {
 		x := make(map[string][]byte, len(cur.Xattrs)+len(set.Xattrs))
@@ -963,6 +974,9 @@ func (s *Local) putFileCommand(bucket, path string, opts PutOptions, size int64,
 	}
 	file := &meta.Inode{Ino: meta.Ino(opts.Ino), Type: meta.TypeFile, Mode: mode, UID: opts.UID, GID: opts.GID, Size: size, MtimeNs: mtime.UnixNano(),
 		CtimeNs: now.UnixNano(), ContentType: opts.ContentType, ETag: etag, SHA256: sha, Extents: extents}
+	if !opts.AccessTime.IsZero() {
+		file.AtimeNs = opts.AccessTime.UnixNano()
+	}
 	return meta.Command{Op: meta.OpPutFile, BucketName: bucket, Path: path, File: file,
 		TimeNs: now.UnixNano(), IfMatch: opts.IfMatch, IfNoneMatchAny: opts.IfNoneMatchAny,
 		StartIndex: startIndex}

@@ -334,13 +334,17 @@ func TestMountAcrossNodes(t *testing.T) {
 		t.Fatalf("a file created 0666 under umask 022: %v, %v; want 0644", st.Mode(), err)
 	}
 
-	when := time.Unix(1600000000, 0)
-	if err := os.Chtimes(secret, when, when); err != nil {
+	when, accessed := time.Unix(1600000000, 0), time.Unix(1500000000, 7)
+	if err := os.Chtimes(secret, accessed, when); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 5*time.Second, "the mtime seen on node 3", func() bool {
+	waitFor(t, 5*time.Second, "the mtime and atime seen on node 3", func() bool {
 		st, err := os.Stat(other)
-		return err == nil && st.ModTime().Equal(when)
+		if err != nil {
+			return false
+		}
+		at := st.Sys().(*syscall.Stat_t).Atim
+		return st.ModTime().Equal(when) && time.Unix(at.Sec, at.Nsec).Equal(accessed)
 	}, nodes...)
 
 	// Symlinks and user xattrs, seen on another node.
@@ -769,15 +773,30 @@ func posixCalls(t *testing.T, mnt, other string, nodes []*server) {
 	if err := os.WriteFile(at(strings.Repeat("n", 256)), nil, 0o644); !errors.Is(err, syscall.ENAMETOOLONG) {
 		t.Fatalf("a 256-byte name: %v, want ENAMETOOLONG", err)
 	}
-	deep := d
-	for i := 0; len(deep)-len(mnt) < 4000; i++ {
-		deep = filepath.Join(deep, strings.Repeat("p", 200))
-		if err := os.Mkdir(deep, 0o755); err != nil {
-			t.Fatalf("mkdir at %d bytes: %v", len(deep)-len(mnt), err)
-		}
+	// A tree deeper than PATH_MAX (4096 bytes, a bound on one call's path)
+	// is made one directory at a time, as on a local file system, up to
+	// the store's 16384 bytes from the bucket's root; past that,
+	// ENAMETOOLONG.
+	fd, err := syscall.Open(d, syscall.O_DIRECTORY|syscall.O_RDONLY, 0)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if err := os.Mkdir(filepath.Join(deep, strings.Repeat("q", 200)), 0o755); !errors.Is(err, syscall.ENAMETOOLONG) {
-		t.Fatalf("mkdir past 4096 bytes in the bucket: %v, want ENAMETOOLONG", err)
+	comp, inBucket := strings.Repeat("p", 200), len("posix")
+	for ; inBucket+1+len(comp) <= 16384; inBucket += 1 + len(comp) {
+		if err := syscall.Mkdirat(fd, comp, 0o755); err != nil {
+			t.Fatalf("mkdir at %d bytes in the bucket: %v", inBucket, err)
+		}
+		next, err := syscall.Openat(fd, comp, syscall.O_DIRECTORY|syscall.O_RDONLY, 0)
+		if err != nil {
+			t.Fatalf("open at %d bytes in the bucket: %v", inBucket, err)
+		}
+		syscall.Close(fd)
+		fd = next
+	}
+	err = syscall.Mkdirat(fd, comp, 0o755)
+	syscall.Close(fd)
+	if !errors.Is(err, syscall.ENAMETOOLONG) {
+		t.Fatalf("mkdir past 16384 bytes in the bucket: %v, want ENAMETOOLONG", err)
 	}
 	// Mode 0 is a mode: stored, replicated, enforced.
 	if err := os.WriteFile(at("zero"), []byte("nobody may read"), 0o644); err != nil {

@@ -29,9 +29,10 @@
 //     directory's default ACL is given to what is made in it (inheritACL),
 //     whose mode it narrows instead of the caller's umask, as POSIX has
 //     it (CAP_DONT_MASK: the mount applies the umask elsewhere, umask.go).
-//   - Times: mtime and ctime (store ObjectInfo.ChangeTime) are kept; atime
-//     is not (it reads as the mtime, as with noatime). A mode of 0 is a
-//     mode (meta.ModeExplicit carries it through a publish).
+//   - Times: mtime, ctime and atime (store ObjectInfo.ChangeTime,
+//     AccessTime) are kept; reads do not move the atime (as with
+//     noatime), utimensat sets it. A mode of 0 is a mode (meta.ModeExplicit
+//     carries it through a publish).
 //   - Paths over store.MaxPathLen bytes from the bucket's root:
 //     ENAMETOOLONG to create, ENOENT to look up.
 //   - Statfs reports the cluster's capacity (see Statfs). FIFOs, sockets

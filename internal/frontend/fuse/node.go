@@ -39,12 +39,13 @@ type node struct {
 type attrs struct {
 	mode, uid, gid uint32
 	mtime, ctime   time.Time
+	atime          time.Time
 	gen            uint64 // counts changes
 }
 
 // set is the change that gives a node attributes a.
 func (a attrs) set() store.SetAttrs {
-	return store.SetAttrs{Mode: &a.mode, UID: &a.uid, GID: &a.gid, ModTime: &a.mtime}
+	return store.SetAttrs{Mode: &a.mode, UID: &a.uid, GID: &a.gid, ModTime: &a.mtime, ATime: &a.atime}
 }
 
 // attrsNow returns a copy of n's uncommitted attributes and their
@@ -168,14 +169,17 @@ func errno(err error) syscall.Errno {
 }
 
 // fill sets out from info (and the content being written, if any). The
-// access time is the modification time (atime is not kept).
+// access time is the one last set (utimensat); reads do not move it.
 func (n *node) fill(info store.ObjectInfo, out *gofuse.Attr) {
 	out.Ino = info.Ino
 	out.Uid, out.Gid = info.UID, info.GID
 	mode := info.Mode & 0o7777 // 0 is a mode like any other (chmod 0)
-	mtime, ctime := info.ModTime, info.ChangeTime
+	mtime, ctime, atime := info.ModTime, info.ChangeTime, info.AccessTime
 	if ctime.IsZero() {
 		ctime = mtime
+	}
+	if atime.IsZero() {
+		atime = mtime
 	}
 	out.Blksize = 4096
 	switch {
@@ -183,7 +187,7 @@ func (n *node) fill(info store.ObjectInfo, out *gofuse.Attr) {
 		out.Mode = syscall.S_IFLNK | 0o777
 		out.Nlink = 1
 		out.Size = uint64(len(info.Symlink))
-		out.SetTimes(&mtime, &mtime, &ctime)
+		out.SetTimes(&atime, &mtime, &ctime)
 		return
 	case info.IsDir:
 		out.Mode = syscall.S_IFDIR | mode
@@ -200,10 +204,10 @@ func (n *node) fill(info store.ObjectInfo, out *gofuse.Attr) {
 	if a := n.local; a != nil {
 		out.Mode = out.Mode&^0o7777 | a.mode&0o7777
 		out.Uid, out.Gid = a.uid, a.gid
-		mtime, ctime = a.mtime, a.ctime
+		mtime, ctime, atime = a.mtime, a.ctime, a.atime
 	}
 	n.mu.Unlock()
-	out.SetTimes(&mtime, &mtime, &ctime)
+	out.SetTimes(&atime, &mtime, &ctime)
 	out.Blocks = (out.Size + 511) / 512
 }
 
@@ -351,7 +355,10 @@ func (n *node) Setattr(ctx context.Context, f fs.FileHandle, in *gofuse.SetAttrI
 	if t, ok := in.GetMTime(); ok {
 		set.ModTime = &t
 	}
-	if set.Mode != nil || set.UID != nil || set.GID != nil || set.ModTime != nil {
+	if t, ok := in.GetATime(); ok {
+		set.ATime = &t
+	}
+	if set.Mode != nil || set.UID != nil || set.GID != nil || set.ModTime != nil || set.ATime != nil {
 		// A file with a version not published yet takes the change with
 		// it (an untar's chown, chmod and utimensat after each file cost
 		// no commit of their own); any other change is made now, after
@@ -374,7 +381,7 @@ func (n *node) setLocal(ctx context.Context, set store.SetAttrs) error {
 		if err != nil {
 			return err
 		}
-		a = &attrs{mode: info.Mode & 0o7777, uid: info.UID, gid: info.GID, mtime: info.ModTime, ctime: info.ChangeTime}
+		a = &attrs{mode: info.Mode & 0o7777, uid: info.UID, gid: info.GID, mtime: info.ModTime, ctime: info.ChangeTime, atime: info.AccessTime}
 	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
@@ -382,7 +389,8 @@ func (n *node) setLocal(ctx context.Context, set store.SetAttrs) error {
 		a = n.local
 	}
 	if (set.Mode == nil || *set.Mode&0o7777 == a.mode) && (set.UID == nil || *set.UID == a.uid) &&
-		(set.GID == nil || *set.GID == a.gid) && (set.ModTime == nil || set.ModTime.Equal(a.mtime)) {
+		(set.GID == nil || *set.GID == a.gid) && (set.ModTime == nil || set.ModTime.Equal(a.mtime)) &&
+		(set.ATime == nil || set.ATime.Equal(a.atime)) {
 		return nil // nothing changes (tar's chown to the owner a file already has)
 	}
 	if set.Mode != nil {
@@ -396,6 +404,9 @@ func (n *node) setLocal(ctx context.Context, set store.SetAttrs) error {
 	}
 	if set.ModTime != nil {
 		a.mtime = *set.ModTime
+	}
+	if set.ATime != nil {
+		a.atime = *set.ATime
 	}
 	a.ctime = time.Now()
 	a.gen++
@@ -528,7 +539,7 @@ func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *gofuse.
 		return nil, errno(err)
 	}
 	now := time.Now()
-	c := &node{m: n.m, fresh: true, local: &attrs{mode: mode, uid: uid, gid: gid, mtime: now, ctime: now}}
+	c := &node{m: n.m, fresh: true, local: &attrs{mode: mode, uid: uid, gid: gid, mtime: now, ctime: now, atime: now}}
 	c.fill(store.ObjectInfo{Ino: ino, IsDir: true, Mode: mode, UID: uid, GID: gid, ModTime: now}, &out.Attr)
 	ch := n.NewInode(ctx, c, fs.StableAttr{Mode: syscall.S_IFDIR, Ino: ino})
 	c.mu.Lock()
@@ -873,7 +884,7 @@ func (n *node) Create(ctx context.Context, name string, flags, mode uint32, out 
 	w := newContent(n.m.cfg.TmpDir)
 	w.dirty, w.users = true, 1
 	now := time.Now()
-	c := &node{m: n.m, write: w, fresh: true, local: &attrs{mode: mode, uid: uid, gid: gid, mtime: now, ctime: now}}
+	c := &node{m: n.m, write: w, fresh: true, local: &attrs{mode: mode, uid: uid, gid: gid, mtime: now, ctime: now, atime: now}}
 	c.fill(store.ObjectInfo{Ino: ino, Nlink: 1, Mode: mode, UID: uid, GID: gid, ModTime: now}, &out.Attr)
 	ch := n.NewInode(ctx, c, fs.StableAttr{Mode: syscall.S_IFREG, Ino: ino})
 	return ch, &handle{n: c, writable: true}, 0, 0
@@ -1073,7 +1084,7 @@ func (n *node) putOptions(size int64) (store.PutOptions, uint64) {
 	a, fresh := n.local, n.fresh
 	var gen uint64
 	if a != nil {
-		opts.Mode, opts.UID, opts.GID, opts.ModTime = a.mode, a.uid, a.gid, a.mtime
+		opts.Mode, opts.UID, opts.GID, opts.ModTime, opts.AccessTime = a.mode, a.uid, a.gid, a.mtime, a.atime
 		gen = a.gen
 	}
 	n.mu.Unlock()
@@ -1086,6 +1097,7 @@ func (n *node) putOptions(size int64) (store.PutOptions, uint64) {
 		defer cancel()
 		if cur, err := n.stat(ctx); err == nil {
 			opts.Mode, opts.UID, opts.GID, opts.ContentType = cur.Mode, cur.UID, cur.GID, cur.ContentType
+			opts.AccessTime = cur.AccessTime
 		}
 	}
 	return opts, gen
