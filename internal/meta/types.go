@@ -43,7 +43,7 @@ type Inode struct {
 	Size        int64
 	MtimeNs     int64
 	CtimeNs     int64
-	AtimeNs     int64 // access time as last set (utimensat); 0: the mtime. Reads do not move it.
+	AtimeNs     int64  // access time as last set (utimensat); 0: the mtime. Reads do not move it.
 	ContentType string // stored MIME type, "" if none was given
 	ETag        string // hex MD5 of the content (S3 ETag, unquoted)
 	SHA256      string // hex SHA-256 of the whole content

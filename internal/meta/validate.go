@@ -9,7 +9,7 @@ import (
 
 // Path limits enforced by ValidatePath.
 const (
-	MaxNameLen = 255  // bytes in one path segment
+	MaxNameLen = 255 // bytes in one path segment
 	// MaxPathLen bounds a whole path inside a bucket. It is above Linux's
 	// PATH_MAX (4096), which bounds one system call's path argument, not
 	// the depth of a tree: a mount creates deeper paths one directory at
