@@ -715,6 +715,28 @@ func posixCalls(t *testing.T, mnt, other string, nodes []*server) {
 		t.Fatal(err)
 	}
 	seen("trunc", []byte("01"))
+	// Each step its own process, as a shell script runs them: a version
+	// queued while the kernel forgets the file's node (invalidated by the
+	// commit of the previous version) is what a lookup answers (it once
+	// answered the committed, older size: 40 of 120 stats).
+	run := func(name string, args ...string) string {
+		t.Helper()
+		out, err := exec.Command(name, args...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("%s %v: %v: %s", name, args, err, out)
+		}
+		return strings.TrimSpace(string(out))
+	}
+	for i := range 20 {
+		f := at(fmt.Sprintf("steps%d", i))
+		run("touch", f)
+		for _, size := range []string{"1234567", "567"} {
+			run("truncate", "-s", size, f)
+			if got := run("stat", "-c", "%s", f); got != size {
+				t.Fatalf("%s: size %s after truncate -s %s", f, got, size)
+			}
+		}
+	}
 	// Rename across directories.
 	if err := os.WriteFile(at("moved"), []byte("moved"), 0o644); err != nil {
 		t.Fatal(err)

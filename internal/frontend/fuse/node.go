@@ -255,13 +255,13 @@ func (n *node) Lookup(ctx context.Context, name string, out *gofuse.EntryOut) (*
 		}
 	}
 	p := n.child(name)
-	queued := n.m.wb.queued(p) // before the read: it may be published during it
-	info, err := n.m.cfg.Store.Stat(ctx, n.m.cfg.Bucket, p)
-	if errors.Is(err, store.ErrNotFound) && (queued || n.m.wb.queued(p)) {
-		// Written here, queued, and forgotten by the kernel: publish it.
+	if n.m.wb.queued(p) {
+		// Changed here, queued, and its node forgotten by the kernel (an
+		// invalidation after an earlier version's commit): publish it
+		// first, or the lookup would answer the store's older version.
 		n.m.wb.drain()
-		info, err = n.m.cfg.Store.Stat(ctx, n.m.cfg.Bucket, p)
 	}
+	info, err := n.m.cfg.Store.Stat(ctx, n.m.cfg.Bucket, p)
 	if err != nil {
 		return nil, errno(err)
 	}
