@@ -737,6 +737,22 @@ func posixCalls(t *testing.T, mnt, other string, nodes []*server) {
 			}
 		}
 	}
+	// A truncate moves the mtime and ctime at once, not at the publish.
+	f0 := at("steps0")
+	st0, err := os.Stat(f0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(20 * time.Millisecond)
+	run("truncate", "-s", "10", f0)
+	st1, err := os.Stat(f0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c0, c1 := st0.Sys().(*syscall.Stat_t).Ctim, st1.Sys().(*syscall.Stat_t).Ctim
+	if !st1.ModTime().After(st0.ModTime()) || c1.Sec*1e9+c1.Nsec <= c0.Sec*1e9+c0.Nsec {
+		t.Fatalf("truncate left mtime %v -> %v, ctime %v -> %v", st0.ModTime(), st1.ModTime(), c0, c1)
+	}
 	// Rename across directories.
 	if err := os.WriteFile(at("moved"), []byte("moved"), 0o644); err != nil {
 		t.Fatal(err)

@@ -87,7 +87,7 @@ func (h *handle) Write(ctx context.Context, data []byte, off int64) (uint32, sys
 		return 0, errno(err)
 	}
 	k, err := w.f.WriteAt(data, off)
-	w.dirty = true
+	n.changed(w)
 	if err != nil {
 		return uint32(k), errno(err)
 	}
@@ -138,6 +138,7 @@ func (h *handle) Allocate(ctx context.Context, off uint64, size uint64, mode uin
 		if err := w.truncate(end); err != nil {
 			return errno(err)
 		}
+		n.changed(w)
 	}
 	return 0
 }

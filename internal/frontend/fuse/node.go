@@ -205,6 +205,8 @@ func (n *node) fill(info store.ObjectInfo, out *gofuse.Attr) {
 		out.Mode = out.Mode&^0o7777 | a.mode&0o7777
 		out.Uid, out.Gid = a.uid, a.gid
 		mtime, ctime, atime = a.mtime, a.ctime, a.atime
+	} else if t := n.localChange(); !t.IsZero() {
+		mtime, ctime = t, t
 	}
 	n.mu.Unlock()
 	out.SetTimes(&atime, &mtime, &ctime)
@@ -331,6 +333,9 @@ func (n *node) Setattr(ctx context.Context, f fs.FileHandle, in *gofuse.SetAttrI
 		err := n.ensureFile(ctx, w)
 		if err == nil {
 			err = w.truncate(int64(sz))
+		}
+		if err == nil {
+			n.changed(w)
 		}
 		n.mu.Unlock()
 		if writing {
@@ -976,8 +981,31 @@ func (n *node) ensureEmpty(w *content) error {
 	} else if err := w.f.Truncate(0); err != nil {
 		return err
 	}
-	w.dirty = true
+	n.changed(w)
 	return nil
+}
+
+// changed records a change of n's content w now (n.mu held): its mtime and
+// ctime, shown until it is published (and carried by the publish when n
+// has uncommitted attributes).
+func (n *node) changed(w *content) {
+	now := time.Now()
+	w.dirty, w.changed = true, now
+	if a := n.local; a != nil {
+		a.mtime, a.ctime = now, now
+	}
+}
+
+// localChange is when n's uncommitted content last changed (zero without
+// any; n.mu held).
+func (n *node) localChange() time.Time {
+	switch {
+	case n.write != nil && n.write.dirty:
+		return n.write.changed
+	case n.pend != nil:
+		return n.pend.changed
+	}
+	return time.Time{}
 }
 
 // ensureFile gives w its private file, a copy of the newest version (the
@@ -1147,9 +1175,10 @@ func (n *node) published(ctx context.Context, p *pending, gen uint64, err error)
 // made at the first change (nil until then: reads go to the newest
 // version).
 type content struct {
-	f     *buffer
-	dirty bool // changed since it was last queued
-	users int  // open handles writing it
+	f       *buffer
+	dirty   bool      // changed since it was last queued
+	changed time.Time // its last change (n.changed)
+	users   int       // open handles writing it
 }
 
 func newContent(dir string) *content { return &content{f: newBuffer(dir)} }

@@ -52,15 +52,16 @@ const (
 // pending is one queued change: a file's version, a new directory, or new
 // attributes (taken from the node's uncommitted attrs when it runs).
 type pending struct {
-	kind  opKind
-	n     *node
-	path  string  // the node's path when it was queued
-	f     *buffer // opPublish: its content, owned by the queue
-	size  int64
-	at    time.Time     // when it was queued
-	done  chan struct{} // closed once published or failed
-	err   error         // set before done is closed
-	taken atomic.Bool   // the publisher has started it
+	kind    opKind
+	n       *node
+	path    string  // the node's path when it was queued
+	f       *buffer // opPublish: its content, owned by the queue
+	size    int64
+	at      time.Time     // when it was queued
+	changed time.Time     // opPublish: the content\'s last change
+	done    chan struct{} // closed once published or failed
+	err     error         // set before done is closed
+	taken   atomic.Bool   // the publisher has started it
 }
 
 // writeback is a mount's queue of versions to publish.
@@ -107,7 +108,8 @@ func (wb *writeback) newIno(ctx context.Context) (uint64, error) {
 // enqueue queues n's content w (n.mu held): w gives up its file, and n's
 // reads see the queued version until it is published.
 func (wb *writeback) enqueue(n *node, w *content) *pending {
-	p := &pending{kind: opPublish, n: n, path: n.storePath(), f: w.f, size: w.size(), at: time.Now(), done: make(chan struct{})}
+	p := &pending{kind: opPublish, n: n, path: n.storePath(), f: w.f, size: w.size(), at: time.Now(),
+		changed: w.changed, done: make(chan struct{})}
 	w.f, w.dirty = nil, false
 	n.pend = p
 	wb.push(p)
