@@ -737,6 +737,18 @@ func posixCalls(t *testing.T, mnt, other string, nodes []*server) {
 			}
 		}
 	}
+	// A process working in a new directory keeps its working directory when
+	// the directory's creation (and a chmod of it) is committed: the mount
+	// does not drop the kernel's entry of a name whose inode is the same
+	// (getcwd once failed with ENOENT: prove could not run there).
+	if err := os.Mkdir(at("cwd"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("sh", "-c", "sleep 0.3; chmod 0750 .; sleep 0.3; /bin/pwd -P")
+	cmd.Dir = at("cwd")
+	if out, err := cmd.CombinedOutput(); err != nil || strings.TrimSpace(string(out)) != at("cwd") {
+		t.Fatalf("getcwd in a directory made through the mount: %q, %v", out, err)
+	}
 	// A truncate moves the mtime and ctime at once, not at the publish.
 	f0 := at("steps0")
 	st0, err := os.Stat(f0)

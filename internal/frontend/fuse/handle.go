@@ -2,6 +2,7 @@ package fuse
 
 import (
 	"context"
+	"errors"
 	"io"
 	"syscall"
 
@@ -16,7 +17,7 @@ import (
 type handle struct {
 	n        *node
 	writable bool
-	obj      store.Object // the committed version read, opened at the first read; kept until release
+	obj      store.Object // read-only: the version opened, read once the inode is gone (unlinked while open); kept until release
 }
 
 var (
@@ -51,16 +52,19 @@ func (h *handle) Read(ctx context.Context, dest []byte, off int64) (gofuse.ReadR
 		return gofuse.ReadResultData(dest[:k]), 0
 	}
 	n.mu.Unlock()
-	// The version opened first is read until the handle is released: a
-	// file unlinked or replaced while open keeps its data for it.
-	if h.obj == nil {
-		obj, err := n.open(ctx)
-		if err != nil {
-			return nil, errno(err)
-		}
-		h.obj = obj
+	// The inode's current version (a rewrite keeps the inode: this handle
+	// sees it, as on a local file system; a writer's own version is
+	// published under it). A file unlinked or replaced while open keeps
+	// the version it was opened with (h.obj, pinned at open).
+	obj, err := n.open(ctx)
+	switch {
+	case err == nil:
+		defer obj.Close()
+	case errors.Is(err, store.ErrNotFound) && h.obj != nil:
+		obj = h.obj
+	default:
+		return nil, errno(err)
 	}
-	obj := h.obj
 	if off >= obj.Info().Size {
 		return gofuse.ReadResultData(nil), 0
 	}

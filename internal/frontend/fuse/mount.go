@@ -253,6 +253,7 @@ type inval struct {
 	parent *fs.Inode
 	name   string
 	child  *fs.Inode
+	path   string // the entry's path in the bucket, when child is set
 }
 
 // changed is the store.Watcher: it finds the inodes the kernel may cache
@@ -281,7 +282,8 @@ func (m *Mount) changed(paths []string, all bool) {
 				// or a parent it never found (a negative entry that the
 				// change may have made wrong: a directory created with the
 				// file). Nothing below an unknown directory is cached.
-				m.queue(inval{parent: parent, name: c, child: child})
+				m.queue(inval{parent: parent, name: c, child: child,
+					path: path.Join(m.cfg.Prefix, strings.Join(comps[:i+1], "/"))})
 				m.queue(inval{child: parent}) // its listing (the kernel's readdir cache) and times
 				break
 			}
@@ -300,17 +302,32 @@ func (m *Mount) queue(iv inval) {
 
 // queueAll invalidates every inode the kernel knows.
 func (m *Mount) queueAll() {
-	var walk func(n *fs.Inode)
-	walk = func(n *fs.Inode) {
+	var walk func(n *fs.Inode, dir string)
+	walk = func(n *fs.Inode, dir string) {
 		for name, c := range n.Children() {
-			m.queue(inval{parent: n, name: name, child: c})
+			p := path.Join(dir, name)
+			m.queue(inval{parent: n, name: name, child: c, path: p})
 			if c.IsDir() {
-				walk(c)
+				walk(c, p)
 			}
 		}
 	}
-	walk(m.root.EmbeddedInode())
+	walk(m.root.EmbeddedInode(), m.cfg.Prefix)
 	m.queue(inval{child: m.root.EmbeddedInode()})
+}
+
+// sameInode reports whether iv's name still leads to the inode the kernel
+// has for it (a change of its attributes or content, not of the name):
+// then the entry stays. Dropping a directory's entry would cut it out of
+// the path of every process working in it (getcwd fails with ENOENT).
+func (m *Mount) sameInode(iv inval) bool {
+	if iv.child == nil || iv.path == "" {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), writeTimeout)
+	defer cancel()
+	info, err := m.cfg.Store.Stat(ctx, m.cfg.Bucket, iv.path)
+	return err == nil && info.Ino == iv.child.StableAttr().Ino
 }
 
 // invalidate carries out the queued invalidations.
@@ -320,7 +337,7 @@ func (m *Mount) invalidate() {
 		if iv.child != nil {
 			iv.child.NotifyContent(0, 0) // attributes and pages
 		}
-		if iv.parent != nil {
+		if iv.parent != nil && !m.sameInode(iv) {
 			iv.parent.NotifyEntry(iv.name)
 		}
 	}
