@@ -88,7 +88,20 @@
 // The kernel keeps entries, attributes and pages for EntryTimeout and
 // AttrTimeout (long: an hour), misses for 5 s. Every applied namespace change, made
 // through any node, reaches the mount through store.Local.Watch; the mount
-// then invalidates the kernel's entry for the changed name and the
-// attributes and pages of its inode (on a queue, never on the applying
-// goroutine: the kernel may wait on locks a FUSE call holds).
+// then invalidates the attributes and pages of the changed inode, the
+// listing (readdir cache, FOPEN_CACHE_DIR) of its directory, and the
+// kernel's entry for the name unless the name still leads to the same
+// inode (dropping a directory's entry would make getcwd fail for every
+// process working in it). This runs on a queue, never on the applying
+// goroutine: the kernel may wait on locks a FUSE call holds. A lookup of
+// a name with a change still queued publishes the queue first (the kernel
+// may have forgotten the node that holds the change).
+//
+// # Reads
+//
+// A read comes from the content being written, else the version queued,
+// else the inode's current committed version (a rewrite keeps the inode,
+// and every open handle sees it, as on a local file system). A read-only
+// handle pins the version it opened, read only once the inode is gone (a
+// file unlinked or replaced while open).
 package fuse
