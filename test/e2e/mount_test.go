@@ -749,6 +749,36 @@ func posixCalls(t *testing.T, mnt, other string, nodes []*server) {
 	if out, err := cmd.CombinedOutput(); err != nil || strings.TrimSpace(string(out)) != at("cwd") {
 		t.Fatalf("getcwd in a directory made through the mount: %q, %v", out, err)
 	}
+	// A file open for writing and unlinked stays readable and describable
+	// (link count 0) through its descriptor; a create moves its directory's
+	// mtime at once.
+	dst0, err := os.Stat(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(20 * time.Millisecond)
+	run("touch", at("doomed"))
+	if dst1, err := os.Stat(d); err != nil || !dst1.ModTime().After(dst0.ModTime()) {
+		t.Fatalf("a create left its directory's mtime at %v (before %v): %v", dst1.ModTime(), dst0.ModTime(), err)
+	}
+	wf, err := os.OpenFile(at("doomed"), os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := wf.WriteAt([]byte("Hello, World!"), 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(at("doomed")); err != nil {
+		t.Fatal(err)
+	}
+	rb := make([]byte, 13)
+	if _, err := wf.ReadAt(rb, 0); err != nil || string(rb) != "Hello, World!" {
+		t.Fatalf("read of a file unlinked while open for writing: %q, %v", rb, err)
+	}
+	if st, err := wf.Stat(); err != nil || st.Sys().(*syscall.Stat_t).Nlink != 0 || st.Size() != 13 {
+		t.Fatalf("fstat of a file unlinked while open for writing: %v", err)
+	}
+	wf.Close()
 	// A truncate moves the mtime and ctime at once, not at the publish.
 	f0 := at("steps0")
 	st0, err := os.Stat(f0)

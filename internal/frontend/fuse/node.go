@@ -24,14 +24,16 @@ type node struct {
 	fs.Inode
 	m *Mount
 
-	mu     sync.Mutex
-	write  *content // the content being written through the mount, or nil
-	pend   *pending // the newest version queued for publishing, or nil
-	pendOp *pending // the newest directory or attribute change queued, or nil
-	local  *attrs   // attributes not committed yet (a new file, a change while a version is pending), or nil
-	werr   error    // a failed publish, for the writer's next fsync or close
-	fresh  bool     // created through this mount and not committed yet
-	gone   bool     // unlinked: what is written is never published
+	mu       sync.Mutex
+	write    *content          // the content being written through the mount, or nil
+	pend     *pending          // the newest version queued for publishing, or nil
+	pendOp   *pending          // the newest directory or attribute change queued, or nil
+	local    *attrs            // attributes not committed yet (a new file, a change while a version is pending), or nil
+	werr     error             // a failed publish, for the writer's next fsync or close
+	fresh    bool              // created through this mount and not committed yet
+	gone     bool              // unlinked: what is written is never published
+	goneInfo *store.ObjectInfo // its description when it was unlinked
+	dirTime  time.Time         // a directory: its last change here not committed yet (a create in it)
 }
 
 // attrs are a file's attributes changed through the mount and not
@@ -208,6 +210,9 @@ func (n *node) fill(info store.ObjectInfo, out *gofuse.Attr) {
 	} else if t := n.localChange(); !t.IsZero() {
 		mtime, ctime = t, t
 	}
+	if n.dirTime.After(mtime) {
+		mtime, ctime = n.dirTime, n.dirTime
+	}
 	n.mu.Unlock()
 	out.SetTimes(&atime, &mtime, &ctime)
 	out.Blocks = (out.Size + 511) / 512
@@ -222,6 +227,21 @@ func (n *node) localSize() (int64, bool) {
 		return n.pend.size, true
 	}
 	return 0, false
+}
+
+// touchedDir records that directory n changed here at t (a name made in
+// it, not committed yet): its mtime and ctime show it at once.
+func (n *node) touchedDir(t time.Time) {
+	n.mu.Lock()
+	n.dirTime = t
+	n.mu.Unlock()
+}
+
+// unlinkedInfo is n's description when it was unlinked, or nil.
+func (n *node) unlinkedInfo() *store.ObjectInfo {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.goneInfo
 }
 
 // uncommitted reports whether n has a version or attributes the store
@@ -296,6 +316,10 @@ func (n *node) Getattr(ctx context.Context, f fs.FileHandle, out *gofuse.AttrOut
 		info = store.ObjectInfo{Ino: n.StableAttr().Ino, Nlink: 1, IsDir: n.IsDir()}
 	case errors.Is(err, store.ErrNotFound) && h != nil && h.obj != nil: // unlinked while open: the version it reads
 		n.fill(h.obj.Info(), &out.Attr)
+		out.Nlink = 0
+		return 0
+	case errors.Is(err, store.ErrNotFound) && n.unlinkedInfo() != nil: // unlinked while open for writing
+		n.fill(*n.unlinkedInfo(), &out.Attr)
 		out.Nlink = 0
 		return 0
 	case err != nil:
@@ -550,6 +574,7 @@ func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *gofuse.
 	c.mu.Lock()
 	n.m.wb.enqueueOp(c, opMkdir, p)
 	c.mu.Unlock()
+	n.touchedDir(now)
 	return ch, 0
 }
 
@@ -591,7 +616,7 @@ func (n *node) Unlink(ctx context.Context, name string) syscall.Errno {
 	info, err := n.m.cfg.Store.Stat(ctx, n.m.cfg.Bucket, n.child(name))
 	if err != nil {
 		if c != nil && c.uncommitted() {
-			c.unlinked() // created and never published
+			c.unlinked(store.ObjectInfo{Ino: c.StableAttr().Ino}) // created and never published
 			return 0
 		}
 		return errno(err)
@@ -603,16 +628,19 @@ func (n *node) Unlink(ctx context.Context, name string) syscall.Errno {
 		return errno(err)
 	}
 	if c != nil && info.Nlink <= 1 {
-		c.unlinked()
+		c.unlinked(info)
 	}
 	return 0
 }
 
-// unlinked marks n removed: what is still written through open handles
-// stays readable through them and is never published.
-func (n *node) unlinked() {
+// unlinked marks n removed (info: its last description): what is still
+// written through open handles stays readable through them, is described
+// by fstat (link count 0) and is never published.
+func (n *node) unlinked(info store.ObjectInfo) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	info.Nlink = 0
+	n.goneInfo = &info
 	n.gone, n.fresh, n.local = true, false, nil
 	if n.write != nil {
 		n.write.dirty = false
@@ -892,6 +920,7 @@ func (n *node) Create(ctx context.Context, name string, flags, mode uint32, out 
 	c := &node{m: n.m, write: w, fresh: true, local: &attrs{mode: mode, uid: uid, gid: gid, mtime: now, ctime: now, atime: now}}
 	c.fill(store.ObjectInfo{Ino: ino, Nlink: 1, Mode: mode, UID: uid, GID: gid, ModTime: now}, &out.Attr)
 	ch := n.NewInode(ctx, c, fs.StableAttr{Mode: syscall.S_IFREG, Ino: ino})
+	n.touchedDir(now)
 	return ch, &handle{n: c, writable: true}, 0, 0
 }
 
