@@ -779,6 +779,20 @@ func posixCalls(t *testing.T, mnt, other string, nodes []*server) {
 		t.Fatalf("fstat of a file unlinked while open for writing: %v", err)
 	}
 	wf.Close()
+	// lchown changes a symlink's owner, at once and on the other node.
+	if err := os.Symlink("target", at("link")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Lchown(at("link"), 123, 456); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := os.Lstat(at("link")); err != nil || st.Sys().(*syscall.Stat_t).Uid != 123 || st.Sys().(*syscall.Stat_t).Gid != 456 {
+		t.Fatalf("lchown of a symlink: %v", err)
+	}
+	waitFor(t, 5*time.Second, "a symlink's owner on the other node", func() bool {
+		st, err := os.Lstat(filepath.Join(other, "posix", "link"))
+		return err == nil && st.Sys().(*syscall.Stat_t).Uid == 123
+	}, nodes...)
 	// A truncate moves the mtime and ctime at once, not at the publish.
 	f0 := at("steps0")
 	st0, err := os.Stat(f0)

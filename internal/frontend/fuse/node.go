@@ -187,8 +187,14 @@ func (n *node) fill(info store.ObjectInfo, out *gofuse.Attr) {
 	switch {
 	case info.Symlink != "":
 		out.Mode = syscall.S_IFLNK | 0o777
-		out.Nlink = 1
+		out.Nlink = max(info.Nlink, 1)
 		out.Size = uint64(len(info.Symlink))
+		n.mu.Lock()
+		if a := n.local; a != nil { // lchown, utimensat with AT_SYMLINK_NOFOLLOW
+			out.Uid, out.Gid = a.uid, a.gid
+			mtime, ctime, atime = a.mtime, a.ctime, a.atime
+		}
+		n.mu.Unlock()
 		out.SetTimes(&atime, &mtime, &ctime)
 		return
 	case info.IsDir:
