@@ -42,6 +42,7 @@ func newRootCmd() *cobra.Command {
 	root.AddCommand(newNodeCmd())   // cluster members (node.go)
 	root.AddCommand(newStatusCmd()) // status.go
 	root.AddCommand(newScrubCmd())  // scrub.go
+	root.AddCommand(newKeyCmd())    // access keys (accesskeys.go)
 	strictGroups(root)              // an unknown subcommand is an error (usage.go)
 	return root
 }

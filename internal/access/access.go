@@ -5,6 +5,9 @@ import (
 	"crypto/subtle"
 	"errors"
 	"fmt"
+	"strings"
+	"sync/atomic"
+	"time"
 )
 
 // Errors returned by Authenticate and Authorize. Front ends test them with
@@ -24,10 +27,14 @@ const (
 	ActionRead Action = iota + 1
 	// ActionList lists a directory.
 	ActionList
-	// ActionWrite creates, replaces, renames or deletes files and directories.
+	// ActionWrite creates, replaces and renames files and directories.
 	ActionWrite
-	// ActionAdmin manages buckets, keys and the cluster.
+	// ActionAdmin manages buckets (create, delete, settings); node-wide
+	// (Resource.Bucket ""), the cluster: keys, rules, nodes — the admin
+	// key only.
 	ActionAdmin
+	// ActionDelete deletes files and directories.
+	ActionDelete
 )
 
 // String returns the lowercase name of a, or "action(N)" for an unknown value.
@@ -41,6 +48,8 @@ func (a Action) String() string {
 		return "write"
 	case ActionAdmin:
 		return "admin"
+	case ActionDelete:
+		return "delete"
 	}
 	return fmt.Sprintf("action(%d)", uint8(a))
 }
@@ -58,10 +67,11 @@ type Resource struct {
 // the anonymous principal.
 type Principal struct {
 	// Name identifies the principal in logs: "" for anonymous, "admin" for
-	// the admin key; later the access key id.
+	// the admin key, else the access key id.
 	Name string
 	// Admin reports that the principal holds the admin key.
 	Admin bool
+	key   *Key // the access key; nil for the admin key and anonymous
 }
 
 // Anonymous reports whether p carries no credentials.
@@ -72,6 +82,8 @@ type Config struct {
 	// AdminKey is the secret that grants every action, presented as
 	// "Authorization: Bearer AdminKey". Required; no default. At least 16 bytes.
 	AdminKey string
+	// Now is the clock that expires keys; default time.Now.
+	Now func() time.Time
 }
 
 // DefaultConfig returns a Config with every optional field at its default.
@@ -97,6 +109,10 @@ func (c Config) Validate() error {
 // and do not allocate on success.
 type Authorizer struct {
 	adminSum [sha256.Size]byte
+	adminKey string
+	now      func() time.Time
+	keys     atomic.Pointer[keyTable] // SetKeys
+	failures [failKinds]atomic.Uint64
 }
 
 // New returns an Authorizer for cfg, or an error wrapping ErrBadConfig.
@@ -104,7 +120,11 @@ func New(cfg Config) (*Authorizer, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	return &Authorizer{adminSum: sha256.Sum256([]byte(cfg.AdminKey))}, nil
+	a := &Authorizer{adminSum: sha256.Sum256([]byte(cfg.AdminKey)), adminKey: cfg.AdminKey, now: cfg.Now}
+	if a.now == nil {
+		a.now = time.Now
+	}
+	return a, nil
 }
 
 // adminPrincipal is the principal of a request that presented the admin key.
@@ -112,21 +132,28 @@ var adminPrincipal = Principal{Name: "admin", Admin: true}
 
 // Authenticate resolves the value of an HTTP Authorization header to a
 // Principal. An empty header is the anonymous principal. "Bearer KEY" (the
-// scheme is case-insensitive) with the admin key is the admin principal; with
-// any other key it fails with ErrForbidden. Any other scheme, or a Bearer
-// header without a token, fails with ErrUnauthenticated.
+// scheme is case-insensitive) with the admin key is the admin principal;
+// "Bearer ID:SECRET" is access key ID's principal. A wrong key or secret,
+// or an expired key, fails with ErrForbidden (in time that does not say
+// whether ID exists). Any other scheme, or a Bearer header without a
+// token, fails with ErrUnauthenticated.
 func (a *Authorizer) Authenticate(authorization string) (Principal, error) {
 	if authorization == "" {
 		return Principal{}, nil
 	}
 	token, ok := BearerToken(authorization)
 	if !ok {
-		return Principal{}, fmt.Errorf("%w: unsupported authorization scheme, want Bearer", ErrUnauthenticated)
+		a.fail(failScheme)
+		return Principal{}, fmt.Errorf("%w: unsupported authorization scheme, want Bearer (or an S3 signature)", ErrUnauthenticated)
 	}
-	if !a.isAdminKey(token) {
-		return Principal{}, fmt.Errorf("%w: wrong key", ErrForbidden)
+	if a.isAdminKey(token) {
+		return adminPrincipal, nil
 	}
-	return adminPrincipal, nil
+	if strings.IndexByte(token, ':') < 0 {
+		a.fail(failBadKey)
+		return Principal{}, fmt.Errorf("%w: wrong key: want the admin key or ACCESS_KEY_ID:SECRET", ErrForbidden)
+	}
+	return a.authenticateKey(token)
 }
 
 // isAdminKey compares key with the admin key in time independent of both
@@ -147,10 +174,61 @@ func (a *Authorizer) Authorize(p Principal, act Action, res Resource) error {
 		if res.PublicRead && (act == ActionRead || act == ActionList) {
 			return nil
 		}
+		a.fail(failAnonymous)
 		return ErrUnauthenticated
 	}
-	// No non-admin credentials exist yet; grants will be checked here.
-	return ErrForbidden
+	if p.key != nil && p.key.allows(act, res) {
+		return nil
+	}
+	a.fail(failDenied)
+	if p.key == nil {
+		return ErrForbidden
+	}
+	return fmt.Errorf("%w: access key %s may not %s %s", ErrForbidden, p.key.ID, act, describe(res))
+}
+
+func describe(res Resource) string {
+	switch {
+	case res.Bucket == "":
+		return "the cluster"
+	case res.Path == "":
+		return "bucket " + res.Bucket
+	}
+	return res.Bucket + "/" + res.Path
+}
+
+// Kinds of authentication and authorization failures, counted for metrics.
+const (
+	failScheme    = iota // an unsupported Authorization scheme
+	failBadKey           // unknown key id, wrong secret or signature
+	failExpired          // an expired key
+	failAnonymous        // credentials required
+	failDenied           // the credentials do not allow the action
+	failKinds
+)
+
+// FailureReasons names the failure kinds Failures counts, by index.
+var FailureReasons = [failKinds]string{"scheme", "bad_key", "expired", "anonymous", "denied"}
+
+func (a *Authorizer) fail(kind int) { a.failures[kind].Add(1) }
+
+// CountFailure counts a failure found outside the Authorizer (a bad
+// signature found by a verifier): reason is "bad_key" or "expired".
+func (a *Authorizer) CountFailure(reason string) {
+	for i, r := range FailureReasons {
+		if r == reason {
+			a.fail(i)
+		}
+	}
+}
+
+// Failures returns the failures counted so far, by FailureReasons index.
+func (a *Authorizer) Failures() [failKinds]uint64 {
+	var out [failKinds]uint64
+	for i := range out {
+		out[i] = a.failures[i].Load()
+	}
+	return out
 }
 
 // BearerToken extracts the token of an "Authorization: Bearer TOKEN" header

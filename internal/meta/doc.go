@@ -41,6 +41,11 @@
 //	u hash(32)               → timeNs (varint), replicas (varint): the blob
 //	                           was written with fewer copies than wanted
 //	                           (under-replicated), in a bucket of that R
+//	c kind(1) name           → 1, value: a record (Record: access keys 'k',
+//	                           abuse rules 'l'); the value is the owner
+//	                           package's encoding, opaque to meta
+//	m "seq" kind(1)          → u64 last sequence number given to a record
+//	                           of that kind put without a name
 //	m "applied"              → u64 last applied log index
 //	m "nextino"              → u64 next inode number to allocate
 //	m "counts"               → files i64, dirs i64, bytes i64 (24 bytes)

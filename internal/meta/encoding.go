@@ -22,8 +22,9 @@ func errCorrupt(format string, args ...any) error {
 const (
 	inodeVersion   = 2 // 2: + atime (1 is still read)
 	bucketVersion  = 4 // 2: + replicas, write quorum; 3: + strict; 4: + uid, gid, file and dir mode (2 and 3 are still read)
-	commandVersion = 6 // 2: + node (cluster map); 3: + under, replicated; 4: bucket bodies of version 4; 5: + count; 6: inode bodies with atime (2 to 5 are still read)
+	commandVersion = 7 // 2: + node (cluster map); 3: + under, replicated; 4: bucket bodies of version 4; 5: + count; 6: inode bodies with atime; 7: + record (2 to 6 are still read)
 	nodeVersion    = 1
+	recordVersion  = 1
 )
 
 // Limits enforced by the decoders, so that a corrupt length cannot make
@@ -427,6 +428,12 @@ func EncodeCommands(cmds []Command) ([]byte, error) {
 		appendHashes(&e, c.Under)
 		appendHashes(&e, c.Replicated)
 		e.uvarint(c.Count)
+		e.bool1(c.Record != nil)
+		if c.Record != nil {
+			e.byte1(byte(c.Record.Kind))
+			e.str(c.Record.Name)
+			e.bytes(c.Record.Value)
+		}
 	}
 	return e.b, nil
 }
@@ -475,10 +482,21 @@ func DecodeCommands(p []byte) ([]Command, error) {
 		if version >= 5 {
 			c.Count = d.uvarint()
 		}
+		if version >= 7 && d.bool1() {
+			c.Record = &Record{Kind: RecordKind(d.byte1()), Name: d.str(), Value: append([]byte(nil), d.raw()...)}
+		}
 		cmds = append(cmds, c)
 	}
 	if err := d.done(); err != nil {
 		return nil, fmt.Errorf("decode commands: %w", err)
 	}
 	return cmds, nil
+}
+
+// decodeRecordValue strips a stored record's version byte.
+func decodeRecordValue(v []byte) ([]byte, error) {
+	if len(v) == 0 || v[0] != recordVersion {
+		return nil, errCorrupt("record value version")
+	}
+	return append([]byte(nil), v[1:]...), nil
 }

@@ -19,6 +19,7 @@ const (
 	pMeta     = 'm'
 	pNode     = 'n'
 	pUnder    = 'u'
+	pRecord   = 'c'
 )
 
 // Meta keys.
@@ -109,3 +110,11 @@ func underKey(h blob.Hash) []byte { return append([]byte{pUnder}, h[:]...) }
 func nodeKey(id uint64) []byte {
 	return binary.BigEndian.AppendUint64([]byte{pNode}, id)
 }
+
+// recordKey is the key of record name of kind k.
+func recordKey(k RecordKind, name string) []byte {
+	return append([]byte{pRecord, byte(k)}, name...)
+}
+
+// seqKey holds the last sequence number handed out for kind k's names.
+func seqKey(k RecordKind) []byte { return append([]byte("mseq"), byte(k)) }

@@ -468,3 +468,36 @@ func (r *Reader) walkExtents(dir Ino, fn func(h blob.Hash)) error {
 		after = DirentKeyName(ents[len(ents)-1])
 	}
 }
+
+// Records returns every record of kind k in name order (bytewise).
+func (r *Reader) Records(k RecordKind) ([]Record, error) {
+	var out []Record
+	var derr error
+	p := []byte{pRecord, byte(k)}
+	err := r.r.Scan(p, prefixEnd(p), func(key, v []byte) bool {
+		val, err := decodeRecordValue(v)
+		if err != nil {
+			derr = err
+			return false
+		}
+		out = append(out, Record{Kind: k, Name: string(key[len(p):]), Value: val})
+		return true
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, derr
+}
+
+// Record returns record name of kind k, or ErrNotFound.
+func (r *Reader) Record(k RecordKind, name string) (Record, error) {
+	v, ok, err := r.get(recordKey(k, name))
+	if err != nil {
+		return Record{}, err
+	}
+	if !ok {
+		return Record{}, fmt.Errorf("record %q: %w", name, ErrNotFound)
+	}
+	val, err := decodeRecordValue(v)
+	return Record{Kind: k, Name: name, Value: val}, err
+}

@@ -146,8 +146,10 @@ const (
 	OpReplicated                 // Replicated: blobs that have all their copies again
 	OpLink                       // BucketName, Path (a file or symlink) -> DstPath: a hard link, one more name for the inode
 	OpReserveInos                // Count: reserve that many inode numbers for a proposer's new files (Result.Inode.Ino is the first)
+	OpPutRecord                  // Record: create or replace a record; Name "" takes the kind's next sequence number (Result.Name)
+	OpDeleteRecord               // Record.Kind, Record.Name: remove a record (ErrNotFound if absent)
 
-	opLast = OpReserveInos
+	opLast = OpDeleteRecord
 )
 
 // Valid reports whether op is a known command kind.
@@ -190,7 +192,36 @@ type Command struct {
 	Replicated []blob.Hash
 	// Count is how many inode numbers OpReserveInos reserves (1..65536).
 	Count uint64
+	// Record is the record of OpPutRecord and OpDeleteRecord (Value
+	// unused for a delete). IfNoneMatchAny on OpPutRecord refuses to
+	// replace an existing record (ErrExists).
+	Record *Record
 }
+
+// RecordKind names a family of records.
+type RecordKind byte
+
+// Record kinds. Their values are opaque to meta: the package that owns
+// the kind encodes them.
+const (
+	RecordKey  RecordKind = 'k' // access keys and their grants (internal/access)
+	RecordRule RecordKind = 'l' // abuse rules (internal/access/rules)
+)
+
+// Record is a small cluster-wide setting kept in the log, so that every
+// node knows it within the propagation bound: an access key, an abuse
+// rule. Name is unique within its Kind.
+type Record struct {
+	Kind  RecordKind
+	Name  string
+	Value []byte
+}
+
+// Record limits enforced by Apply (ErrInvalid beyond them).
+const (
+	MaxRecordName  = 255
+	MaxRecordValue = 256 << 10
+)
 
 // Result is the outcome of applying one Command.
 type Result struct {
@@ -205,6 +236,9 @@ type Result struct {
 	// directory, bucket deletion).
 	Changed    []string
 	ChangedAll bool
+	// Name is the name of the record OpPutRecord wrote (assigned when
+	// the command's was empty).
+	Name string
 }
 
 // GarbageEntry is a blob whose reference count fell to zero at TimeNs.

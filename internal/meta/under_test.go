@@ -110,6 +110,11 @@ func TestDecodeVersion2(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	p = p[:len(p)-1] // version 6 had no record
+	p[0] = 6
+	if cmds, err := DecodeCommands(p); err != nil || len(cmds) != 1 || cmds[0].Path != "d" {
+		t.Fatalf("entry v6: %+v, %v", cmds, err)
+	}
 	p = p[:len(p)-1] // version 4 had no count
 	p[0] = 4
 	if cmds, err := DecodeCommands(p); err != nil || len(cmds) != 1 || cmds[0].Path != "d" {

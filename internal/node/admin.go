@@ -30,11 +30,7 @@ const adminTimeout = 30 * time.Second
 // adminHandlers adds the /_cairn/nodes handler to the front end's extra
 // handlers (creating the map when nil). A node that is not in cluster mode
 // gets it too, and answers 501 NotACluster.
-func (n *Node) adminHandlers(m map[string]http.Handler) map[string]http.Handler {
-	auth, err := access.New(access.Config{AdminKey: n.AdminKey})
-	if err != nil {
-		return m // httpapi.New refuses the same key with a clear error
-	}
+func (n *Node) adminHandlers(m map[string]http.Handler, auth *access.Authorizer) map[string]http.Handler {
 	if m == nil {
 		m = map[string]http.Handler{}
 	}
@@ -43,6 +39,8 @@ func (n *Node) adminHandlers(m map[string]http.Handler) map[string]http.Handler 
 	m[nodesPath+"/"] = h
 	m[statusPath] = h
 	m[scrubPath] = h // scrub.go
+	m[keysPath] = h  // access.go
+	m[keysPath+"/"] = h
 	return m
 }
 
@@ -129,6 +127,10 @@ func (h *adminHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if r.URL.Path == scrubPath {
 		h.serveScrub(w, r)
+		return
+	}
+	if r.URL.Path == keysPath || strings.HasPrefix(r.URL.Path, keysPath+"/") {
+		h.serveKeys(w, r)
 		return
 	}
 	c := h.n.cl

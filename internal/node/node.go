@@ -109,6 +109,7 @@ type Node struct {
 	served     chan error
 	fatal      chan error    // a reason to stop the node on its own (removed from the cluster)
 	mounts     []*fuse.Mount // mount.go
+	access     *accessLoader // access.go
 }
 
 // LoadOrCreateAdminKey returns the key in dir/admin.key, creating it (mode
@@ -172,6 +173,7 @@ func Start(cfg Config) (_ *Node, err error) {
 			if n.cln != nil {
 				n.cln.Close()
 			}
+			n.access.close()
 			n.closeStores()
 		}
 	}()
@@ -312,7 +314,11 @@ func Start(cfg Config) (_ *Node, err error) {
 		}
 		n.alog = f
 	}
+	if n.access, err = n.startAccess(st); err != nil {
+		return nil, err
+	}
 	acfg := httpapi.DefaultConfig()
+	acfg.Auth = n.access.auth
 	acfg.Metrics = metrics
 	acfg.Store = st
 	acfg.AdminKey = n.AdminKey
@@ -333,7 +339,7 @@ func Start(cfg Config) (_ *Node, err error) {
 	if n.cl != nil {
 		acfg.ExtraHandlers = n.rpcHandlers() // all RPC, or only join with --cluster-listen (clusterlisten.go)
 	}
-	acfg.ExtraHandlers = n.adminHandlers(acfg.ExtraHandlers) // /_cairn/nodes (admin.go)
+	acfg.ExtraHandlers = n.adminHandlers(acfg.ExtraHandlers, n.access.auth) // /_cairn/nodes (admin.go)
 	acfg.HealthFunc = n.health
 	n.api, err = httpapi.New(acfg)
 	if err != nil {
@@ -437,6 +443,7 @@ func (n *Node) Close() error {
 	if n.chs != nil {
 		errs = append(errs, n.chs.Shutdown(ctx))
 	}
+	n.access.close()
 	errs = append(errs, n.closeStores())
 	return errors.Join(errs...)
 }

@@ -119,7 +119,8 @@ type Local struct {
 	// and the cache insert.
 	afterBucketRead func()
 	closed          sync.Once
-	watch           watchers // watch.go
+	watch           watchers       // watch.go
+	recWatch        recordWatchers // records.go
 }
 
 var _ Store = (*Local)(nil)
@@ -181,6 +182,10 @@ func (s *Local) Applied(index uint64, cmds []meta.Command, res []meta.Result) {
 		case meta.OpCreateBucket, meta.OpUpdateBucket, meta.OpDeleteBucket:
 			s.cache.clear()
 			all = true
+		case meta.OpPutRecord, meta.OpDeleteRecord:
+			if r.Err == nil {
+				s.recordsChanged()
+			}
 		}
 		s.notify(r.Changed, all)
 		if len(r.Freed) > 0 {
@@ -200,7 +205,7 @@ func (s *Local) Applied(index uint64, cmds []meta.Command, res []meta.Result) {
 
 // Invalidate drops every cached path and bucket. The host calls it when the
 // namespace changed wholesale (a Raft snapshot was installed).
-func (s *Local) Invalidate() { s.cache.clear(); s.notify(nil, true) }
+func (s *Local) Invalidate() { s.cache.clear(); s.notify(nil, true); s.recordsChanged() }
 
 // deleteBlob deletes the local copy of h unless an upload in flight holds
 // it or the namespace references it again. Under the deletion guard no

@@ -29,6 +29,10 @@ type Config struct {
 	// AdminKey authorizes writes, admin calls and reads of private buckets
 	// (access.MinKeyLen bytes or more). Required.
 	AdminKey string
+	// Auth, when set, is the Authorizer to use (the node's, which knows the
+	// cluster's access keys); it must have been made with AdminKey.
+	// Default: a new one that knows only AdminKey.
+	Auth *access.Authorizer
 	// Logger receives lifecycle messages and failed requests (5xx). Default:
 	// a logger that discards everything.
 	Logger *slog.Logger

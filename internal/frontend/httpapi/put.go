@@ -55,10 +55,10 @@ const (
 	hdrCopiesWanted = "X-Cairn-Copies-Wanted"
 )
 
-// writeTarget authorizes a write on t and refuses targets that are a
-// bucket (buckets are managed under /_cairn/buckets).
-func (s *Server) writeTarget(rs *reqState, t target) error {
-	if err := s.authorize(rs, access.ActionWrite, access.Resource{Bucket: t.bucket, Path: t.path}); err != nil {
+// writeTarget authorizes act (a write or delete) on t and refuses targets
+// that are a bucket (buckets are managed under /_cairn/buckets).
+func (s *Server) writeTarget(rs *reqState, t target, act access.Action) error {
+	if err := s.authorize(rs, act, access.Resource{Bucket: t.bucket, Path: t.path}); err != nil {
 		return err
 	}
 	if t.path == "" {
@@ -98,7 +98,7 @@ func (s *Server) checkIfMatch(rs *reqState, t target) (string, error) {
 func (s *Server) servePut(rs *reqState, t target) {
 	r := rs.req
 	ctx := r.Context()
-	if err := s.writeTarget(rs, t); err != nil {
+	if err := s.writeTarget(rs, t, access.ActionWrite); err != nil {
 		s.writeError(rs, err)
 		return
 	}
@@ -188,7 +188,7 @@ func (s *Server) serveMkdir(rs *reqState, t target) {
 // serveDelete removes a file or an empty directory.
 func (s *Server) serveDelete(rs *reqState, t target) {
 	ctx := rs.req.Context()
-	if err := s.writeTarget(rs, t); err != nil {
+	if err := s.writeTarget(rs, t, access.ActionDelete); err != nil {
 		s.writeError(rs, err)
 		return
 	}
@@ -226,7 +226,7 @@ func (s *Server) servePost(rs *reqState, t target) {
 		s.serveExtract(rs, t, kinds[0])
 		return
 	}
-	if err := s.writeTarget(rs, t); err != nil {
+	if err := s.writeTarget(rs, t, access.ActionWrite); err != nil {
 		s.writeError(rs, err)
 		return
 	}

@@ -57,10 +57,14 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
-	auth, err := access.New(access.Config{AdminKey: cfg.AdminKey})
-	if err != nil {
-		return nil, err
+	auth := cfg.Auth
+	if auth == nil {
+		var err error
+		if auth, err = access.New(access.Config{AdminKey: cfg.AdminKey}); err != nil {
+			return nil, err
+		}
 	}
+	var err error
 	s := &Server{cfg: cfg, store: cfg.Store, auth: auth, log: cfg.Logger, reg: cfg.Registry, metrics: cfg.Metrics}
 	if s.reg == nil {
 		s.reg = prometheus.NewRegistry()

@@ -1,0 +1,84 @@
+package meta
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/cairn-fs/cairn/internal/kv"
+)
+
+func TestRecords(t *testing.T) {
+	db := kv.NewMem()
+	idx := uint64(0)
+	apply := func(c Command) Result {
+		t.Helper()
+		idx++
+		// Through the encoding, as the log carries it.
+		p, err := EncodeCommands([]Command{c})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmds, err := DecodeCommands(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b := db.NewBatch()
+		res, err := Apply(b, idx, cmds)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Commit(true); err != nil {
+			t.Fatal(err)
+		}
+		return res[0]
+	}
+	put := func(k RecordKind, name, v string, excl bool) Result {
+		return apply(Command{Op: OpPutRecord, Record: &Record{Kind: k, Name: name, Value: []byte(v)}, IfNoneMatchAny: excl})
+	}
+	if r := put(RecordRule, "", "a", false); r.Err != nil || r.Name != "1" {
+		t.Fatalf("first sequenced rule: %+v", r)
+	}
+	if r := put(RecordRule, "", "b", false); r.Err != nil || r.Name != "2" {
+		t.Fatalf("second sequenced rule: %+v", r)
+	}
+	if r := put(RecordKey, "AK1", "secret", true); r.Err != nil || r.Name != "AK1" {
+		t.Fatalf("key: %+v", r)
+	}
+	if r := put(RecordKey, "AK1", "other", true); !errors.Is(r.Err, ErrExists) {
+		t.Fatalf("exclusive put over an existing record: %v", r.Err)
+	}
+	if r := put(RecordKey, "AK1", "v2", false); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	if r := put(RecordKind('?'), "x", "", false); !errors.Is(r.Err, ErrInvalid) {
+		t.Fatalf("unknown kind: %v", r.Err)
+	}
+	if r := put(RecordKey, "big", string(make([]byte, MaxRecordValue+1)), false); !errors.Is(r.Err, ErrInvalid) {
+		t.Fatalf("oversized value: %v", r.Err)
+	}
+	rd := NewReader(db)
+	rules, err := rd.Records(RecordRule)
+	if err != nil || len(rules) != 2 || rules[0].Name != "1" || string(rules[1].Value) != "b" {
+		t.Fatalf("rules: %+v, %v", rules, err)
+	}
+	k, err := rd.Record(RecordKey, "AK1")
+	if err != nil || string(k.Value) != "v2" {
+		t.Fatalf("key: %+v, %v", k, err)
+	}
+	if r := apply(Command{Op: OpDeleteRecord, Record: &Record{Kind: RecordRule, Name: "1"}}); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	if r := apply(Command{Op: OpDeleteRecord, Record: &Record{Kind: RecordRule, Name: "1"}}); !errors.Is(r.Err, ErrNotFound) {
+		t.Fatalf("delete of a missing record: %v", r.Err)
+	}
+	// A deleted number is not handed out again.
+	if r := put(RecordRule, "", "c", false); r.Name != "3" {
+		t.Fatalf("sequence after delete: %+v", r)
+	}
+	if _, err := rd.Record(RecordRule, "1"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("deleted record: %v", err)
+	}
+	if keys, _ := rd.Records(RecordKey); len(keys) != 1 {
+		t.Fatalf("kinds leak into each other: %+v", keys)
+	}
+}
