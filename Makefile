@@ -4,7 +4,7 @@ GO ?= go
 export CGO_ENABLED ?= 0
 GOFLAGS_BUILD := -trimpath
 
-.PHONY: all build run test test-unit test-race test-e2e fuse3 bench soak vet clean
+.PHONY: all build run test test-unit test-race test-e2e test-s3 s3-clients fuse3 bench soak vet clean
 
 all: build
 
@@ -22,7 +22,39 @@ vet:
 # then the race detector over the concurrent packages.
 test: build vet fuse3
 	$(GO) test -count=1 -timeout 12m ./...
+	@$(MAKE) --no-print-directory test-s3
 	@$(MAKE) --no-print-directory test-race
+
+# Real S3 clients (boto3, the aws CLI, rclone, s3cmd) against a 3-node
+# cluster of bin/cairn (test/s3). The Python clients are pinned in
+# test/s3/requirements.txt and installed in $(S3_VENV); rclone and s3cmd
+# come from Debian (installed with apt-get as root when missing).
+S3_VENV ?= .venv-s3
+PYTHON ?= python3
+test-s3: build s3-clients
+	PATH="$(abspath $(S3_VENV))/bin:$$PATH" CAIRN_BIN="$(abspath bin/cairn)" \
+		"$(S3_VENV)/bin/python" -m pytest -q -p no:cacheprovider test/s3
+
+s3-clients:
+	@missing=""; for c in rclone s3cmd; do command -v $$c >/dev/null 2>&1 || missing="$$missing $$c"; done; \
+	if [ -n "$$missing" ] && [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+		echo "make: installing$$missing with apt-get for the S3 client tests"; \
+		export DEBIAN_FRONTEND=noninteractive; \
+		apt-get install -y -q $$missing >/dev/null || { apt-get update -q >/dev/null && apt-get install -y -q $$missing >/dev/null; } \
+			|| echo "make: apt-get install$$missing failed: those S3 client tests will fail"; \
+	fi
+	@if [ ! -x "$(S3_VENV)/bin/python" ]; then \
+		$(PYTHON) -m venv "$(S3_VENV)" 2>/dev/null || { \
+			if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+				export DEBIAN_FRONTEND=noninteractive; \
+				apt-get install -y -q python3-venv >/dev/null || { apt-get update -q >/dev/null && apt-get install -y -q python3-venv >/dev/null; }; \
+			fi; rm -rf "$(S3_VENV)"; $(PYTHON) -m venv "$(S3_VENV)"; }; \
+	fi
+	@if ! cmp -s test/s3/requirements.txt "$(S3_VENV)/.requirements"; then \
+		echo "make: installing the pinned S3 clients in $(S3_VENV)"; \
+		"$(S3_VENV)/bin/pip" install -q --disable-pip-version-check -r test/s3/requirements.txt && \
+			cp test/s3/requirements.txt "$(S3_VENV)/.requirements"; \
+	fi
 
 # The mount tests need FUSE's mount helper (Debian: fuse3). As root with
 # apt-get (CI on Debian) it is installed when missing; otherwise those
@@ -70,4 +102,4 @@ soak: build
 	CAIRN_SOAK=1 $(GO) test -count=1 -timeout 60m ./...
 
 clean:
-	rm -rf bin
+	rm -rf bin $(S3_VENV)

@@ -43,6 +43,8 @@ func newRootCmd() *cobra.Command {
 	root.AddCommand(newStatusCmd()) // status.go
 	root.AddCommand(newScrubCmd())  // scrub.go
 	root.AddCommand(newKeyCmd())    // access keys (accesskeys.go)
+	root.AddCommand(newRuleCmd())   // abuse rules (rules.go)
+	root.AddCommand(newURLCmd())    // signed URLs (urlsign.go)
 	strictGroups(root)              // an unknown subcommand is an error (usage.go)
 	return root
 }

@@ -131,6 +131,18 @@ func serverSettings() []setting {
 		s("voters", "CAIRN_VOTERS", "Raft voters the cluster keeps: 3 or 5 (others are learners)", func(fs *pflag.FlagSet, c *serverOptions) {
 			fs.IntVar(&c.Voters, "voters", 3, "")
 		}),
+		s("s3-domain", "CAIRN_S3_DOMAIN", "S3 virtual-hosted style: a request for host BUCKET.DOMAIN addresses BUCKET (path style always works)", func(fs *pflag.FlagSet, c *serverOptions) {
+			fs.StringVar(&c.S3Domain, "s3-domain", "", "")
+		}),
+		s("s3-region", "CAIRN_S3_REGION", "the region the S3 API reports (GetBucketLocation, x-amz-bucket-region)", func(fs *pflag.FlagSet, c *serverOptions) {
+			fs.StringVar(&c.S3Region, "s3-region", d.S3Region, "")
+		}),
+		s("s3-upload-expiry", "CAIRN_S3_UPLOAD_EXPIRY", "unfinished S3 multipart uploads are deleted, with their parts, after this long", func(fs *pflag.FlagSet, c *serverOptions) {
+			fs.DurationVar(&c.S3UploadExpiry, "s3-upload-expiry", d.S3UploadExpiry, "")
+		}),
+		s("trusted-proxy", "CAIRN_TRUSTED_PROXY", "CIDR (or IP) of a reverse proxy whose X-Forwarded-For gives the client IP for abuse rules and the access log; repeatable (env: comma-separated)", func(fs *pflag.FlagSet, c *serverOptions) {
+			fs.StringSliceVar(&c.TrustedProxies, "trusted-proxy", nil, "")
+		}),
 		s("log-level", "CAIRN_LOG_LEVEL", "debug, info, warn or error", func(fs *pflag.FlagSet, c *serverOptions) {
 			fs.StringVar(&c.LogLevel, "log-level", "info", "")
 		}),

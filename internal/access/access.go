@@ -61,6 +61,9 @@ type Resource struct {
 	Path   string
 	// PublicRead reports that the bucket's policy lets anyone read and list it.
 	PublicRead bool
+	// Owner is the access key id that owns the bucket (created it): that
+	// key may do everything in the bucket.
+	Owner string
 }
 
 // Principal is the authenticated identity of a request. The zero value is
@@ -177,7 +180,7 @@ func (a *Authorizer) Authorize(p Principal, act Action, res Resource) error {
 		a.fail(failAnonymous)
 		return ErrUnauthenticated
 	}
-	if p.key != nil && p.key.allows(act, res) {
+	if p.key != nil && (res.Bucket != "" && res.Owner == p.key.ID || p.key.allows(act, res)) {
 		return nil
 	}
 	a.fail(failDenied)

@@ -287,19 +287,53 @@ func (k *Key) allows(act Action, res Resource) bool {
 	return false
 }
 
-// SeesBucket reports whether p may see that bucket exists (in a listing
-// of buckets): the admin key, or a key with any grant on it.
-func (p Principal) SeesBucket(bucket string) bool {
+// SeesBucket reports whether p lists bucket (owned by owner) among its
+// buckets: the admin key sees every bucket; a key the buckets it owns,
+// those it has a grant on by name, and every bucket when it may read or
+// list them all.
+func (p Principal) SeesBucket(bucket, owner string) bool {
 	if p.Admin {
 		return true
 	}
 	if p.key == nil {
 		return false
 	}
+	if owner == p.key.ID {
+		return true
+	}
 	for _, g := range p.key.Grants {
-		if g.Bucket == "" || g.Bucket == bucket {
+		if g.Bucket == bucket || g.Bucket == "" && (g.Allow.Has(ActionRead) || g.Allow.Has(ActionList)) {
 			return true
 		}
 	}
 	return false
+}
+
+// CanonicalID is the S3 canonical user id of p: its access key id, or
+// AdminKeyID for the admin key ("" for anonymous).
+func (p Principal) CanonicalID() string {
+	if p.Admin {
+		return AdminKeyID
+	}
+	return p.Name
+}
+
+// DisplayName is the key's name (S3's owner display name).
+func (p Principal) DisplayName() string {
+	if p.key != nil {
+		return p.key.Name
+	}
+	return p.Name
+}
+
+// KeyName returns the name of access key id ("admin" for AdminKeyID), or
+// id itself when the key is unknown.
+func (a *Authorizer) KeyName(id string) string {
+	if id == AdminKeyID {
+		return AdminKeyID
+	}
+	if k, _ := a.lookupKey(id); k != nil {
+		return k.Name
+	}
+	return id
 }

@@ -75,8 +75,14 @@ func TestKeysAuthenticateAndGrants(t *testing.T) {
 	if err := a.Authorize(p2, ActionAdmin, Resource{}); !errors.Is(err, ErrForbidden) {
 		t.Fatalf("cluster administration is the admin key's: %v", err)
 	}
-	if !p2.SeesBucket("any") || p1.SeesBucket("other") || !p1.SeesBucket("logs") {
+	if !p2.SeesBucket("any", "") || p1.SeesBucket("other", "") || !p1.SeesBucket("logs", "") || !p1.SeesBucket("mine", k1.ID) {
 		t.Fatal("SeesBucket")
+	}
+	if err := a.Authorize(p1, ActionDelete, Resource{Bucket: "mine", Path: "x", Owner: k1.ID}); err != nil {
+		t.Fatalf("the owner of a bucket may do everything in it: %v", err)
+	}
+	if err := a.Authorize(p1, ActionAdmin, Resource{Owner: k1.ID}); !errors.Is(err, ErrForbidden) {
+		t.Fatalf("owning a bucket is not cluster administration: %v", err)
 	}
 	// Expiry.
 	now = now.Add(2 * time.Hour)

@@ -79,9 +79,10 @@
 //	         n extents (uvarint) × [hash, offset varint, length varint],
 //	         n xattrs (uvarint) × [key string, value bytes] in key order.
 //	         The inode number is not stored: it is the key.
-//	bucket:  4, name, ino (uvarint), public, checksumSidecars (bool),
+//	bucket:  5, name, ino (uvarint), public, checksumSidecars (bool),
 //	         cacheControl, createdNs, replicas, writeQuorum (varint),
-//	         strict (bool), uid, gid, fileMode, dirMode (uvarint)
+//	         strict (bool), uid, gid, fileMode, dirMode (uvarint),
+//	         owner (string: the access key id that created it)
 //	node:    1, id (uvarint), name, url, clusterURL, zone (string),
 //	         weight (uvarint of the float64 bits), witness (bool),
 //	         state (1), joinedNs (varint), gossipAddr (string)

@@ -21,7 +21,7 @@ func errCorrupt(format string, args ...any) error {
 // Encoding versions (first byte of each value).
 const (
 	inodeVersion   = 2 // 2: + atime (1 is still read)
-	bucketVersion  = 4 // 2: + replicas, write quorum; 3: + strict; 4: + uid, gid, file and dir mode (2 and 3 are still read)
+	bucketVersion  = 5 // 2: + replicas, write quorum; 3: + strict; 4: + uid, gid, file and dir mode; 5: + owner (2 to 4 are still read)
 	commandVersion = 7 // 2: + node (cluster map); 3: + under, replicated; 4: bucket bodies of version 4; 5: + count; 6: inode bodies with atime; 7: + record (2 to 6 are still read)
 	nodeVersion    = 1
 	recordVersion  = 1
@@ -280,6 +280,7 @@ func appendBucket(e *encoder, b *Bucket) {
 	e.uvarint(uint64(b.GID))
 	e.uvarint(uint64(b.FileMode))
 	e.uvarint(uint64(b.DirMode))
+	e.str(b.Owner)
 }
 
 // decodeBucketBody decodes a bucket body of the given version (2 or 3).
@@ -300,6 +301,9 @@ func decodeBucketBody(d *decoder, version byte) *Bucket {
 	if version >= 4 {
 		b.UID, b.GID = uint32(d.uvarint()), uint32(d.uvarint())
 		b.FileMode, b.DirMode = uint32(d.uvarint()), uint32(d.uvarint())
+	}
+	if version >= 5 {
+		b.Owner = d.str()
 	}
 	return b
 }
@@ -361,7 +365,7 @@ func encodeBucket(b *Bucket) []byte {
 func decodeBucket(p []byte) (*Bucket, error) {
 	d := decoder{b: p}
 	v := d.byte1()
-	if d.err == nil && v != bucketVersion && v != 2 && v != 3 {
+	if d.err == nil && (v < 2 || v > bucketVersion) {
 		return nil, errCorrupt("bucket version %d", v)
 	}
 	b := decodeBucketBody(&d, v)
@@ -458,9 +462,14 @@ func DecodeCommands(p []byte) ([]Command, error) {
 		c.Path = d.str()
 		c.DstPath = d.str()
 		if d.bool1() {
-			// A command of version N carries a bucket body of version N
-			// (2, 3, 4).
-			c.Bucket = decodeBucketBody(&d, version)
+			// A command carries the bucket body of its time: command
+			// versions 2 and 3 bodies of versions 2 and 3, 4 to 6 of
+			// version 4, 7 of version 5.
+			bv := min(version, 4)
+			if version >= 7 {
+				bv = 5
+			}
+			c.Bucket = decodeBucketBody(&d, bv)
 		}
 		if d.bool1() {
 			c.File = &Inode{Ino: Ino(d.uvarint())}

@@ -75,6 +75,9 @@ type Bucket struct {
 	// files, 0755 for directories).
 	UID, GID          uint32
 	FileMode, DirMode uint32
+	// Owner is the access key id that created the bucket ("" for the
+	// admin key): it may do everything in it (S3's bucket owner).
+	Owner string
 }
 
 // Mirror as Bucket.Replicas places a copy of every blob on every data node.

@@ -92,6 +92,7 @@ func TestDecodeVersion2(t *testing.T) {
 	e := encoder{}
 	e.byte1(2)
 	appendBucket(&e, b)
+	e.b = e.b[:len(e.b)-1] // version 4 had no owner (an empty string: one byte)
 	v2 := e.b[:len(e.b)-5] // version 2 had no strict byte, no owner and modes (4 one-byte zeros)
 	got, err := decodeBucket(v2)
 	if err != nil || got.Name != "old" || got.Replicas != 3 || got.Strict {
@@ -102,9 +103,13 @@ func TestDecodeVersion2(t *testing.T) {
 	if got, err := decodeBucket(v3); err != nil || !got.Strict || got.UID != 0 {
 		t.Fatalf("bucket v3: %+v, %v", got, err)
 	}
-	b.UID, b.FileMode = 33, 0o640
-	if got, err := decodeBucket(encodeBucket(b)); err != nil || got.UID != 33 || got.FileMode != 0o640 {
+	v4 := append([]byte{4}, e.b[1:]...)
+	if got, err := decodeBucket(v4); err != nil || got.Replicas != 3 || got.Owner != "" {
 		t.Fatalf("bucket v4: %+v, %v", got, err)
+	}
+	b.UID, b.FileMode, b.Owner = 33, 0o640, "CKOWNER"
+	if got, err := decodeBucket(encodeBucket(b)); err != nil || got.UID != 33 || got.FileMode != 0o640 || got.Owner != "CKOWNER" {
+		t.Fatalf("bucket v5: %+v, %v", got, err)
 	}
 	p, err := EncodeCommands([]Command{{Op: OpMkdir, BucketName: "old", Path: "d", TimeNs: 7}})
 	if err != nil {

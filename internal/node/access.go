@@ -13,8 +13,10 @@ import (
 	"time"
 
 	"github.com/cairn-fs/cairn/internal/access"
+	"github.com/cairn-fs/cairn/internal/access/rules"
 	"github.com/cairn-fs/cairn/internal/meta"
 	"github.com/cairn-fs/cairn/internal/store"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // Access keys and abuse rules live in the log as records (store.Records);
@@ -24,12 +26,14 @@ import (
 // propagation bound.
 
 const (
-	keysPath = "/_cairn/keys"
+	keysPath  = "/_cairn/keys"
+	rulesPath = "/_cairn/rules"
 )
 
 // accessLoader reloads the access tables from the store's records.
 type accessLoader struct {
 	auth   *access.Authorizer
+	rules  *rules.Engine
 	recs   store.Records
 	log    *slog.Logger
 	kick   chan struct{}
@@ -45,7 +49,11 @@ func (n *Node) startAccess(recs store.Records) (*accessLoader, error) {
 	if err != nil {
 		return nil, err
 	}
-	l := &accessLoader{auth: auth, recs: recs, log: n.cfg.Logger,
+	eng, err := rules.New(rules.DefaultConfig())
+	if err != nil {
+		return nil, err
+	}
+	l := &accessLoader{auth: auth, rules: eng, recs: recs, log: n.cfg.Logger,
 		kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
 	l.cancel = recs.WatchRecords(func() {
 		select {
@@ -70,9 +78,45 @@ func (l *accessLoader) run() {
 	}
 }
 
-// reload reads every key record into the Authorizer. A record that does
-// not decode is skipped with an error log (the others keep working).
+// reload reads every key record into the Authorizer and every rule into
+// the rules engine. A record that does not decode is skipped with an
+// error log (the others keep working).
 func (l *accessLoader) reload() {
+	l.reloadKeys()
+	l.reloadRules()
+}
+
+func (l *accessLoader) reloadRules() {
+	recs, err := l.recs.ListRecords(context.Background(), meta.RecordRule)
+	if err != nil {
+		l.log.Error("abuse rules not reloaded", "err", err)
+		return
+	}
+	list := make([]rules.Rule, 0, len(recs))
+	for _, r := range recs {
+		rule, err := decodeRule(r)
+		if err != nil {
+			l.log.Error("abuse rule record skipped", "id", r.Name, "err", err)
+			continue
+		}
+		list = append(list, rule)
+	}
+	if err := l.rules.Load(list); err != nil {
+		l.log.Error("abuse rules not reloaded", "err", err)
+	}
+}
+
+// decodeRule decodes a rule record; its ID is "r" + the record's name.
+func decodeRule(r meta.Record) (rules.Rule, error) {
+	var rule rules.Rule
+	if err := json.Unmarshal(r.Value, &rule); err != nil {
+		return rule, err
+	}
+	rule.ID = "r" + r.Name
+	return rule, rule.Validate()
+}
+
+func (l *accessLoader) reloadKeys() {
 	recs, err := l.recs.ListRecords(context.Background(), meta.RecordKey)
 	if err != nil {
 		l.log.Error("access keys not reloaded", "err", err)
@@ -257,4 +301,110 @@ func buildKey(req keyRequest, now time.Time) (access.Key, error) {
 		expires = now.Add(d).UTC()
 	}
 	return access.NewKey(req.Name, grants, now, expires)
+}
+
+// serveRules serves the abuse rules (admin key only):
+//
+//	GET    /_cairn/rules        every rule, in decision order
+//	POST   /_cairn/rules        add one (a rules.Rule without ID); answers it with its ID
+//	DELETE /_cairn/rules/ID     remove one ("r7" or "7")
+func (h *adminHandler) serveRules(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	id := strings.TrimPrefix(strings.TrimPrefix(r.URL.Path, rulesPath), "/")
+	switch {
+	case id == "" && (r.Method == http.MethodGet || r.Method == http.MethodHead):
+		recs, err := h.n.store.ListRecords(ctx, meta.RecordRule)
+		if err != nil {
+			h.fail(w, r, err)
+			return
+		}
+		out := []rules.Rule{}
+		for _, rec := range recs {
+			if rule, err := decodeRule(rec); err == nil {
+				out = append(out, rule)
+			}
+		}
+		sort.SliceStable(out, func(i, j int) bool {
+			if (out[i].Bucket == "") != (out[j].Bucket == "") {
+				return out[i].Bucket == ""
+			}
+			if out[i].Bucket != out[j].Bucket {
+				return out[i].Bucket < out[j].Bucket
+			}
+			return len(out[i].ID) < len(out[j].ID) || len(out[i].ID) == len(out[j].ID) && out[i].ID < out[j].ID
+		})
+		h.writeJSON(w, r, http.StatusOK, out)
+	case id == "" && r.Method == http.MethodPost:
+		var rule rules.Rule
+		dec := json.NewDecoder(io.LimitReader(r.Body, 1<<20))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&rule); err != nil {
+			h.fail(w, r, errStatus(http.StatusBadRequest, "BadRule", "bad rule: %v", err))
+			return
+		}
+		rule.ID = ""
+		if err := rule.Validate(); err != nil {
+			h.fail(w, r, errStatus(http.StatusBadRequest, "BadRule", "%v", err))
+			return
+		}
+		if rule.Bucket != "" {
+			if err := meta.ValidBucketName(rule.Bucket); err != nil {
+				h.fail(w, r, errStatus(http.StatusBadRequest, "BadRule", "rules: %v", err))
+				return
+			}
+		}
+		v, err := json.Marshal(rule)
+		if err != nil {
+			h.fail(w, r, err)
+			return
+		}
+		name, err := h.n.store.PutRecord(ctx, meta.RecordRule, "", v, true)
+		if err != nil {
+			h.fail(w, r, err)
+			return
+		}
+		rule.ID = "r" + name
+		h.log.Info("abuse rule added", "rule", rule.String())
+		h.writeJSON(w, r, http.StatusCreated, rule)
+	case id == "":
+		h.notAllowed(w, r, "GET, HEAD, POST")
+	case r.Method == http.MethodDelete:
+		name := strings.TrimPrefix(id, "r")
+		if err := h.n.store.DeleteRecord(ctx, meta.RecordRule, name); err != nil {
+			if errors.Is(err, store.ErrNotFound) {
+				err = errStatus(http.StatusNotFound, "NoSuchRule", "no rule %q", id)
+			}
+			h.fail(w, r, err)
+			return
+		}
+		h.log.Info("abuse rule removed", "id", "r"+name)
+		w.WriteHeader(http.StatusNoContent)
+	default:
+		h.notAllowed(w, r, "DELETE")
+	}
+}
+
+// The loader is a Prometheus collector of the access metrics: failed
+// authentications by reason and decisions per abuse rule.
+var (
+	authFailuresDesc = prometheus.NewDesc("cairn_auth_failures_total",
+		"Requests refused for their credentials, by reason (scheme, bad_key, expired, anonymous, denied).", []string{"reason"}, nil)
+	ruleHitsDesc = prometheus.NewDesc("cairn_rule_hits_total",
+		"Requests an abuse rule answered (denied, responded to or throttled), by rule.", []string{"rule"}, nil)
+)
+
+// Describe implements prometheus.Collector.
+func (l *accessLoader) Describe(ch chan<- *prometheus.Desc) {
+	ch <- authFailuresDesc
+	ch <- ruleHitsDesc
+}
+
+// Collect implements prometheus.Collector.
+func (l *accessLoader) Collect(ch chan<- prometheus.Metric) {
+	for i, n := range l.auth.Failures() {
+		ch <- prometheus.MustNewConstMetric(authFailuresDesc, prometheus.CounterValue, float64(n), access.FailureReasons[i])
+	}
+	for _, h := range l.rules.Hits() {
+		ch <- prometheus.MustNewConstMetric(ruleHitsDesc, prometheus.CounterValue, float64(h.Hits), h.ID)
+	}
 }

@@ -41,6 +41,8 @@ func (n *Node) adminHandlers(m map[string]http.Handler, auth *access.Authorizer)
 	m[scrubPath] = h // scrub.go
 	m[keysPath] = h  // access.go
 	m[keysPath+"/"] = h
+	m[rulesPath] = h
+	m[rulesPath+"/"] = h
 	return m
 }
 
@@ -131,6 +133,10 @@ func (h *adminHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if r.URL.Path == keysPath || strings.HasPrefix(r.URL.Path, keysPath+"/") {
 		h.serveKeys(w, r)
+		return
+	}
+	if r.URL.Path == rulesPath || strings.HasPrefix(r.URL.Path, rulesPath+"/") {
+		h.serveRules(w, r)
 		return
 	}
 	c := h.n.cl

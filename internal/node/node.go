@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/cairn-fs/cairn/internal/access"
+	"github.com/cairn-fs/cairn/internal/access/rules"
 	"github.com/cairn-fs/cairn/internal/blob"
 	"github.com/cairn-fs/cairn/internal/consensus"
 	"github.com/cairn-fs/cairn/internal/frontend/fuse"
@@ -69,6 +70,10 @@ type Config struct {
 	Mounts            []string      // POSIX mounts, each BUCKET[/PREFIX]:DIR (mount.go)
 	ScrubRate         int64         // bytes/s the blob scrub reads at; 0 = live bytes / ScrubPeriod, at least 1 MiB/s
 	ScrubPeriod       time.Duration // a scrub pass starts this often; default 336h (2 weeks); negative = only on request
+	S3Domain          string        // virtual-hosted S3: BUCKET.S3Domain addresses BUCKET; "" = path style only (s3.go)
+	S3Region          string        // the region S3 answers; default us-east-1
+	S3UploadExpiry    time.Duration // unfinished multipart uploads are collected after this long; default 168h (7 days)
+	TrustedProxies    []string      // CIDRs whose X-Forwarded-For is believed for the client IP (abuse rules)
 	Logger            *slog.Logger
 }
 
@@ -78,7 +83,8 @@ func DefaultConfig() Config {
 		MaxVolumeSize: 1 << 30, CompactRatio: 0.5, MinFreeBytes: 64 << 20, KVCacheBytes: 64 << 20,
 		RemoteCacheBytes: 64 << 20, ScrubPeriod: blob.DefaultScrubPeriod, RepairGrace: 10 * time.Minute, RepairRate: 8 << 20,
 		PathCacheEntries: 65536, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
-		WriteTimeout: 30 * time.Second, IdleTimeout: 120 * time.Second, MaxHeaderBytes: 64 << 10}
+		WriteTimeout: 30 * time.Second, IdleTimeout: 120 * time.Second, MaxHeaderBytes: 64 << 10,
+		S3Region: "us-east-1", S3UploadExpiry: 7 * 24 * time.Hour}
 }
 
 // Node is a running node.
@@ -110,6 +116,7 @@ type Node struct {
 	fatal      chan error    // a reason to stop the node on its own (removed from the cluster)
 	mounts     []*fuse.Mount // mount.go
 	access     *accessLoader // access.go
+	s3         nodeS3        // s3.go
 }
 
 // LoadOrCreateAdminKey returns the key in dir/admin.key, creating it (mode
@@ -173,6 +180,7 @@ func Start(cfg Config) (_ *Node, err error) {
 			if n.cln != nil {
 				n.cln.Close()
 			}
+			n.stopS3()
 			n.access.close()
 			n.closeStores()
 		}
@@ -317,8 +325,20 @@ func Start(cfg Config) (_ *Node, err error) {
 	if n.access, err = n.startAccess(st); err != nil {
 		return nil, err
 	}
+	s3h, err := n.startS3(st, reg)
+	if err != nil {
+		return nil, err
+	}
 	acfg := httpapi.DefaultConfig()
 	acfg.Auth = n.access.auth
+	acfg.S3 = s3h
+	acfg.Rules = n.access.rules
+	if acfg.TrustedProxies, err = rules.ParsePrefixes(cfg.TrustedProxies); err != nil {
+		return nil, fmt.Errorf("--trusted-proxy: %w", err)
+	}
+	if err := reg.Register(n.access); err != nil {
+		return nil, err
+	}
 	acfg.Metrics = metrics
 	acfg.Store = st
 	acfg.AdminKey = n.AdminKey
@@ -443,6 +463,7 @@ func (n *Node) Close() error {
 	if n.chs != nil {
 		errs = append(errs, n.chs.Shutdown(ctx))
 	}
+	n.stopS3()
 	n.access.close()
 	errs = append(errs, n.closeStores())
 	return errors.Join(errs...)

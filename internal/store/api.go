@@ -83,6 +83,9 @@ type BucketInfo struct {
 	GID      uint32 `json:"gid"`
 	FileMode uint32 `json:"file_mode"`
 	DirMode  uint32 `json:"dir_mode"`
+	// Owner is the access key id that created the bucket ("" for the
+	// admin key); set at creation only.
+	Owner string `json:"owner,omitempty"`
 }
 
 // ObjectInfo describes a file or directory.
@@ -110,6 +113,10 @@ type ObjectInfo struct {
 	// links): ctime. AccessTime is the access time as last set (reads do
 	// not move it); the modification time when never set.
 	ChangeTime, AccessTime time.Time `json:"-"`
+	// Xattrs are the extended attributes of the file (S3 keeps its
+	// object headers there: see the s3 front end). Shared with the
+	// store's caches: do not modify.
+	Xattrs map[string][]byte `json:"-"`
 	// Copies and CopiesWanted are set by a write (Put, PutFiles) that was
 	// acknowledged under-replicated: Copies is the fewest copies any of
 	// the file's blobs has (or is still getting), CopiesWanted the R the
@@ -165,6 +172,14 @@ type PutOptions struct {
 	// IfMatch: the current file's ETag must equal it. IfNoneMatchAny: no file may exist.
 	IfMatch        string
 	IfNoneMatchAny bool
+	// Xattrs, when not nil, are the new file's extended attributes,
+	// replacing a replaced file's; nil keeps a replaced file's.
+	Xattrs map[string][]byte
+}
+
+// ObjectRef names a file.
+type ObjectRef struct {
+	Bucket, Path string
 }
 
 // ListOptions selects a page of a listing in S3 order (lexicographic by full path).
@@ -275,4 +290,9 @@ type Store interface {
 	// before it is committed (the mount's write-back) gives one to its
 	// Put (PutOptions.Ino).
 	ReserveInos(ctx context.Context, n int) (first uint64, err error)
+	// Concat makes bucket/path a file whose content is the contents of
+	// srcs one after the other, without copying their bytes (the new file
+	// names their blobs; S3's multipart completion). etag is its ETag. The
+	// sources are left as they are. ErrNotFound if a source is missing.
+	Concat(ctx context.Context, bucket, path string, srcs []ObjectRef, etag string, opts PutOptions) (info ObjectInfo, created bool, err error)
 }

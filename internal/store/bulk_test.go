@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand"
+	"reflect"
 	"sync"
 	"testing"
 	"time"
@@ -112,7 +113,7 @@ func TestPutFilesPerFileErrors(t *testing.T) {
 	if got := readAll(t, e.s, "twice"); string(got) != "second" {
 		t.Fatalf("twice = %q, want the later entry", got)
 	}
-	if res[4] != res[6] {
+	if !reflect.DeepEqual(res[4], res[6]) {
 		t.Fatalf("both entries of a repeated path get the stored one's result: %+v vs %+v", res[4], res[6])
 	}
 	for _, p := range []string{"ok1", "ok2"} {

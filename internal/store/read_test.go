@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"math/rand"
+	"reflect"
 	"testing"
 
 	"github.com/cairn-fs/cairn/internal/blob"
@@ -150,7 +151,7 @@ func TestOpenSharesCachedObject(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c1 == o3 || c1.Info() != o3.Info() {
+	if c1 == o3 || !reflect.DeepEqual(c1.Info(), o3.Info()) {
 		t.Fatal("a consistent read shared the cached object or differs from it")
 	}
 	st, err := e.s.Stat(ctx, "bkt", "d")

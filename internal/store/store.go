@@ -291,7 +291,7 @@ func bucketInfo(b *meta.Bucket) BucketInfo {
 	return BucketInfo{Name: b.Name, Public: b.Public, ChecksumSidecars: b.ChecksumSidecars,
 		CacheControl: b.CacheControl, Created: time.Unix(0, b.CreatedNs).UTC(),
 		Replicas: int(b.Replicas), WriteQuorum: int(b.WriteQuorum), Strict: b.Strict,
-		UID: b.UID, GID: b.GID, FileMode: b.FileMode, DirMode: b.DirMode}
+		UID: b.UID, GID: b.GID, FileMode: b.FileMode, DirMode: b.DirMode, Owner: b.Owner}
 }
 
 // owned fills the zero owner and mode of a write that does not give them
@@ -359,7 +359,7 @@ func (u *underTally) annotate(info *ObjectInfo) {
 func metaBucket(b BucketInfo) *meta.Bucket {
 	return &meta.Bucket{Name: b.Name, Public: b.Public, ChecksumSidecars: b.ChecksumSidecars,
 		CacheControl: b.CacheControl, Replicas: clamp32(b.Replicas), WriteQuorum: clamp32(b.WriteQuorum), Strict: b.Strict,
-		UID: b.UID, GID: b.GID, FileMode: b.FileMode, DirMode: b.DirMode}
+		UID: b.UID, GID: b.GID, FileMode: b.FileMode, DirMode: b.DirMode, Owner: b.Owner}
 }
 
 // CreateBucket implements Store.
@@ -556,7 +556,7 @@ func objectInfo(bucket, path string, ino *meta.Inode) ObjectInfo {
 		Size: ino.Size, ModTime: time.Unix(0, ino.MtimeNs).UTC(), ETag: ino.ETag,
 		SHA256: ino.SHA256, ContentType: ino.ContentType, Mode: ino.Mode,
 		Ino: uint64(ino.Ino), UID: ino.UID, GID: ino.GID, Symlink: symlinkTarget(ino), Nlink: ino.Nlink,
-		ChangeTime: time.Unix(0, ino.CtimeNs).UTC(), AccessTime: accessTime(ino)}
+		ChangeTime: time.Unix(0, ino.CtimeNs).UTC(), AccessTime: accessTime(ino), Xattrs: ino.Xattrs}
 }
 
 // accessTime is ino's access time: the one last set, else the mtime.
@@ -978,7 +978,7 @@ func (s *Local) putFileCommand(bucket, path string, opts PutOptions, size int64,
 		mtime = now
 	}
 	file := &meta.Inode{Ino: meta.Ino(opts.Ino), Type: meta.TypeFile, Mode: mode, UID: opts.UID, GID: opts.GID, Size: size, MtimeNs: mtime.UnixNano(),
-		CtimeNs: now.UnixNano(), ContentType: opts.ContentType, ETag: etag, SHA256: sha, Extents: extents}
+		CtimeNs: now.UnixNano(), ContentType: opts.ContentType, ETag: etag, SHA256: sha, Extents: extents, Xattrs: opts.Xattrs}
 	if !opts.AccessTime.IsZero() {
 		file.AtimeNs = opts.AccessTime.UnixNano()
 	}

@@ -52,6 +52,7 @@ type logLine struct {
 	bytes      int64
 	referer    string
 	userAgent  string
+	rule       string // the abuse rule that answered, "" if none
 }
 
 // add formats ln into the buffer, or drops it if the buffer is full or the
@@ -178,6 +179,13 @@ func appendCombined(b []byte, ln *logLine) []byte {
 	b = appendField(b, ln.referer)
 	b = append(b, `" "`...)
 	b = appendField(b, ln.userAgent)
+	if ln.rule != "" {
+		// An extra field after the combined format's: which abuse rule
+		// answered instead of the store.
+		b = append(b, `" rule=`...)
+		b = append(b, ln.rule...)
+		return append(b, '\n')
+	}
 	return append(b, "\"\n"...)
 }
 

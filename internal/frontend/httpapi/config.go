@@ -1,8 +1,11 @@
 package httpapi
 
 import (
+	"net/netip"
+
 	"errors"
 	"fmt"
+	"github.com/cairn-fs/cairn/internal/access/rules"
 	"io"
 	"log/slog"
 	"net/http"
@@ -22,6 +25,15 @@ var ErrBadConfig = errors.New("httpapi: bad config")
 // "_cairn".
 const NodePrefix = "/_cairn/"
 
+// S3Handler is the S3 front end as the native server sees it.
+type S3Handler interface {
+	http.Handler
+	// Match reports whether the request with that Host, Authorization and
+	// raw query is an S3 request. It must not allocate nor keep its
+	// arguments (the fast path passes views of its buffer).
+	Match(host, authorization, rawQuery string) bool
+}
+
 // Config configures a Server. Fields marked required have no default.
 type Config struct {
 	// Store is the file store every request is served from. Required.
@@ -29,6 +41,16 @@ type Config struct {
 	// AdminKey authorizes writes, admin calls and reads of private buckets
 	// (access.MinKeyLen bytes or more). Required.
 	AdminKey string
+	// S3, when set, serves the requests it matches (S3 requests: a SigV4
+	// signature, an S3 query, a virtual-hosted bucket) instead of the
+	// native API, on the same listener.
+	S3 S3Handler
+	// Rules, when set, are the abuse rules checked for every request to a
+	// bucket (rules.go). Default nil: none.
+	Rules *rules.Engine
+	// TrustedProxies are the peers whose X-Forwarded-For gives the client
+	// IP (for the rules and the access log). Default none.
+	TrustedProxies []netip.Prefix
 	// Auth, when set, is the Authorizer to use (the node's, which knows the
 	// cluster's access keys); it must have been made with AdminKey.
 	// Default: a new one that knows only AdminKey.

@@ -466,3 +466,7 @@ func (o *fakeObject) LocalSpan(off, n int64) (*os.File, int64, func(), bool) {
 }
 
 var _ store.Store = (*fakeStore)(nil)
+
+func (f *fakeStore) Concat(context.Context, string, string, []store.ObjectRef, string, store.PutOptions) (store.ObjectInfo, bool, error) {
+	return store.ObjectInfo{}, false, store.ErrInvalidName
+}

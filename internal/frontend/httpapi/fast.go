@@ -1,9 +1,12 @@
 package httpapi
 
 import (
+	"net/netip"
+
 	"bytes"
 	"context"
 	"errors"
+	"github.com/cairn-fs/cairn/internal/access/rules"
 	"io"
 	"log/slog"
 	"net"
@@ -216,8 +219,9 @@ type fastConn struct {
 	rdl   time.Time      // the read deadline set on c (zero: none)
 	// broken: a write failed or a body was cut short; close.
 	broken  bool
-	remote  string // RemoteAddr, for the access log; "" until needed
-	pathBuf []byte // scratch for the decoded path
+	remote  string     // RemoteAddr, for the access log; "" until needed
+	peer    netip.Addr // the peer's address, for the rules; invalid until needed
+	pathBuf []byte     // scratch for the decoded path
 	planBuf [320]byte
 }
 
@@ -604,4 +608,22 @@ func (d *dateCache) get(now time.Time) []byte {
 	v := &dateValue{sec: sec, b: now.UTC().AppendFormat(make([]byte, 0, len(http.TimeFormat)), http.TimeFormat)}
 	d.p.Store(v)
 	return v.b
+}
+
+// clientIP returns the client address of a request on fc: the peer, or
+// from X-Forwarded-For when the peer is a trusted proxy.
+func (fc *fastConn) clientIP(req *fastReq) netip.Addr {
+	if !fc.peer.IsValid() {
+		if fc.remote == "" {
+			fc.remote = fc.c.RemoteAddr().String()
+		}
+		fc.peer = rules.ClientIP(fc.remote, nil, nil)
+	}
+	trusted := fc.s.cfg.TrustedProxies
+	if len(trusted) == 0 || req.hdr[fhXForwardedFor] == nil {
+		return fc.peer
+	}
+	var xff [1]string
+	xff[0] = view(req.hdr[fhXForwardedFor])
+	return rules.ClientIP(fc.remote, xff[:], trusted)
 }

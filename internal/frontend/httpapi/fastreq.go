@@ -18,6 +18,7 @@ const (
 	fhUserAgent
 	fhHost
 	fhConnection
+	fhXForwardedFor
 	fhCount
 )
 
@@ -184,6 +185,13 @@ func parseFastRequest(buf []byte, limit int) (fastReq, parseResult) {
 		case 14:
 			if asciiEqualFold(name, "content-length") && string(value) != "0" {
 				return req, parseHandoff
+			}
+		case 15:
+			if asciiEqualFold(name, "x-forwarded-for") {
+				if req.hdr[fhXForwardedFor] != nil {
+					return req, parseHandoff // several: net/http joins them for the rules
+				}
+				i = fhXForwardedFor
 			}
 		case 17:
 			switch {

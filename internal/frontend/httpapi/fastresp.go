@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/cairn-fs/cairn/internal/access/rules"
 	"github.com/cairn-fs/cairn/internal/store"
 )
 
@@ -47,6 +48,15 @@ const fastSendfileMin = fastMaxBody + 1
 func (s *Server) serveFast(fc *fastConn, req *fastReq) fastOutcome {
 	start := time.Now()
 	rawPath := req.target
+	if s3 := s.cfg.S3; s3 != nil {
+		var rawQuery []byte
+		if q := bytes.IndexByte(rawPath, '?'); q >= 0 {
+			rawQuery = rawPath[q+1:]
+		}
+		if s3.Match(view(req.hdr[fhHost]), view(req.hdr[fhAuthorization]), view(rawQuery)) {
+			return fastHandoff // net/http routes it to S3
+		}
+	}
 	if q := bytes.IndexByte(rawPath, '?'); q >= 0 {
 		if fastConsistent(rawPath[q+1:]) {
 			return fastHandoff // a consistent read: net/http runs the barrier
@@ -63,6 +73,12 @@ func (s *Server) serveFast(fc *fastConn, req *fastReq) fastOutcome {
 	ctx := context.Background()
 	a := fastAnswer{path: p, start: start}
 
+	if s.cfg.Rules != nil {
+		if d := s.checkRules(p, view(req.hdr[fhUserAgent]), fc.clientIP(req)); d.Action != rules.Allow {
+			s.fastRule(fc, req, &a, d)
+			return s.fastFinish(fc, req, &a)
+		}
+	}
 	t, err := parseTarget(p)
 	if err != nil {
 		s.fastError(fc, req, &a, err)
@@ -248,6 +264,7 @@ type fastAnswer struct {
 	path      string // decoded
 	start     time.Time
 	user      string
+	rule      string // the abuse rule that answered
 	status    int
 	code      string // error code, for error answers
 	err       error  // for error answers
@@ -274,7 +291,7 @@ func (s *Server) fastFinish(fc *fastConn, req *fastReq, a *fastAnswer) fastOutco
 		ln := logLine{
 			remoteAddr: fc.remote, user: a.user, t: a.start,
 			method: method, uri: view(req.target), proto: proto, status: a.status, bytes: a.bytes,
-			referer: view(req.hdr[fhReferer]), userAgent: view(req.hdr[fhUserAgent]),
+			referer: view(req.hdr[fhReferer]), userAgent: view(req.hdr[fhUserAgent]), rule: a.rule,
 		}
 		s.alog.add(&ln)
 	}

@@ -145,7 +145,7 @@ func (s *Server) openRead(ctx context.Context, authorization string, t target) r
 	if t.slash {
 		act = access.ActionList
 	}
-	if err := s.auth.Authorize(p, act, access.Resource{Bucket: t.bucket, Path: t.path, PublicRead: b.Public}); err != nil {
+	if err := s.auth.Authorize(p, act, access.Resource{Bucket: t.bucket, Path: t.path, PublicRead: b.Public, Owner: b.Owner}); err != nil {
 		res.err = err
 		return res
 	}

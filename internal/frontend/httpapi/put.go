@@ -58,7 +58,17 @@ const (
 // writeTarget authorizes act (a write or delete) on t and refuses targets
 // that are a bucket (buckets are managed under /_cairn/buckets).
 func (s *Server) writeTarget(rs *reqState, t target, act access.Action) error {
-	if err := s.authorize(rs, act, access.Resource{Bucket: t.bucket, Path: t.path}); err != nil {
+	if err := s.authenticate(rs); err != nil {
+		return err
+	}
+	res := access.Resource{Bucket: t.bucket, Path: t.path}
+	if p := rs.principal; !p.Admin && !p.Anonymous() && t.bucket != "" {
+		// An access key may own the bucket.
+		if b, err := s.store.Bucket(rs.req.Context(), t.bucket); err == nil {
+			res.Owner = b.Owner
+		}
+	}
+	if err := s.auth.Authorize(rs.principal, act, res); err != nil {
 		return err
 	}
 	if t.path == "" {

@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/cairn-fs/cairn/internal/access"
+	"github.com/cairn-fs/cairn/internal/access/rules"
 	"github.com/cairn-fs/cairn/internal/store"
 )
 
@@ -181,6 +182,7 @@ type reqState struct {
 	start     time.Time
 	principal access.Principal
 	allow     string // Allow header for a 405
+	rule      string // the abuse rule that answered, for the access log
 	body      bodyReader
 	dl        deadlineWriter
 	scratch   [320]byte
@@ -210,7 +212,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		ln := logLine{
 			remoteAddr: r.RemoteAddr, user: rs.principal.Name, t: rs.start,
 			method: r.Method, uri: r.RequestURI, proto: r.Proto, status: status, bytes: rs.rw.n,
-			referer: headerValue(r.Header, "Referer"), userAgent: headerValue(r.Header, "User-Agent"),
+			referer: headerValue(r.Header, "Referer"), userAgent: headerValue(r.Header, "User-Agent"), rule: rs.rule,
 		}
 		s.alog.add(&ln)
 	}
@@ -219,6 +221,17 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) route(rs *reqState) {
+	if s.cfg.Rules != nil {
+		r := rs.req
+		if d := s.checkRules(r.URL.Path, headerValue(r.Header, "User-Agent"), s.clientIP(r)); d.Action != rules.Allow {
+			s.serveRule(rs, d)
+			return
+		}
+	}
+	if s3 := s.cfg.S3; s3 != nil && s3.Match(rs.req.Host, headerValue(rs.req.Header, "Authorization"), rs.req.URL.RawQuery) {
+		s3.ServeHTTP(rs.w, rs.req)
+		return
+	}
 	p := rs.req.URL.Path
 	if strings.HasPrefix(p, NodePrefix) || p == "/_cairn" {
 		s.serveNode(rs, p)

@@ -1,0 +1,537 @@
+package s3
+
+import (
+	"bytes"
+	"context"
+	"crypto/md5"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"encoding/xml"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/cairn-fs/cairn/internal/access"
+	"github.com/cairn-fs/cairn/internal/store"
+)
+
+// Multipart uploads live in the bucket, under internalDir/UPLOADID/: an
+// upload.json with what CreateMultipartUpload was told, and one file per
+// part ("part.00001"). The parts are ordinary files: they count against
+// the disk, replicate like any file, and completing the upload makes the
+// object from their blobs without copying a byte (store.Concat). Abort
+// deletes the directory; uploads older than Config.UploadExpiry are
+// collected by CollectUploads.
+
+// Part size limits, as S3's.
+const (
+	minPartSize = 5 << 20
+	maxPartNum  = 10000
+)
+
+// upload is the stored description of an unfinished upload.
+type upload struct {
+	Key         string            `json:"key"`
+	ContentType string            `json:"content_type,omitempty"`
+	Xattrs      map[string][]byte `json:"xattrs,omitempty"`
+	Initiated   time.Time         `json:"initiated"`
+	Initiator   string            `json:"initiator"`
+}
+
+func uploadDir(id string) string { return internalDir + "/" + id }
+
+func partPath(id string, n int) string { return fmt.Sprintf("%s/part.%05d", uploadDir(id), n) }
+
+// validUploadID reports whether id has the shape of an id Cairn makes.
+func validUploadID(id string) bool {
+	if len(id) != 32 {
+		return false
+	}
+	_, err := hex.DecodeString(id)
+	return err == nil
+}
+
+// loadUpload reads upload id of bucket and checks it is for key.
+func (h *Handler) loadUpload(ctx context.Context, bucket, key, id string) (upload, error) {
+	var u upload
+	if !validUploadID(id) {
+		return u, errNoSuchUpload
+	}
+	obj, err := h.st.Open(ctx, bucket, uploadDir(id)+"/upload.json")
+	if err != nil {
+		if errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrNotDir) {
+			return u, errNoSuchUpload
+		}
+		return u, err
+	}
+	defer obj.Close()
+	b, err := io.ReadAll(io.NewSectionReader(obj, 0, obj.Info().Size))
+	if err != nil {
+		return u, err
+	}
+	if err := json.Unmarshal(b, &u); err != nil {
+		return u, fmt.Errorf("upload %s: %w", id, err)
+	}
+	if key != "" && u.Key != key {
+		return u, errNoSuchUpload
+	}
+	return u, nil
+}
+
+func (h *Handler) createUpload(w http.ResponseWriter, r *http.Request, rq *request) {
+	ctx := r.Context()
+	if _, err := h.authorize(ctx, rq, access.ActionWrite, rq.bucket, rq.key); err != nil {
+		h.writeError(w, r, rq, err)
+		return
+	}
+	if _, err := cannedPublic(r.Header.Get("x-amz-acl")); err != nil {
+		h.writeError(w, r, rq, err)
+		return
+	}
+	x, err := objectXattrs(r.Header)
+	if err != nil {
+		h.writeError(w, r, rq, err)
+		return
+	}
+	var idb [16]byte
+	_, _ = rand.Read(idb[:])
+	id := hex.EncodeToString(idb[:])
+	u := upload{Key: rq.key, ContentType: r.Header.Get("Content-Type"), Xattrs: x, Initiated: h.now().UTC(), Initiator: rq.principal.CanonicalID()}
+	b, _ := json.Marshal(u)
+	if _, _, err := h.st.Put(ctx, rq.bucket, uploadDir(id)+"/upload.json", bytes.NewReader(b), store.PutOptions{Size: int64(len(b)), ContentType: "application/json"}); err != nil {
+		h.writeError(w, r, rq, err)
+		return
+	}
+	writeXML(w, r, http.StatusOK, struct {
+		XMLName  xml.Name `xml:"http://s3.amazonaws.com/doc/2006-03-01/ InitiateMultipartUploadResult"`
+		Bucket   string   `xml:"Bucket"`
+		Key      string   `xml:"Key"`
+		UploadID string   `xml:"UploadId"`
+	}{Bucket: rq.bucket, Key: rq.key, UploadID: id})
+}
+
+// partNumber parses the partNumber parameter.
+func partNumber(v string) (int, error) {
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 || n > maxPartNum {
+		return 0, errorf(http.StatusBadRequest, "InvalidArgument", "Part number must be an integer between 1 and %d, inclusive", maxPartNum)
+	}
+	return n, nil
+}
+
+func (h *Handler) uploadPart(w http.ResponseWriter, r *http.Request, rq *request) {
+	ctx := r.Context()
+	if _, err := h.authorize(ctx, rq, access.ActionWrite, rq.bucket, rq.key); err != nil {
+		h.writeError(w, r, rq, err)
+		return
+	}
+	n, err := partNumber(rq.query.Get("partNumber"))
+	if err != nil {
+		h.writeError(w, r, rq, err)
+		return
+	}
+	id := rq.query.Get("uploadId")
+	if _, err := h.loadUpload(ctx, rq.bucket, rq.key, id); err != nil {
+		h.writeError(w, r, rq, err)
+		return
+	}
+	if src := r.Header.Get("x-amz-copy-source"); src != "" {
+		h.uploadPartCopy(w, r, rq, partPath(id, n), src)
+		return
+	}
+	want, err := contentMD5(r.Header)
+	if err != nil {
+		h.writeError(w, r, rq, err)
+		return
+	}
+	body, err := h.body(r, rq)
+	if err != nil {
+		h.writeError(w, r, rq, err)
+		return
+	}
+	rd := io.Reader(body)
+	if want != nil {
+		rd = &md5Reader{r: body, h: md5.New(), want: want}
+	}
+	info, _, err := h.st.Put(ctx, rq.bucket, partPath(id, n), rd, store.PutOptions{Size: payloadSize(r)})
+	if err != nil {
+		h.writeError(w, r, rq, bodyError(err))
+		return
+	}
+	w.Header().Set("ETag", etag(info.ETag))
+	w.WriteHeader(http.StatusOK)
+}
+
+// uploadPartCopy makes a part from (a range of) another object.
+func (h *Handler) uploadPartCopy(w http.ResponseWriter, r *http.Request, rq *request, part, src string) {
+	ctx := r.Context()
+	sb, sk, err := copySource(src)
+	if err != nil {
+		h.writeError(w, r, rq, err)
+		return
+	}
+	if _, err := h.authorize(ctx, rq, access.ActionRead, sb, sk); err != nil {
+		h.writeError(w, r, rq, err)
+		return
+	}
+	obj, info, err := h.openKey(ctx, sb, sk)
+	if err != nil {
+		h.writeError(w, r, rq, err)
+		return
+	}
+	if obj == nil {
+		h.writeError(w, r, rq, store.ErrNotFound)
+		return
+	}
+	defer obj.Close()
+	if err := checkConditions(r.Header, info, "x-amz-copy-source-"); err != nil {
+		h.writeError(w, r, rq, err)
+		return
+	}
+	var out store.ObjectInfo
+	if rs := r.Header.Get("x-amz-copy-source-range"); rs != "" {
+		off, n, ok, rerr := parseRange(rs, info.Size)
+		if rerr != nil || !ok || off+n > info.Size {
+			h.writeError(w, r, rq, errorf(http.StatusBadRequest, "InvalidArgument", "The x-amz-copy-source-range value %q is not valid for a source of %d bytes", rs, info.Size))
+			return
+		}
+		out, _, err = h.st.Put(ctx, rq.bucket, part, io.NewSectionReader(obj, off, n), store.PutOptions{Size: n})
+	} else {
+		out, _, err = h.st.Concat(ctx, rq.bucket, part, []store.ObjectRef{{Bucket: sb, Path: sk}}, info.ETag, store.PutOptions{})
+	}
+	if err != nil {
+		h.writeError(w, r, rq, err)
+		return
+	}
+	writeXML(w, r, http.StatusOK, struct {
+		XMLName      xml.Name `xml:"http://s3.amazonaws.com/doc/2006-03-01/ CopyPartResult"`
+		LastModified string   `xml:"LastModified"`
+		ETag         string   `xml:"ETag"`
+	}{LastModified: xmlTime(out.ModTime), ETag: etag(out.ETag)})
+}
+
+// parts lists the parts of upload id, by number.
+func (h *Handler) parts(ctx context.Context, bucket, id string) (map[int]store.ObjectInfo, error) {
+	out := map[int]store.ObjectInfo{}
+	after := ""
+	for {
+		res, err := h.st.List(ctx, bucket, store.ListOptions{Prefix: uploadDir(id) + "/part.", StartAfter: after, Limit: 1000})
+		if err != nil {
+			return nil, err
+		}
+		for _, e := range res.Entries {
+			n, err := strconv.Atoi(strings.TrimPrefix(e.Path, uploadDir(id)+"/part."))
+			if err == nil {
+				out[n] = e
+			}
+		}
+		if !res.Truncated {
+			return out, nil
+		}
+		after = res.NextToken
+	}
+}
+
+func (h *Handler) completeUpload(w http.ResponseWriter, r *http.Request, rq *request) {
+	ctx := r.Context()
+	if _, err := h.authorize(ctx, rq, access.ActionWrite, rq.bucket, rq.key); err != nil {
+		h.writeError(w, r, rq, err)
+		return
+	}
+	id := rq.query.Get("uploadId")
+	u, err := h.loadUpload(ctx, rq.bucket, rq.key, id)
+	if err != nil {
+		h.writeError(w, r, rq, err)
+		return
+	}
+	var req struct {
+		Parts []struct {
+			PartNumber int    `xml:"PartNumber"`
+			ETag       string `xml:"ETag"`
+		} `xml:"Part"`
+	}
+	body, err := h.body(r, rq)
+	if err != nil {
+		h.writeError(w, r, rq, err)
+		return
+	}
+	if err := readXML(body, 4<<20, &req); err != nil {
+		h.writeError(w, r, rq, err)
+		return
+	}
+	if len(req.Parts) == 0 {
+		h.writeError(w, r, rq, errMalformedXML)
+		return
+	}
+	have, err := h.parts(ctx, rq.bucket, id)
+	if err != nil {
+		h.writeError(w, r, rq, err)
+		return
+	}
+	md := md5.New()
+	srcs := make([]store.ObjectRef, 0, len(req.Parts))
+	for i, p := range req.Parts {
+		if i > 0 && p.PartNumber <= req.Parts[i-1].PartNumber {
+			h.writeError(w, r, rq, errInvalidPartOrder)
+			return
+		}
+		info, ok := have[p.PartNumber]
+		if !ok || strings.Trim(strings.TrimSpace(p.ETag), `"`) != info.ETag {
+			h.writeError(w, r, rq, errInvalidPart)
+			return
+		}
+		if i < len(req.Parts)-1 && info.Size < minPartSize {
+			h.writeError(w, r, rq, errEntityTooSmall)
+			return
+		}
+		sum := hexMD5(info.ETag)
+		if sum == nil {
+			// A part copied from a multipart object has a composite ETag.
+			s := md5.Sum([]byte(info.ETag))
+			sum = s[:]
+		}
+		md.Write(sum)
+		srcs = append(srcs, store.ObjectRef{Bucket: rq.bucket, Path: info.Path})
+	}
+	tag := fmt.Sprintf("%s-%d", hex.EncodeToString(md.Sum(nil)), len(req.Parts))
+	x := u.Xattrs
+	if x == nil {
+		x = map[string][]byte{}
+	}
+	info, _, err := h.st.Concat(ctx, rq.bucket, rq.key, srcs, tag, store.PutOptions{ContentType: u.ContentType, Xattrs: x})
+	if err != nil {
+		h.writeError(w, r, rq, err)
+		return
+	}
+	h.removeUpload(ctx, rq.bucket, id)
+	writeXML(w, r, http.StatusOK, struct {
+		XMLName  xml.Name `xml:"http://s3.amazonaws.com/doc/2006-03-01/ CompleteMultipartUploadResult"`
+		Location string   `xml:"Location"`
+		Bucket   string   `xml:"Bucket"`
+		Key      string   `xml:"Key"`
+		ETag     string   `xml:"ETag"`
+	}{Location: "/" + rq.bucket + "/" + rq.key, Bucket: rq.bucket, Key: rq.key, ETag: etag(info.ETag)})
+}
+
+// removeUpload deletes an upload's files and directory, and the upload
+// directory itself when it is left empty. Failures are logged: what is
+// left is collected by CollectUploads.
+func (h *Handler) removeUpload(ctx context.Context, bucket, id string) {
+	have, err := h.parts(ctx, bucket, id)
+	if err == nil {
+		for _, p := range have {
+			if err := h.st.Delete(ctx, bucket, p.Path, ""); err != nil && !errors.Is(err, store.ErrNotFound) {
+				h.log.Warn("multipart part not deleted", "bucket", bucket, "path", p.Path, "err", err)
+			}
+		}
+	}
+	for _, p := range []string{uploadDir(id) + "/upload.json", uploadDir(id), internalDir} {
+		if err := h.st.Delete(ctx, bucket, p, ""); err != nil && !errors.Is(err, store.ErrNotFound) &&
+			!errors.Is(err, store.ErrNotEmpty) {
+			h.log.Warn("multipart upload not fully removed", "bucket", bucket, "path", p, "err", err)
+		}
+	}
+}
+
+func (h *Handler) abortUpload(w http.ResponseWriter, r *http.Request, rq *request) {
+	ctx := r.Context()
+	if _, err := h.authorize(ctx, rq, access.ActionWrite, rq.bucket, rq.key); err != nil {
+		h.writeError(w, r, rq, err)
+		return
+	}
+	id := rq.query.Get("uploadId")
+	if _, err := h.loadUpload(ctx, rq.bucket, rq.key, id); err != nil {
+		h.writeError(w, r, rq, err)
+		return
+	}
+	h.removeUpload(ctx, rq.bucket, id)
+	w.WriteHeader(http.StatusNoContent)
+}
+
+type partXML struct {
+	PartNumber   int    `xml:"PartNumber"`
+	LastModified string `xml:"LastModified"`
+	ETag         string `xml:"ETag"`
+	Size         int64  `xml:"Size"`
+}
+
+func (h *Handler) listParts(w http.ResponseWriter, r *http.Request, rq *request) {
+	ctx := r.Context()
+	b, err := h.authorize(ctx, rq, access.ActionList, rq.bucket, rq.key)
+	if err != nil {
+		h.writeError(w, r, rq, err)
+		return
+	}
+	id := rq.query.Get("uploadId")
+	u, err := h.loadUpload(ctx, rq.bucket, rq.key, id)
+	if err != nil {
+		h.writeError(w, r, rq, err)
+		return
+	}
+	have, err := h.parts(ctx, rq.bucket, id)
+	if err != nil {
+		h.writeError(w, r, rq, err)
+		return
+	}
+	maxParts := 1000
+	if v := rq.query.Get("max-parts"); v != "" {
+		if n, err := strconv.Atoi(v); err == nil && n >= 0 {
+			maxParts = min(n, 1000)
+		}
+	}
+	marker, _ := strconv.Atoi(rq.query.Get("part-number-marker"))
+	nums := make([]int, 0, len(have))
+	for n := range have {
+		if n > marker {
+			nums = append(nums, n)
+		}
+	}
+	sort.Ints(nums)
+	out := struct {
+		XMLName              xml.Name  `xml:"http://s3.amazonaws.com/doc/2006-03-01/ ListPartsResult"`
+		Bucket               string    `xml:"Bucket"`
+		Key                  string    `xml:"Key"`
+		UploadID             string    `xml:"UploadId"`
+		Initiator            owner     `xml:"Initiator"`
+		Owner                owner     `xml:"Owner"`
+		StorageClass         string    `xml:"StorageClass"`
+		PartNumberMarker     int       `xml:"PartNumberMarker"`
+		NextPartNumberMarker int       `xml:"NextPartNumberMarker"`
+		MaxParts             int       `xml:"MaxParts"`
+		IsTruncated          bool      `xml:"IsTruncated"`
+		Parts                []partXML `xml:"Part"`
+	}{Bucket: rq.bucket, Key: rq.key, UploadID: id, Initiator: owner{ID: u.Initiator, DisplayName: h.displayName(u.Initiator)},
+		Owner: ownerOf(b, h.displayName), StorageClass: "STANDARD", PartNumberMarker: marker, MaxParts: maxParts, Parts: []partXML{}}
+	for i, n := range nums {
+		if i == maxParts {
+			out.IsTruncated = true
+			break
+		}
+		p := have[n]
+		out.Parts = append(out.Parts, partXML{PartNumber: n, LastModified: xmlTime(p.ModTime), ETag: etag(p.ETag), Size: p.Size})
+		out.NextPartNumberMarker = n
+	}
+	writeXML(w, r, http.StatusOK, out)
+}
+
+// uploads returns the unfinished uploads of bucket: id → description.
+func (h *Handler) uploads(ctx context.Context, bucket string) (map[string]upload, error) {
+	out := map[string]upload{}
+	after := ""
+	for {
+		res, err := h.st.List(ctx, bucket, store.ListOptions{Prefix: internalDir + "/", Delimiter: "/", StartAfter: after, Limit: 1000})
+		if err != nil {
+			return nil, err
+		}
+		for _, p := range res.CommonPrefixes {
+			id := strings.TrimSuffix(strings.TrimPrefix(p, internalDir+"/"), "/")
+			if u, err := h.loadUpload(ctx, bucket, "", id); err == nil {
+				out[id] = u
+			}
+		}
+		if !res.Truncated {
+			return out, nil
+		}
+		after = res.NextToken
+	}
+}
+
+func (h *Handler) listUploads(w http.ResponseWriter, r *http.Request, rq *request) {
+	ctx := r.Context()
+	b, err := h.authorize(ctx, rq, access.ActionList, rq.bucket, rq.query.Get("prefix"))
+	if err != nil {
+		h.writeError(w, r, rq, err)
+		return
+	}
+	all, err := h.uploads(ctx, rq.bucket)
+	if err != nil {
+		h.writeError(w, r, rq, err)
+		return
+	}
+	type uploadXML struct {
+		Key          string `xml:"Key"`
+		UploadID     string `xml:"UploadId"`
+		Initiator    owner  `xml:"Initiator"`
+		Owner        owner  `xml:"Owner"`
+		StorageClass string `xml:"StorageClass"`
+		Initiated    string `xml:"Initiated"`
+	}
+	prefix, keyMarker := rq.query.Get("prefix"), rq.query.Get("key-marker")
+	maxUploads := 1000
+	if v := rq.query.Get("max-uploads"); v != "" {
+		if n, err := strconv.Atoi(v); err == nil && n >= 0 {
+			maxUploads = min(n, 1000)
+		}
+	}
+	var list []uploadXML
+	for id, u := range all {
+		if !strings.HasPrefix(u.Key, prefix) || u.Key <= keyMarker && keyMarker != "" {
+			continue
+		}
+		list = append(list, uploadXML{Key: u.Key, UploadID: id, Initiator: owner{ID: u.Initiator, DisplayName: h.displayName(u.Initiator)},
+			Owner: ownerOf(b, h.displayName), StorageClass: "STANDARD", Initiated: xmlTime(u.Initiated)})
+	}
+	sort.Slice(list, func(i, j int) bool {
+		return list[i].Key < list[j].Key || list[i].Key == list[j].Key && list[i].Initiated < list[j].Initiated
+	})
+	out := struct {
+		XMLName            xml.Name    `xml:"http://s3.amazonaws.com/doc/2006-03-01/ ListMultipartUploadsResult"`
+		Bucket             string      `xml:"Bucket"`
+		KeyMarker          string      `xml:"KeyMarker"`
+		UploadIDMarker     string      `xml:"UploadIdMarker"`
+		NextKeyMarker      string      `xml:"NextKeyMarker,omitempty"`
+		NextUploadIDMarker string      `xml:"NextUploadIdMarker,omitempty"`
+		Prefix             string      `xml:"Prefix"`
+		MaxUploads         int         `xml:"MaxUploads"`
+		IsTruncated        bool        `xml:"IsTruncated"`
+		Uploads            []uploadXML `xml:"Upload"`
+	}{Bucket: rq.bucket, KeyMarker: keyMarker, Prefix: prefix, MaxUploads: maxUploads}
+	if len(list) > maxUploads {
+		list = list[:maxUploads]
+		out.IsTruncated = true
+		out.NextKeyMarker, out.NextUploadIDMarker = list[len(list)-1].Key, list[len(list)-1].UploadID
+	}
+	out.Uploads = list
+	writeXML(w, r, http.StatusOK, out)
+}
+
+// abortAllUploads removes the uploads of bucket initiated before
+// olderThan (every upload when it is zero).
+func (h *Handler) abortAllUploads(ctx context.Context, bucket string, olderThan time.Time) int {
+	all, err := h.uploads(ctx, bucket)
+	if err != nil {
+		return 0
+	}
+	n := 0
+	for id, u := range all {
+		if olderThan.IsZero() || u.Initiated.Before(olderThan) {
+			h.removeUpload(ctx, bucket, id)
+			n++
+		}
+	}
+	return n
+}
+
+// CollectUploads removes, in every bucket, the multipart uploads older
+// than Config.UploadExpiry and returns how many. The node calls it
+// periodically; it is idempotent, so several nodes may.
+func (h *Handler) CollectUploads(ctx context.Context) int {
+	buckets, err := h.st.Buckets(ctx)
+	if err != nil {
+		return 0
+	}
+	n := 0
+	for _, b := range buckets {
+		if _, err := h.st.Stat(ctx, b.Name, internalDir); err != nil {
+			continue
+		}
+		n += h.abortAllUploads(ctx, b.Name, h.now().Add(-h.cfg.UploadExpiry))
+	}
+	return n
+}

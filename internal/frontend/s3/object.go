@@ -1,0 +1,623 @@
+package s3
+
+import (
+	"context"
+	"crypto/md5"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/xml"
+	"errors"
+	"fmt"
+	"hash"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/cairn-fs/cairn/internal/access"
+	"github.com/cairn-fs/cairn/internal/access/sigv4"
+	"github.com/cairn-fs/cairn/internal/store"
+)
+
+// Object headers S3 stores and returns, kept as extended attributes of
+// the file named xattrPrefix + the lowercase header name (so the mount
+// shows them too): x-amz-meta-* and these.
+const xattrPrefix = "user.cairn."
+
+var storedHeaders = []string{"Cache-Control", "Content-Disposition", "Content-Encoding", "Content-Language", "Expires", "X-Amz-Website-Redirect-Location"}
+
+// objectXattrs returns the stored headers of a PUT (or a REPLACE copy).
+func objectXattrs(h http.Header) (map[string][]byte, error) {
+	x := map[string][]byte{}
+	size := 0
+	for k, vs := range h {
+		lk := strings.ToLower(k)
+		if strings.HasPrefix(lk, "x-amz-meta-") {
+			x[xattrPrefix+lk] = []byte(strings.Join(vs, ","))
+			size += len(lk) + len(x[xattrPrefix+lk])
+		}
+	}
+	if size > 2048 {
+		return nil, errorf(http.StatusBadRequest, "MetadataTooLarge", "Your metadata headers exceed the maximum allowed metadata size (2 KB).")
+	}
+	for _, k := range storedHeaders {
+		v := h.Get(k)
+		if k == "Content-Encoding" {
+			v = stripAWSChunked(v)
+		}
+		if v != "" {
+			x[xattrPrefix+strings.ToLower(k)] = []byte(v)
+		}
+	}
+	return x, nil
+}
+
+// setStoredHeaders writes an object's stored headers into the answer.
+func setStoredHeaders(hdr http.Header, x map[string][]byte) {
+	for k, v := range x {
+		if name, ok := strings.CutPrefix(k, xattrPrefix); ok {
+			if !strings.HasPrefix(name, "x-amz-meta-") {
+				// User metadata keeps S3's lowercase names (clients
+				// take the key from the name as sent).
+				name = http.CanonicalHeaderKey(name)
+			}
+			hdr[name] = []string{string(v)}
+		}
+	}
+}
+
+// contentType is an object's content type for S3 answers.
+func contentType(info store.ObjectInfo) string {
+	if info.ContentType != "" {
+		return info.ContentType
+	}
+	return "binary/octet-stream"
+}
+
+// serveObject routes a request on an object.
+func (h *Handler) serveObject(w http.ResponseWriter, r *http.Request, rq *request) {
+	q := rq.query
+	switch r.Method {
+	case http.MethodGet, http.MethodHead:
+		switch {
+		case q.Has("uploadId"):
+			rq.op = "ListParts"
+			h.listParts(w, r, rq)
+		case q.Has("acl"):
+			rq.op = "GetObjectAcl"
+			h.getACL(w, r, rq, rq.key)
+		case q.Has("tagging"), q.Has("retention"), q.Has("legal-hold"), q.Has("attributes"), q.Has("torrent"):
+			rq.op = "GetObjectOther"
+			h.writeError(w, r, rq, errNotImplemented)
+		default:
+			rq.op = "GetObject"
+			if r.Method == http.MethodHead {
+				rq.op = "HeadObject"
+			}
+			h.getObject(w, r, rq)
+		}
+	case http.MethodPut:
+		switch {
+		case q.Has("partNumber") && q.Has("uploadId"):
+			if r.Header.Get("x-amz-copy-source") != "" {
+				rq.op = "UploadPartCopy"
+			} else {
+				rq.op = "UploadPart"
+			}
+			h.uploadPart(w, r, rq)
+		case q.Has("acl"):
+			rq.op = "PutObjectAcl"
+			h.putObjectACL(w, r, rq)
+		case q.Has("tagging"), q.Has("retention"), q.Has("legal-hold"):
+			rq.op = "PutObjectOther"
+			h.writeError(w, r, rq, errNotImplemented)
+		case r.Header.Get("x-amz-copy-source") != "":
+			rq.op = "CopyObject"
+			h.copyObject(w, r, rq)
+		default:
+			rq.op = "PutObject"
+			h.putObject(w, r, rq)
+		}
+	case http.MethodDelete:
+		if q.Has("uploadId") {
+			rq.op = "AbortMultipartUpload"
+			h.abortUpload(w, r, rq)
+			return
+		}
+		rq.op = "DeleteObject"
+		if err := h.deleteKey(r, rq, rq.key); err != nil {
+			h.writeError(w, r, rq, err)
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+	case http.MethodPost:
+		switch {
+		case q.Has("uploads"):
+			rq.op = "CreateMultipartUpload"
+			h.createUpload(w, r, rq)
+		case q.Has("uploadId"):
+			rq.op = "CompleteMultipartUpload"
+			h.completeUpload(w, r, rq)
+		default:
+			rq.op = "PostObject"
+			h.writeError(w, r, rq, errNotImplemented)
+		}
+	default:
+		rq.op = "object"
+		h.writeError(w, r, rq, errMethodNotAllowed)
+	}
+}
+
+// openKey opens key for reading; "dir/" is a directory marker: an empty
+// object when the directory exists.
+func (h *Handler) openKey(ctx context.Context, bucket, key string) (store.Object, store.ObjectInfo, error) {
+	if strings.HasSuffix(key, "/") {
+		info, err := h.st.Stat(ctx, bucket, strings.TrimSuffix(key, "/"))
+		if err != nil {
+			return nil, info, err
+		}
+		if !info.IsDir {
+			return nil, info, store.ErrNotFound
+		}
+		info.Size, info.ETag = 0, emptyMD5
+		return nil, info, nil
+	}
+	if isInternal(key) {
+		return nil, store.ObjectInfo{}, store.ErrNotFound
+	}
+	obj, err := h.st.Open(ctx, bucket, key)
+	if err != nil {
+		if errors.Is(err, store.ErrIsDir) {
+			err = store.ErrNotFound
+		}
+		return nil, store.ObjectInfo{}, err
+	}
+	return obj, obj.Info(), nil
+}
+
+// emptyMD5 is the MD5 of no bytes (the ETag of an empty object).
+const emptyMD5 = "d41d8cd98f00b204e9800998ecf8427e"
+
+func (h *Handler) getObject(w http.ResponseWriter, r *http.Request, rq *request) {
+	ctx := r.Context()
+	if _, err := h.authorize(ctx, rq, access.ActionRead, rq.bucket, rq.key); err != nil {
+		h.writeError(w, r, rq, err)
+		return
+	}
+	obj, info, err := h.openKey(ctx, rq.bucket, rq.key)
+	if err != nil {
+		h.writeError(w, r, rq, err)
+		return
+	}
+	if obj != nil {
+		defer obj.Close()
+	}
+	if err := checkConditions(r.Header, info, ""); err != nil {
+		if errors.Is(err, errNotModified) {
+			setObjectHeaders(w.Header(), info)
+		}
+		h.writeError(w, r, rq, err)
+		return
+	}
+	off, n := int64(0), info.Size
+	status := http.StatusOK
+	hdr := w.Header()
+	if spec := r.Header.Get("Range"); spec != "" && ifRangeHolds(r.Header.Get("If-Range"), info) {
+		start, length, ok, err := parseRange(spec, info.Size)
+		if err != nil {
+			hdr.Set("Content-Range", "bytes */"+strconv.FormatInt(info.Size, 10))
+			h.writeError(w, r, rq, err)
+			return
+		}
+		if ok {
+			off, n, status = start, length, http.StatusPartialContent
+			hdr.Set("Content-Range", fmt.Sprintf("bytes %d-%d/%d", start, start+length-1, info.Size))
+		}
+	}
+	setObjectHeaders(hdr, info)
+	for _, o := range [...]struct{ param, header string }{
+		{"response-content-type", "Content-Type"}, {"response-content-language", "Content-Language"},
+		{"response-expires", "Expires"}, {"response-cache-control", "Cache-Control"},
+		{"response-content-disposition", "Content-Disposition"}, {"response-content-encoding", "Content-Encoding"},
+	} {
+		if v := rq.query.Get(o.param); v != "" {
+			hdr.Set(o.header, v)
+		}
+	}
+	hdr.Set("Content-Length", strconv.FormatInt(n, 10))
+	w.WriteHeader(status)
+	if r.Method == http.MethodHead || n == 0 || obj == nil {
+		return
+	}
+	if _, err := obj.WriteRangeTo(w, off, n); err != nil {
+		// The head is out: cut the connection so the client sees a short body.
+		h.log.Warn("s3 GET body cut", "bucket", rq.bucket, "key", rq.key, "err", err)
+		panic(http.ErrAbortHandler)
+	}
+}
+
+// setObjectHeaders sets the headers that describe an object.
+func setObjectHeaders(hdr http.Header, info store.ObjectInfo) {
+	hdr.Set("ETag", etag(info.ETag))
+	hdr.Set("Last-Modified", info.ModTime.UTC().Format(http.TimeFormat))
+	hdr.Set("Content-Type", contentType(info))
+	hdr.Set("Accept-Ranges", "bytes")
+	setStoredHeaders(hdr, info.Xattrs)
+}
+
+// checkConditions evaluates If-Match, If-Unmodified-Since, If-None-Match
+// and If-Modified-Since (prefix "" for GET/HEAD, "x-amz-copy-source-" for
+// a copy's source) in RFC 9110's order.
+func checkConditions(hdr http.Header, info store.ObjectInfo, prefix string) error {
+	get := func(k string) string { return hdr.Get(prefix + k) }
+	im, inm := get("If-Match"), get("If-None-Match")
+	if im != "" {
+		if !etagListMatch(im, info.ETag) {
+			return errPrecondition
+		}
+	} else if v := get("If-Unmodified-Since"); v != "" {
+		if t, err := http.ParseTime(v); err == nil && info.ModTime.Truncate(time.Second).After(t) {
+			return errPrecondition
+		}
+	}
+	if inm != "" {
+		if etagListMatch(inm, info.ETag) {
+			if prefix != "" {
+				return errPrecondition
+			}
+			return errNotModified
+		}
+	} else if v := get("If-Modified-Since"); v != "" {
+		if t, err := http.ParseTime(v); err == nil && !info.ModTime.Truncate(time.Second).After(t) {
+			if prefix != "" {
+				return errPrecondition
+			}
+			return errNotModified
+		}
+	}
+	return nil
+}
+
+// etagListMatch reports whether an If-Match/If-None-Match list names tag.
+func etagListMatch(list, tag string) bool {
+	for v := range strings.SplitSeq(list, ",") {
+		v = strings.TrimSpace(v)
+		v = strings.TrimPrefix(v, "W/")
+		if v == "*" || strings.Trim(v, `"`) == tag {
+			return true
+		}
+	}
+	return false
+}
+
+// ifRangeHolds reports whether a Range applies under If-Range.
+func ifRangeHolds(v string, info store.ObjectInfo) bool {
+	if v == "" {
+		return true
+	}
+	if strings.HasPrefix(v, `"`) {
+		return strings.Trim(v, `"`) == info.ETag
+	}
+	t, err := http.ParseTime(v)
+	return err == nil && !info.ModTime.Truncate(time.Second).After(t)
+}
+
+// parseRange parses a single "bytes=" range against size. ok is false for
+// a range S3 ignores (several ranges, another unit); an unsatisfiable one
+// is InvalidRange.
+func parseRange(spec string, size int64) (off, n int64, ok bool, err error) {
+	rs, found := strings.CutPrefix(spec, "bytes=")
+	if !found || strings.Contains(rs, ",") {
+		return 0, 0, false, nil
+	}
+	a, b, found := strings.Cut(strings.TrimSpace(rs), "-")
+	if !found {
+		return 0, 0, false, nil
+	}
+	invalid := errorf(http.StatusRequestedRangeNotSatisfiable, "InvalidRange", "The requested range is not satisfiable")
+	if a == "" {
+		k, perr := strconv.ParseInt(b, 10, 64)
+		if perr != nil || k < 0 {
+			return 0, 0, false, nil
+		}
+		if k == 0 || size == 0 {
+			return 0, 0, false, invalid
+		}
+		k = min(k, size)
+		return size - k, k, true, nil
+	}
+	start, perr := strconv.ParseInt(a, 10, 64)
+	if perr != nil || start < 0 {
+		return 0, 0, false, nil
+	}
+	end := size - 1
+	if b != "" {
+		e, perr := strconv.ParseInt(b, 10, 64)
+		if perr != nil || e < start {
+			return 0, 0, false, nil
+		}
+		end = min(e, size-1)
+	}
+	if start >= size {
+		return 0, 0, false, invalid
+	}
+	return start, end - start + 1, true, nil
+}
+
+// body returns the request's payload, decoded and checked as its
+// signature says (aws-chunked, payload hash, trailing checksums), with
+// x-amz-checksum-* headers checked too.
+func (h *Handler) body(r *http.Request, rq *request) (io.Reader, error) {
+	res := rq.sig
+	if res == nil {
+		res = &sigv4.Result{PayloadHash: sigv4.UnsignedPayload}
+		if ph := r.Header.Get("X-Amz-Content-Sha256"); ph == sigv4.StreamingUnsignedTrailer {
+			res.PayloadHash = ph
+		}
+	}
+	return res.Body(r)
+}
+
+// payloadSize is the decoded length of the request's payload, or -1.
+func payloadSize(r *http.Request) int64 {
+	if v := r.Header.Get("X-Amz-Decoded-Content-Length"); v != "" {
+		if n, err := strconv.ParseInt(v, 10, 64); err == nil {
+			return n
+		}
+		return -1
+	}
+	if strings.Contains(r.Header.Get("Content-Encoding"), "aws-chunked") {
+		return -1
+	}
+	return r.ContentLength
+}
+
+// md5Reader computes the MD5 of what it reads and, at EOF, compares it
+// with want (the Content-MD5), failing with BadDigest: a bad upload is
+// refused before anything is committed.
+type md5Reader struct {
+	r    io.Reader
+	h    hash.Hash
+	want []byte
+}
+
+func (m *md5Reader) Read(p []byte) (int, error) {
+	n, err := m.r.Read(p)
+	m.h.Write(p[:n])
+	if err == io.EOF && m.want != nil {
+		if got := m.h.Sum(nil); string(got) != string(m.want) {
+			return n, errBadDigest
+		}
+	}
+	return n, err
+}
+
+// contentMD5 parses a Content-MD5 header (nil when absent).
+func contentMD5(hdr http.Header) ([]byte, error) {
+	vs, ok := hdr["Content-Md5"]
+	if !ok {
+		return nil, nil
+	}
+	b, err := base64.StdEncoding.DecodeString(strings.TrimSpace(vs[0]))
+	if err != nil || len(b) != md5.Size {
+		return nil, errInvalidDigest
+	}
+	return b, nil
+}
+
+// bodyError maps an error of reading a request body into its S3 kind.
+func bodyError(err error) error {
+	var se *sigv4.Error
+	if errors.As(err, &se) {
+		return se
+	}
+	if errors.Is(err, errBadDigest) {
+		return errBadDigest
+	}
+	return err
+}
+
+func (h *Handler) putObject(w http.ResponseWriter, r *http.Request, rq *request) {
+	ctx := r.Context()
+	if _, err := h.authorize(ctx, rq, access.ActionWrite, rq.bucket, rq.key); err != nil {
+		h.writeError(w, r, rq, err)
+		return
+	}
+	if isInternal(rq.key) {
+		h.writeError(w, r, rq, errorf(http.StatusBadRequest, "InvalidArgument", "keys under %s/ are reserved for multipart uploads", internalDir))
+		return
+	}
+	if _, err := cannedPublic(r.Header.Get("x-amz-acl")); err != nil {
+		h.writeError(w, r, rq, err)
+		return
+	}
+	want, err := contentMD5(r.Header)
+	if err != nil {
+		h.writeError(w, r, rq, err)
+		return
+	}
+	x, err := objectXattrs(r.Header)
+	if err != nil {
+		h.writeError(w, r, rq, err)
+		return
+	}
+	body, err := h.body(r, rq)
+	if err != nil {
+		h.writeError(w, r, rq, err)
+		return
+	}
+	size := payloadSize(r)
+	if strings.HasSuffix(rq.key, "/") {
+		// A directory marker: an empty object named "dir/" is a directory.
+		if size > 0 {
+			h.writeError(w, r, rq, errorf(http.StatusBadRequest, "InvalidArgument", "a key ending in '/' names a directory: its body must be empty"))
+			return
+		}
+		if err := h.st.Mkdir(ctx, rq.bucket, strings.TrimSuffix(rq.key, "/"), store.Attrs{}); err != nil {
+			h.writeError(w, r, rq, err)
+			return
+		}
+		w.Header().Set("ETag", etag(emptyMD5))
+		w.WriteHeader(http.StatusOK)
+		return
+	}
+	opts := store.PutOptions{ContentType: r.Header.Get("Content-Type"), Size: size, Xattrs: x}
+	if v := r.Header.Get("If-None-Match"); v == "*" {
+		opts.IfNoneMatchAny = true
+	}
+	if v := r.Header.Get("If-Match"); v != "" {
+		opts.IfMatch = strings.Trim(v, `"`)
+	}
+	rd := io.Reader(body)
+	if want != nil {
+		rd = &md5Reader{r: body, h: md5.New(), want: want}
+	}
+	info, _, err := h.st.Put(ctx, rq.bucket, rq.key, rd, opts)
+	if err != nil {
+		h.writeError(w, r, rq, bodyError(err))
+		return
+	}
+	hdr := w.Header()
+	hdr.Set("ETag", etag(info.ETag))
+	if cb, ok := body.(*sigv4.Body); ok {
+		if c, ok := cb.Checksum(); ok {
+			hdr.Set("x-amz-checksum-"+strings.ToLower(c.Algorithm), c.Value)
+		}
+	}
+	w.WriteHeader(http.StatusOK)
+}
+
+func (h *Handler) putObjectACL(w http.ResponseWriter, r *http.Request, rq *request) {
+	ctx := r.Context()
+	b, err := h.authorize(ctx, rq, access.ActionWrite, rq.bucket, rq.key)
+	if err != nil {
+		h.writeError(w, r, rq, err)
+		return
+	}
+	if _, err := h.st.Stat(ctx, rq.bucket, rq.key); err != nil {
+		h.writeError(w, r, rq, err)
+		return
+	}
+	public, err := h.requestedACL(r)
+	if err != nil {
+		h.writeError(w, r, rq, err)
+		return
+	}
+	if public && !b.Public {
+		h.writeError(w, r, rq, errorf(http.StatusNotImplemented, "NotImplemented",
+			"objects take their bucket's ACL: make the bucket public-read instead"))
+		return
+	}
+	w.WriteHeader(http.StatusOK)
+}
+
+// copySource parses x-amz-copy-source ("/bucket/key" or "bucket/key",
+// URL-encoded, optionally "?versionId=null").
+func copySource(v string) (bucket, key string, err error) {
+	v, ver, _ := strings.Cut(v, "?")
+	if ver != "" && ver != "versionId=null" {
+		return "", "", errorf(http.StatusNotImplemented, "NotImplemented", "versioned copy sources are not supported")
+	}
+	dec, uerr := url.PathUnescape(v)
+	if uerr != nil {
+		return "", "", errorf(http.StatusBadRequest, "InvalidArgument", "bad x-amz-copy-source %q", v)
+	}
+	bucket, key, _ = strings.Cut(strings.TrimPrefix(dec, "/"), "/")
+	if bucket == "" || key == "" {
+		return "", "", errorf(http.StatusBadRequest, "InvalidArgument", "x-amz-copy-source must be BUCKET/KEY, not %q", v)
+	}
+	return bucket, key, nil
+}
+
+// copyObject serves CopyObject: the new object names the source's blobs
+// (store.Concat), no byte is copied.
+func (h *Handler) copyObject(w http.ResponseWriter, r *http.Request, rq *request) {
+	ctx := r.Context()
+	sb, sk, err := copySource(r.Header.Get("x-amz-copy-source"))
+	if err != nil {
+		h.writeError(w, r, rq, err)
+		return
+	}
+	if _, err := h.authorize(ctx, rq, access.ActionRead, sb, sk); err != nil {
+		h.writeError(w, r, rq, err)
+		return
+	}
+	if _, err := h.authorize(ctx, rq, access.ActionWrite, rq.bucket, rq.key); err != nil {
+		h.writeError(w, r, rq, err)
+		return
+	}
+	if _, err := cannedPublic(r.Header.Get("x-amz-acl")); err != nil {
+		h.writeError(w, r, rq, err)
+		return
+	}
+	src, err := h.st.Stat(ctx, sb, sk)
+	if err != nil || src.IsDir || isInternal(sk) {
+		if err == nil {
+			err = store.ErrNotFound
+		}
+		h.writeError(w, r, rq, err)
+		return
+	}
+	if err := checkConditions(r.Header, src, "x-amz-copy-source-"); err != nil {
+		h.writeError(w, r, rq, err)
+		return
+	}
+	opts := store.PutOptions{ContentType: src.ContentType, Xattrs: src.Xattrs}
+	switch d := r.Header.Get("x-amz-metadata-directive"); d {
+	case "", "COPY":
+		if sb == rq.bucket && sk == rq.key {
+			h.writeError(w, r, rq, errorf(http.StatusBadRequest, "InvalidRequest",
+				"This copy request is illegal because it is trying to copy an object to itself without changing the object's metadata, storage class, website redirect location or encryption attributes."))
+			return
+		}
+	case "REPLACE":
+		x, err := objectXattrs(r.Header)
+		if err != nil {
+			h.writeError(w, r, rq, err)
+			return
+		}
+		opts.ContentType, opts.Xattrs = r.Header.Get("Content-Type"), x
+	default:
+		h.writeError(w, r, rq, errorf(http.StatusBadRequest, "InvalidArgument", "Unknown metadata directive %q", d))
+		return
+	}
+	if opts.Xattrs == nil {
+		opts.Xattrs = map[string][]byte{}
+	}
+	info, _, err := h.st.Concat(ctx, rq.bucket, rq.key, []store.ObjectRef{{Bucket: sb, Path: sk}}, src.ETag, opts)
+	if err != nil {
+		h.writeError(w, r, rq, err)
+		return
+	}
+	writeXML(w, r, http.StatusOK, struct {
+		XMLName      xml.Name `xml:"http://s3.amazonaws.com/doc/2006-03-01/ CopyObjectResult"`
+		LastModified string   `xml:"LastModified"`
+		ETag         string   `xml:"ETag"`
+	}{LastModified: xmlTime(info.ModTime), ETag: etag(info.ETag)})
+}
+
+// hexMD5 decodes a hex ETag (no quotes), or nil.
+func hexMD5(e string) []byte {
+	b, err := hex.DecodeString(e)
+	if err != nil || len(b) != md5.Size {
+		return nil
+	}
+	return b
+}
+
+// stripAWSChunked removes the aws-chunked coding, which describes the
+// request's framing, not the object, from a Content-Encoding value.
+func stripAWSChunked(v string) string {
+	if !strings.Contains(v, "aws-chunked") {
+		return v
+	}
+	var keep []string
+	for c := range strings.SplitSeq(v, ",") {
+		if c = strings.TrimSpace(c); c != "" && c != "aws-chunked" {
+			keep = append(keep, c)
+		}
+	}
+	return strings.Join(keep, ",")
+}
