@@ -76,7 +76,14 @@ func newEnv(t *testing.T) *env {
 		t.Fatal(err)
 	}
 	e := &env{st: st, auth: auth, h: h, key: k, plain: httptest.NewServer(h), tls: httptest.NewTLSServer(h)}
-	t.Cleanup(func() { e.plain.Close(); e.tls.Close(); st.Close(); lg.Close(); db.Close(); bs.Close() })
+	t.Cleanup(func() {
+		e.plain.Close()
+		e.tls.Close()
+		st.Close()
+		lg.Close()
+		db.Close()
+		bs.Close()
+	})
 	return e
 }
 
