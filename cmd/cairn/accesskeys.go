@@ -23,9 +23,9 @@ func newKeyCmd() *cobra.Command {
 
 func newKeyCreateCmd(cf *clientFlags) *cobra.Command {
 	var req client.KeyRequest
-	var asJSON bool
+	var asJSON, asEnv bool
 	cmd := &cobra.Command{
-		Use:   "create NAME [--bucket B[/PREFIX]]... [--allow read,list,write,delete,admin] [--expires DURATION] [--json]",
+		Use:   "create NAME [--bucket B[/PREFIX]]... [--allow read,list,write,delete,admin] [--expires DURATION] [--json|--env]",
 		Short: "Create an access key and print its id and secret (shown only once)",
 		Long: `Create an access key. It works for the native HTTP API
 (Authorization: Bearer ID:SECRET), S3 (SigV4) and signed URLs.
@@ -40,6 +40,12 @@ creating and deleting buckets. --allow defaults to read,list,write,delete.`,
 				return err
 			}
 			out := cmd.OutOrStdout()
+			if asEnv {
+				// For eval: the CLI's and the AWS tools' variables.
+				fmt.Fprintf(out, "export CAIRN_ACCESS_KEY_ID=%s CAIRN_SECRET_ACCESS_KEY=%s\n", k.ID, k.Secret)
+				fmt.Fprintf(out, "export AWS_ACCESS_KEY_ID=%s AWS_SECRET_ACCESS_KEY=%s\n", k.ID, k.Secret)
+				return nil
+			}
 			if asJSON {
 				return printJSON(out, struct {
 					ID     string `json:"id"`
@@ -60,6 +66,7 @@ creating and deleting buckets. --allow defaults to read,list,write,delete.`,
 	cmd.Flags().StringVar(&req.Allow, "allow", "", "actions: read,list,write,delete,admin (default read,list,write,delete)")
 	cmd.Flags().DurationVar(&req.Expires, "expires", 0, "the key stops working after this duration (e.g. 720h; default never)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, `print {"id": ..., "secret": ...}`)
+	cmd.Flags().BoolVar(&asEnv, "env", false, "print export lines for eval: CAIRN_ACCESS_KEY_ID, CAIRN_SECRET_ACCESS_KEY, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY")
 	return cmd
 }
 

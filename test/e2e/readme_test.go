@@ -183,7 +183,7 @@ func envWithout(names ...string) []string {
 	return env
 }
 
-var cairnEnv = []string{"CAIRN_ADMIN_KEY", "CAIRN_CLUSTER_SECRET", "CAIRN_SERVER", "CAIRN_DATA", "CAIRN_LISTEN", "CAIRN_ACCESS_LOG", "CAIRN_SECRET_FILE", "CAIRN_JOIN", "CAIRN_CONFIG"}
+var cairnEnv = []string{"CAIRN_ADMIN_KEY", "CAIRN_CLUSTER_SECRET", "CAIRN_SERVER", "CAIRN_DATA", "CAIRN_LISTEN", "CAIRN_ACCESS_LOG", "CAIRN_SECRET_FILE", "CAIRN_JOIN", "CAIRN_CONFIG", "CAIRN_ACCESS_KEY_ID", "CAIRN_SECRET_ACCESS_KEY"}
 
 // TestReadmeOneNode runs the README's one-node example: it makes an admin
 // key, starts a node on 0.0.0.0 with an access log in a directory that
@@ -297,6 +297,44 @@ func TestReadmeTour(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+
+	// Keys, signed links and rules, in the same cluster.
+	script = readmeScript(t, readmeBlock(t, "access"),
+		"bin/cairn", cairnBin,
+		"127.0.0.1:8080", "127.0.0.1:"+strconv.Itoa(p),
+		"127.0.0.1:8082", "127.0.0.1:"+strconv.Itoa(p+2),
+		"/tmp/badbot.html", filepath.Join(tmp, "badbot.html"))
+	cmd = exec.Command("bash", "-c", script)
+	cmd.Dir = repoRoot(t)
+	// The tour's exports, as in the same terminal.
+	cmd.Env = append(envWithout(cairnEnv...), "CAIRN_SERVER="+url(0), "CAIRN_ADMIN_KEY="+key)
+	aout, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("the README's access block failed: %v\n%s\ndev cluster:\n%s", err, aout, devOut)
+	}
+	for _, want := range []string{
+		"# Cairn",                               // the signed link served the private file
+		"<h1>Please use the download page</h1>", // the badbot page
+		"deploy",                                // key list
+		"bucket=site all-clients rate 50/s burst 100", // rule list
+	} {
+		if !bytes.Contains(aout, []byte(want)) {
+			t.Errorf("the access block's output lacks %q:\n%s", want, aout)
+		}
+	}
+	if bytes.Contains(aout, []byte("AccessDenied")) || bytes.Contains(aout, []byte(`"error"`)) {
+		t.Errorf("the access block hit an error:\n%s", aout)
+	}
+	serves := func(u string, want []byte) {
+		t.Helper()
+		waitFor(t, 10*time.Second, u+" to serve its file", func() bool {
+			status, body, _, err := timed("GET", u, nil, "Authorization", "Bearer "+key)
+			return err == nil && status == 200 && bytes.Equal(body, want)
+		})
+	}
+	mk, _ := os.ReadFile(filepath.Join(repoRoot(t), "Makefile"))
+	serves(url(1)+"/site/uploads/Makefile", mk)
+
 	if got, err := os.ReadFile(filepath.Join(tmp, "readme.md")); err != nil || !bytes.Equal(got, readme) {
 		t.Fatalf("cairn get wrote %d bytes (%v), want README.md", len(got), err)
 	}
@@ -310,13 +348,6 @@ func TestReadmeTour(t *testing.T) {
 		}
 	}
 	// Another node may apply the last writes a moment after node 1.
-	serves := func(u string, want []byte) {
-		t.Helper()
-		waitFor(t, 10*time.Second, u+" to serve its file", func() bool {
-			status, body, _, err := timed("GET", u, nil)
-			return err == nil && status == 200 && bytes.Equal(body, want)
-		})
-	}
 	serves(url(2)+"/demo/README.md", readme)
 	cli, err := os.ReadFile(filepath.Join(repoRoot(t), "docs", "cli.md"))
 	if err != nil {
