@@ -26,6 +26,14 @@
 #                      same corpus, takes its turn beside CAIRN_BIN's in every
 #                      round (nginx, A, B; nginx, B, A in even rounds); a table
 #                      of B against A (CAIRN_BIN) follows the main one (A's)
+#   RULES_B=N          A/B of abuse rules: B (CAIRN_BIN_B, default CAIRN_BIN) gets
+#                      N cluster rules loaded (User-Agent patterns, CIDRs and path
+#                      prefixes that no benchmark request matches), A none: the
+#                      B/A column is the cost of checking N rules
+#   S3=1               also GET the same files from node A through the S3 API:
+#                      presigned SigV4 URLs (an access key with read on the
+#                      buckets, bench/presign), server "s3" in the CSV; a table
+#                      of S3 against the native GET and nginx follows
 #   NGINX_OPEN_FILE_CACHE=1  turn on nginx's open_file_cache
 #   KEEP=1             keep the Cairn data and nginx scratch directories
 #
@@ -65,10 +73,15 @@ for p in $PROFILES; do
 	ensure_corpus "$p"
 done
 SERVERS="nginx cairn"
+RULES_B=${RULES_B:-0}
+S3=${S3:-0}
 if [ "$NGINX_ONLY" = 1 ]; then
 	SERVERS=nginx
 else
 	resolve_cairn_bin
+	if [ "$RULES_B" -gt 0 ] && [ -z "${CAIRN_BIN_B:-}" ]; then
+		CAIRN_BIN_B=$CAIRN_BIN
+	fi
 	if [ -n "${CAIRN_BIN_B:-}" ]; then
 		[ -x "$CAIRN_BIN_B" ] || die "CAIRN_BIN_B=$CAIRN_BIN_B is not executable"
 		SERVERS="nginx cairn cairnb"
@@ -119,6 +132,33 @@ if [ "$NGINX_ONLY" != 1 ]; then
 	fi
 	start_loaded_cairn cairn
 	PID_OF[cairn]=$CAIRN_PID
+	if [ "$RULES_B" -gt 0 ]; then
+		log "loading $RULES_B abuse rules into B (${BASE[cairnb]}), none of which matches the benchmark's requests"
+		for i in $(seq 1 "$RULES_B"); do
+			case $((i % 3)) in
+			0) args=(--user-agent "(?i)(badbot|crawler$i|sitesucker|httrack)/[0-9]+") ;;
+			1) args=(--ip "203.0.$((i % 256)).0/24") ;;
+			2) args=(--path "/private$i/") ;;
+			esac
+			CAIRN_SERVER=${BASE[cairnb]} "$CAIRN_BIN" rule add "${args[@]}" --deny 403 >/dev/null ||
+				die "cairn rule add ${args[*]} failed"
+		done
+	fi
+	if [ "$S3" = 1 ]; then
+		SERVERS="$SERVERS s3"
+		BASE[s3]=${BASE[cairn]}
+		PID_OF[s3]=${PID_OF[cairn]}
+		keyjson=$(CAIRN_SERVER=${BASE[cairn]} "$CAIRN_BIN" key create bench-s3 --allow read --json) ||
+			die "cairn key create failed"
+		kid=$(sed -n 's/.*"id": "\(.*\)".*/\1/p' <<<"$keyjson")
+		ksecret=$(sed -n 's/.*"secret": "\(.*\)".*/\1/p' <<<"$keyjson")
+		for p in $PROFILES; do
+			(cd "$REPO_DIR" && go run ./bench/presign -base "${BASE[cairn]}" -bucket "$p" -id "$kid" -secret "$ksecret" \
+				-expires 12h <"$CORPUS_DIR/$p/paths.txt" >"$OUT/presigned-$p.txt") || die "presigning $p failed"
+			u=${BASE[s3]}/$(head -n 1 "$OUT/presigned-$p.txt")
+			curl -fsS -o /dev/null "$u" || die "a presigned GET failed: $u"
+		done
+	fi
 fi
 
 # check_alive SERVER: die (in the main shell) when the server has exited.
@@ -154,10 +194,14 @@ server_cpu() {
 # failed run.
 run_wrk() {
 	local server=$1 profile=$2 conns=$3 secs=$4 out=$5 threads=$THREADS rc=0
+	local paths=$CORPUS_DIR/$profile/paths.txt prefix=/$profile/
+	if [ "$server" = s3 ]; then
+		paths=$OUT/presigned-$profile.txt prefix=/
+	fi
 	[ "$threads" -le "$conns" ] || threads=$conns
 	wrk -t"$threads" -c"$conns" -d"${secs}s" --timeout "$WRK_TIMEOUT" --latency \
 		-s "$BENCH_DIR/wrk/random.lua" "${BASE[$server]}" \
-		-- "$CORPUS_DIR/$profile/paths.txt" "/$profile/" "$SEED" >"$out" 2>&1 || rc=$?
+		-- "$paths" "$prefix" "$SEED" >"$out" 2>&1 || rc=$?
 	local line
 	line=$(grep '^BENCH_RESULT ' "$out" || true)
 	if [ -z "$line" ]; then
@@ -223,7 +267,7 @@ done
 {
 	echo "Random GET, Cairn (1 node) vs nginx (local disk), wrk ${THREADS} threads, ${DURATION}s per run, best of ${ROUNDS} alternating rounds per server"
 	echo "$(date -u +%Y-%m-%dT%H:%MZ); $(machine_info)"
-	echo "command: ${CAIRN_BIN_B:+CAIRN_BIN=$CAIRN_BIN CAIRN_BIN_B=$CAIRN_BIN_B }DURATION=$DURATION ROUNDS=$ROUNDS CONNS=\"$CONNS\" PROFILES=\"$PROFILES\" SCALE=$SCALE SEED=$SEED bench/read.sh"
+	echo "command: ${CAIRN_BIN_B:+CAIRN_BIN=$CAIRN_BIN CAIRN_BIN_B=$CAIRN_BIN_B }RULES_B=$RULES_B S3=$S3 DURATION=$DURATION ROUNDS=$ROUNDS CONNS=\"$CONNS\" PROFILES=\"$PROFILES\" SCALE=$SCALE SEED=$SEED bench/read.sh"
 	echo
 	awk -F, -v servers="$SERVERS" '
 	NR == 1 { next }
@@ -262,6 +306,30 @@ done
 		}
 		for (k in fail) { split(k, a, SUBSEP); printf "\nFAILED: %s, %s connections, %s (see the raw wrk output)\n", a[1], a[2], a[3] }
 	}' "$CSV"
+	if [ "$S3" = 1 ]; then
+		echo
+		echo "S3: presigned GETs (SigV4 query) of the same files from node A, against its native GET and nginx; means over the ok rounds"
+		echo
+		awk -F, '
+		NR == 1 { next }
+		$10 == "ok" { k = $1 SUBSEP $2 SUBSEP $4; sum[k] += $6; cnt[k]++; cpu[k] += $11
+			if (!(($1 SUBSEP $2) in seen)) { seen[$1 SUBSEP $2] = 1; order[++n] = $1 SUBSEP $2 } }
+		function m(k) { return (k in cnt) ? sum[k] / cnt[k] : "" }
+		function c(k) { return (k in cnt) ? cpu[k] / cnt[k] : "" }
+		function r(a, b) { return (a == "" || b == "" || b + 0 == 0) ? "—" : sprintf("%.2f", a / b) }
+		function f(x, fmt) { return (x == "" ? "—" : sprintf(fmt, x)) }
+		END {
+			print "| profile | conns | nginx req/s | native req/s | S3 req/s | S3/native | S3/nginx | native CPU µs/req | S3 CPU µs/req |"
+			print "|---|---:|---:|---:|---:|---:|---:|---:|---:|"
+			for (i = 1; i <= n; i++) {
+				split(order[i], a, SUBSEP)
+				kn = order[i] SUBSEP "nginx"; ka = order[i] SUBSEP "cairn"; ks = order[i] SUBSEP "s3"
+				printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", a[1], a[2],
+					f(m(kn), "%.0f"), f(m(ka), "%.0f"), f(m(ks), "%.0f"), r(m(ks), m(ka)), r(m(ks), m(kn)),
+					f(c(ka), "%.1f"), f(c(ks), "%.1f")
+			}
+		}' "$CSV"
+	fi
 	[ -n "${CAIRN_BIN_B:-}" ] || exit 0
 	echo
 	echo "A/B: A = $CAIRN_BIN, B = $CAIRN_BIN_B; means over the ok rounds (each round ran nginx, A and B back to back; B before A in even rounds)"

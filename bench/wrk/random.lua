@@ -41,10 +41,12 @@ local function load_paths(file)
       line = line:gsub("\r$", "")
       if line ~= "" then
          -- Paths from bench/corpus are URL-safe; escape the few characters that are
-         -- not, in case another corpus is used.
-         line = line:gsub("[^%w%-%._~/]", function(c)
+         -- not, in case another corpus is used. A query (presigned URLs,
+         -- bench/presign) is kept as it is: it is encoded already.
+         local path, query = line:match("^([^?]*)(.*)$")
+         line = path:gsub("[^%w%-%._~/]", function(c)
             return string.format("%%%02X", string.byte(c))
-         end)
+         end) .. query
          list[#list + 1] = line
       end
    end
