@@ -32,6 +32,12 @@ type S3Handler interface {
 	// raw query is an S3 request. It must not allocate nor keep its
 	// arguments (the fast path passes views of its buffer).
 	Match(host, authorization, rawQuery string) bool
+	// Presigned returns the principal of a GET or HEAD of path (decoded)
+	// whose query is a valid presigned URL signing only the host and
+	// carrying nothing but X-Amz-* parameters; ok is false for anything
+	// else (which net/http then serves through the S3 handler). It must
+	// not keep its arguments.
+	Presigned(method, host, path, rawQuery string) (p access.Principal, ok bool)
 }
 
 // Config configures a Server. Fields marked required have no default.

@@ -113,13 +113,17 @@ func fastConsistent(rawQuery []byte) bool {
 // consistent read (ctx marked by store.WithConsistent) it runs the store's
 // read barrier once the caller is authenticated, before any lookup.
 func (s *Server) openRead(ctx context.Context, authorization string, t target) readResult {
-	var res readResult
 	p, err := s.auth.Authenticate(authorization)
-	res.principal = p
 	if err != nil {
-		res.err = err
-		return res
+		return readResult{principal: p, err: err}
 	}
+	return s.openReadAs(ctx, p, t)
+}
+
+// openReadAs is openRead for a principal authenticated already (a
+// presigned S3 URL on the fast path).
+func (s *Server) openReadAs(ctx context.Context, p access.Principal, t target) readResult {
+	res := readResult{principal: p}
 	if t.bucket == "" {
 		res.err = fmt.Errorf("%w: no bucket in path", store.ErrNoBucket)
 		return res

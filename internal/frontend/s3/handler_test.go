@@ -21,6 +21,7 @@ import (
 	"github.com/aws/smithy-go"
 
 	"github.com/cairn-fs/cairn/internal/access"
+	"github.com/cairn-fs/cairn/internal/access/sigv4"
 	"github.com/cairn-fs/cairn/internal/blob"
 	"github.com/cairn-fs/cairn/internal/consensus"
 	"github.com/cairn-fs/cairn/internal/kv"
@@ -383,5 +384,50 @@ func TestParsers(t *testing.T) {
 	}
 	if got := stripAWSChunked("aws-chunked,gzip"); got != "gzip" {
 		t.Errorf("stripAWSChunked = %q", got)
+	}
+}
+
+// TestPresignedCache: the fast path's cache of verified presigned URLs
+// honours expiry and revocation, and never accepts a URL whose signature
+// does not verify.
+func TestPresignedCache(t *testing.T) {
+	e := newEnv(t)
+	now := time.Now()
+	cfg := e.h.cfg
+	cfg.Now = func() time.Time { return now }
+	cfg.Registry = nil
+	h, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, err := sigv4.Presign("GET", "http://127.0.0.1:8080/b/k.txt", e.key.ID, e.key.Secret, "us-east-1", now, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := u[strings.IndexByte(u, '?')+1:]
+	for i := 0; i < 2; i++ { // a miss, then a hit
+		if p, ok := h.Presigned("GET", "127.0.0.1:8080", "/b/k.txt", q); !ok || p.Name != e.key.ID {
+			t.Fatalf("round %d: valid URL refused", i)
+		}
+	}
+	for _, bad := range []struct{ method, host, path, q string }{
+		{"GET", "127.0.0.1:8080", "/b/other.txt", q},                     // another object
+		{"PUT", "127.0.0.1:8080", "/b/k.txt", q},                         // another method
+		{"GET", "127.0.0.1:9090", "/b/k.txt", q},                         // another host
+		{"GET", "127.0.0.1:8080", "/b/k.txt", q[:len(q)-2] + "00"},       // tampered signature
+		{"GET", "127.0.0.1:8080", "/b/k.txt", q + "&response-expires=x"}, // not X-Amz-only
+	} {
+		if _, ok := h.Presigned(bad.method, bad.host, bad.path, bad.q); ok {
+			t.Errorf("accepted %+v", bad)
+		}
+	}
+	now = now.Add(2 * time.Minute)
+	if _, ok := h.Presigned("GET", "127.0.0.1:8080", "/b/k.txt", q); ok {
+		t.Fatal("an expired URL was served from the cache")
+	}
+	now = now.Add(-2 * time.Minute)
+	e.auth.SetKeys(nil)
+	if _, ok := h.Presigned("GET", "127.0.0.1:8080", "/b/k.txt", q); ok {
+		t.Fatal("a URL of a revoked key was served from the cache")
 	}
 }

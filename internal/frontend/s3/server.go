@@ -75,6 +75,8 @@ type Handler struct {
 	log     *slog.Logger
 	metrics *metrics
 	now     func() time.Time
+	// presigned caches the presigned URLs Presigned verified.
+	presigned *presignCache
 }
 
 // New returns a Handler for cfg.
@@ -106,7 +108,8 @@ func New(cfg Config) (*Handler, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Handler{cfg: cfg, st: cfg.Store, auth: cfg.Auth, sig: sig, log: cfg.Logger, metrics: m, now: cfg.Now}, nil
+	return &Handler{cfg: cfg, st: cfg.Store, auth: cfg.Auth, sig: sig, log: cfg.Logger, metrics: m, now: cfg.Now,
+		presigned: newPresignCache()}, nil
 }
 
 // metrics are the handler's Prometheus metrics.
@@ -367,4 +370,46 @@ type owner struct {
 // displayName returns the name of an access key id (the id when unknown).
 func (h *Handler) displayName(id string) string {
 	return h.auth.KeyName(id)
+}
+
+// Presigned implements httpapi.S3Handler: the principal of a valid
+// presigned GET or HEAD that signs only the host and carries only X-Amz-*
+// parameters (no response-* overrides nor sub-resources), for the native
+// fast path to serve. Anything else, an invalid signature included, is
+// !ok and left to ServeHTTP, which answers it as S3 does.
+func (h *Handler) Presigned(method, host, path, rawQuery string) (access.Principal, bool) {
+	if h.cfg.Domain != "" && bucketFromHost(host, h.cfg.Domain) != "" {
+		return access.Principal{}, false
+	}
+	signedHostOnly := false
+	for rest := rawQuery; rest != ""; {
+		var kv string
+		kv, rest, _ = strings.Cut(rest, "&")
+		if !strings.HasPrefix(kv, "X-Amz-") {
+			return access.Principal{}, false
+		}
+		if kv == "X-Amz-SignedHeaders=host" {
+			signedHostOnly = true
+		}
+	}
+	if !signedHostOnly {
+		return access.Principal{}, false
+	}
+	var kb [512]byte
+	key := presignKey(kb[:0], method, host, path, rawQuery)
+	id, ok := h.presigned.get(key, h.now())
+	if !ok {
+		r := &http.Request{Method: method, Host: host, URL: &url.URL{Path: path, RawQuery: rawQuery}, Header: http.Header{}}
+		res, err := h.sig.Verify(r)
+		if err != nil || !res.Presigned {
+			return access.Principal{}, false
+		}
+		id = res.AccessKeyID
+		h.presigned.put(key, id, res.Expires)
+	}
+	p, err := h.auth.PrincipalFor(id)
+	if err != nil {
+		return access.Principal{}, false
+	}
+	return p, true
 }
