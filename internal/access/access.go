@@ -173,10 +173,11 @@ func (a *Authorizer) Authorize(p Principal, act Action, res Resource) error {
 	if p.Admin {
 		return nil
 	}
+	if res.PublicRead && (act == ActionRead || act == ActionList) {
+		// Public means anyone, with or without credentials.
+		return nil
+	}
 	if p.Anonymous() {
-		if res.PublicRead && (act == ActionRead || act == ActionList) {
-			return nil
-		}
 		a.fail(failAnonymous)
 		return ErrUnauthenticated
 	}

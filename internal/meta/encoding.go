@@ -22,7 +22,7 @@ func errCorrupt(format string, args ...any) error {
 const (
 	inodeVersion   = 2 // 2: + atime (1 is still read)
 	bucketVersion  = 5 // 2: + replicas, write quorum; 3: + strict; 4: + uid, gid, file and dir mode; 5: + owner (2 to 4 are still read)
-	commandVersion = 7 // 2: + node (cluster map); 3: + under, replicated; 4: bucket bodies of version 4; 5: + count; 6: inode bodies with atime; 7: + record (2 to 6 are still read)
+	commandVersion = 7 // 2: + node (cluster map); 3: + under, replicated; 4: bucket bodies of version 4; 5: + count; 6: inode bodies with atime; 7: + record, whether the file's xattrs were given (2 to 6 are still read)
 	nodeVersion    = 1
 	recordVersion  = 1
 )
@@ -438,6 +438,9 @@ func EncodeCommands(cmds []Command) ([]byte, error) {
 			e.str(c.Record.Name)
 			e.bytes(c.Record.Value)
 		}
+		// Whether the File's xattrs were given (an empty set replaces a
+		// replaced file's; nil keeps them): the body alone cannot say.
+		e.bool1(c.File != nil && c.File.Xattrs != nil)
 	}
 	return e.b, nil
 }
@@ -491,8 +494,13 @@ func DecodeCommands(p []byte) ([]Command, error) {
 		if version >= 5 {
 			c.Count = d.uvarint()
 		}
-		if version >= 7 && d.bool1() {
-			c.Record = &Record{Kind: RecordKind(d.byte1()), Name: d.str(), Value: append([]byte(nil), d.raw()...)}
+		if version >= 7 {
+			if d.bool1() {
+				c.Record = &Record{Kind: RecordKind(d.byte1()), Name: d.str(), Value: append([]byte(nil), d.raw()...)}
+			}
+			if d.bool1() && c.File != nil && c.File.Xattrs == nil {
+				c.File.Xattrs = map[string][]byte{}
+			}
 		}
 		cmds = append(cmds, c)
 	}

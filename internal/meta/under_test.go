@@ -115,7 +115,7 @@ func TestDecodeVersion2(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p = p[:len(p)-1] // version 6 had no record
+	p = p[:len(p)-2] // version 6 had no record nor xattrs flag
 	p[0] = 6
 	if cmds, err := DecodeCommands(p); err != nil || len(cmds) != 1 || cmds[0].Path != "d" {
 		t.Fatalf("entry v6: %+v, %v", cmds, err)

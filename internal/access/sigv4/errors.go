@@ -54,7 +54,7 @@ func (e *Error) with(format string, args ...any) *Error {
 var (
 	// ErrAccessDenied (403 AccessDenied): the request carries no SigV4
 	// credentials, a presigned URL has expired ("Request has expired") or
-	// is not valid yet, or the request time is missing.
+	// is not valid yet, the request time is missing, or X-Amz-Expires is out of range (as S3).
 	ErrAccessDenied = &Error{Code: "AccessDenied", Status: http.StatusForbidden,
 		Message: "access denied"}
 	// ErrSignatureDoesNotMatch (403): the signature of the request, of a

@@ -329,12 +329,17 @@ func (v *Verifier) parseQueryAuth(r *http.Request, params []queryParam) (*authPa
 	if date[:8] != ap.date {
 		return nil, bad.with("the credential scope date %s does not match X-Amz-Date %s", ap.date, date[:8])
 	}
+	// An expiry out of range is AccessDenied (403), as S3 answers it
+	// (ceph/s3-tests test_object_raw_get_x_amz_expires_out_*).
 	secs, err := strconv.ParseInt(expires, 10, 64)
-	if err != nil || secs < 0 {
+	if err != nil {
 		return nil, bad.with("X-Amz-Expires %q must be a non-negative number of seconds", expires)
 	}
+	if secs < 0 {
+		return nil, ErrAccessDenied.with("X-Amz-Expires %d is negative: it must be 0 to %d seconds", secs, int64(v.maxExpiry/time.Second))
+	}
 	if max := int64(v.maxExpiry / time.Second); secs > max {
-		return nil, bad.with("X-Amz-Expires must be less than a week (in seconds) that is %d; it is %d", max, secs)
+		return nil, ErrAccessDenied.with("X-Amz-Expires must be less than a week (in seconds) that is %d; it is %d", max, secs)
 	}
 	ap.expires = time.Duration(secs) * time.Second
 

@@ -415,7 +415,7 @@ func TestVerifyPresigned(t *testing.T) {
 		{name: "last second", method: http.MethodGet, expires: time.Hour, now: at.Add(time.Hour)},
 		{name: "expired", method: http.MethodGet, expires: time.Hour, now: at.Add(time.Hour + time.Second), want: ErrAccessDenied, msg: "Request has expired"},
 		{name: "max expiry", method: http.MethodGet, expires: 7 * 24 * time.Hour, now: at.Add(6 * 24 * time.Hour)},
-		{name: "expiry over a week", method: http.MethodGet, expires: 7*24*time.Hour + time.Second, now: at, want: ErrAuthorizationQueryParametersError, msg: "604800"},
+		{name: "expiry over a week", method: http.MethodGet, expires: 7*24*time.Hour + time.Second, now: at, want: ErrAccessDenied, msg: "604800"},
 		{name: "future within skew", method: http.MethodGet, expires: time.Minute, now: at.Add(-14 * time.Minute)},
 		{name: "future beyond skew", method: http.MethodGet, expires: time.Hour, now: at.Add(-16 * time.Minute), want: ErrAccessDenied, msg: "not valid yet"},
 		{name: "tampered path", method: http.MethodGet, expires: time.Hour, now: at, mutate: func(u string) string {
@@ -426,7 +426,7 @@ func TestVerifyPresigned(t *testing.T) {
 		}, want: ErrSignatureDoesNotMatch},
 		{name: "negative expiry", method: http.MethodGet, expires: time.Hour, now: at, mutate: func(u string) string {
 			return strings.Replace(u, "X-Amz-Expires=3600", "X-Amz-Expires=-1", 1)
-		}, want: ErrAuthorizationQueryParametersError},
+		}, want: ErrAccessDenied},
 		{name: "missing signature", method: http.MethodGet, expires: time.Hour, now: at, mutate: func(u string) string {
 			i := strings.Index(u, "&X-Amz-Signature=")
 			return u[:i]

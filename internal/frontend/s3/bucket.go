@@ -291,12 +291,15 @@ const allUsersURI = "http://acs.amazonaws.com/groups/global/AllUsers"
 
 func (h *Handler) policy(b store.BucketInfo) accessControlPolicy {
 	o := ownerOf(b, h.displayName)
-	p := accessControlPolicy{Owner: o, Grants: []grant{{
-		Grantee:    grantee{XMLNS: "http://www.w3.org/2001/XMLSchema-instance", Type: "CanonicalUser", ID: o.ID, DisplayName: o.DisplayName},
-		Permission: "FULL_CONTROL"}}}
+	p := accessControlPolicy{Owner: o}
 	if b.Public {
+		// Group grants first, as RGW lists them (clients sort by display
+		// name, which a group lacks).
 		p.Grants = append(p.Grants, grant{Grantee: grantee{XMLNS: "http://www.w3.org/2001/XMLSchema-instance", Type: "Group", URI: allUsersURI}, Permission: "READ"})
 	}
+	p.Grants = append(p.Grants, grant{
+		Grantee:    grantee{XMLNS: "http://www.w3.org/2001/XMLSchema-instance", Type: "CanonicalUser", ID: o.ID, DisplayName: o.DisplayName},
+		Permission: "FULL_CONTROL"})
 	return p
 }
 

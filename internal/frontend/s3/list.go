@@ -204,12 +204,16 @@ func (h *Handler) listObjects(w http.ResponseWriter, r *http.Request, rq *reques
 		h.writeError(w, r, rq, errorf(http.StatusBadRequest, "InvalidArgument", "Invalid Encoding Method specified in Request"))
 		return
 	}
+	// encoding-type=url encodes the keys and common prefixes (not '/'),
+	// as S3 and RGW do; the echoed prefix, delimiter and markers are left
+	// as sent (clients do not decode them).
 	encode := func(s string) string {
 		if enc == "url" {
-			return strings.ReplaceAll(url.QueryEscape(s), "+", "%20")
+			return strings.ReplaceAll(strings.ReplaceAll(url.QueryEscape(s), "+", "%20"), "%2F", "/")
 		}
 		return s
 	}
+	plain := func(s string) string { return s }
 	var after string
 	var token *string
 	switch kind {
@@ -219,18 +223,20 @@ func (h *Handler) listObjects(w http.ResponseWriter, r *http.Request, rq *reques
 		after = q.Get("key-marker")
 	case listV2:
 		after = q.Get("start-after")
-		if q.Has("continuation-token") {
-			t := q.Get("continuation-token")
+		if t := q.Get("continuation-token"); q.Has("continuation-token") {
 			token = &t
 			dec, err := base64.RawURLEncoding.DecodeString(t)
-			if err != nil || t == "" {
+			if err != nil {
 				h.writeError(w, r, rq, errorf(http.StatusBadRequest, "InvalidArgument", "The continuation token provided is incorrect"))
 				return
 			}
 			after = string(dec)
 		}
 	}
-	page, err := h.list(ctx, rq.bucket, prefix, delim, after, maxKeys)
+	var page listing
+	if !strings.HasPrefix(prefix, "/") { // no key starts with '/'
+		page, err = h.list(ctx, rq.bucket, prefix, delim, after, maxKeys)
+	}
 	if err != nil {
 		h.writeError(w, r, rq, err)
 		return
@@ -253,18 +259,18 @@ func (h *Handler) listObjects(w http.ResponseWriter, r *http.Request, rq *reques
 		prefixes = append(prefixes, prefixXML{Prefix: encode(p)})
 	}
 	if kind == listVersions {
-		out := listVersionsResult{Name: rq.bucket, Prefix: encode(prefix), KeyMarker: encode(after), MaxKeys: maxKeys,
-			Delimiter: encode(delim), EncodingType: enc, IsTruncated: page.truncated, Versions: objs, CommonPrefixes: prefixes}
+		out := listVersionsResult{Name: rq.bucket, Prefix: plain(prefix), KeyMarker: plain(after), MaxKeys: maxKeys,
+			Delimiter: plain(delim), EncodingType: enc, IsTruncated: page.truncated, Versions: objs, CommonPrefixes: prefixes}
 		if page.truncated {
 			out.NextKeyMarker, out.NextVersionIDMarker = encode(page.next), "null"
 		}
 		writeXML(w, r, http.StatusOK, out)
 		return
 	}
-	out := listBucketResult{Name: rq.bucket, Prefix: encode(prefix), MaxKeys: maxKeys, Delimiter: encode(delim),
+	out := listBucketResult{Name: rq.bucket, Prefix: plain(prefix), MaxKeys: maxKeys, Delimiter: plain(delim),
 		EncodingType: enc, IsTruncated: page.truncated, Contents: objs, CommonPrefixes: prefixes}
 	if kind == listV1 {
-		m := encode(after)
+		m := plain(after)
 		out.Marker = &m
 		if page.truncated && delim != "" {
 			out.NextMarker = encode(page.next)
@@ -272,7 +278,7 @@ func (h *Handler) listObjects(w http.ResponseWriter, r *http.Request, rq *reques
 	} else {
 		n := len(objs) + len(prefixes)
 		out.KeyCount = &n
-		out.StartAfter = encode(q.Get("start-after"))
+		out.StartAfter = plain(q.Get("start-after"))
 		out.ContinuationToken = token
 		if page.truncated {
 			out.NextContinuationToken = base64.RawURLEncoding.EncodeToString([]byte(page.next))

@@ -42,7 +42,16 @@ type upload struct {
 	Xattrs      map[string][]byte `json:"xattrs,omitempty"`
 	Initiated   time.Time         `json:"initiated"`
 	Initiator   string            `json:"initiator"`
+	// Completed is set once CompleteMultipartUpload made the object, with
+	// its ETag: completing again answers the same (as S3 does); the
+	// record is collected completedKeep later.
+	Completed     time.Time `json:"completed,omitzero"`
+	CompletedETag string    `json:"completed_etag,omitempty"`
 }
+
+// completedKeep is how long a completed upload's record is kept, so that
+// a client retrying its CompleteMultipartUpload gets the same answer.
+const completedKeep = time.Hour
 
 func uploadDir(id string) string { return internalDir + "/" + id }
 
@@ -84,6 +93,16 @@ func (h *Handler) loadUpload(ctx context.Context, bucket, key, id string) (uploa
 	return u, nil
 }
 
+// openUpload is loadUpload for the calls that add to or read an upload
+// in progress: a completed one no longer exists for them.
+func (h *Handler) openUpload(ctx context.Context, bucket, key, id string) (upload, error) {
+	u, err := h.loadUpload(ctx, bucket, key, id)
+	if err == nil && !u.Completed.IsZero() {
+		return u, errNoSuchUpload
+	}
+	return u, err
+}
+
 func (h *Handler) createUpload(w http.ResponseWriter, r *http.Request, rq *request) {
 	ctx := r.Context()
 	if _, err := h.authorize(ctx, rq, access.ActionWrite, rq.bucket, rq.key); err != nil {
@@ -103,8 +122,7 @@ func (h *Handler) createUpload(w http.ResponseWriter, r *http.Request, rq *reque
 	_, _ = rand.Read(idb[:])
 	id := hex.EncodeToString(idb[:])
 	u := upload{Key: rq.key, ContentType: r.Header.Get("Content-Type"), Xattrs: x, Initiated: h.now().UTC(), Initiator: rq.principal.CanonicalID()}
-	b, _ := json.Marshal(u)
-	if _, _, err := h.st.Put(ctx, rq.bucket, uploadDir(id)+"/upload.json", bytes.NewReader(b), store.PutOptions{Size: int64(len(b)), ContentType: "application/json"}); err != nil {
+	if err := h.saveUpload(ctx, rq.bucket, id, u); err != nil {
 		h.writeError(w, r, rq, err)
 		return
 	}
@@ -137,7 +155,7 @@ func (h *Handler) uploadPart(w http.ResponseWriter, r *http.Request, rq *request
 		return
 	}
 	id := rq.query.Get("uploadId")
-	if _, err := h.loadUpload(ctx, rq.bucket, rq.key, id); err != nil {
+	if _, err := h.openUpload(ctx, rq.bucket, rq.key, id); err != nil {
 		h.writeError(w, r, rq, err)
 		return
 	}
@@ -155,13 +173,10 @@ func (h *Handler) uploadPart(w http.ResponseWriter, r *http.Request, rq *request
 		h.writeError(w, r, rq, err)
 		return
 	}
-	rd := io.Reader(body)
-	if want != nil {
-		rd = &md5Reader{r: body, h: md5.New(), want: want}
-	}
+	rd := newBodyReader(body, want)
 	info, _, err := h.st.Put(ctx, rq.bucket, partPath(id, n), rd, store.PutOptions{Size: payloadSize(r)})
 	if err != nil {
-		h.writeError(w, r, rq, bodyError(err))
+		h.writeError(w, r, rq, rd.cause(err))
 		return
 	}
 	w.Header().Set("ETag", etag(info.ETag))
@@ -196,11 +211,14 @@ func (h *Handler) uploadPartCopy(w http.ResponseWriter, r *http.Request, rq *req
 	}
 	var out store.ObjectInfo
 	if rs := r.Header.Get("x-amz-copy-source-range"); rs != "" {
-		off, n, ok, rerr := parseRange(rs, info.Size)
-		if rerr != nil || !ok || off+n > info.Size {
-			h.writeError(w, r, rq, errorf(http.StatusBadRequest, "InvalidArgument", "The x-amz-copy-source-range value %q is not valid for a source of %d bytes", rs, info.Size))
+		// Unlike a GET's Range, the copy range must lie inside the source.
+		var a, b int64
+		if _, serr := fmt.Sscanf(rs, "bytes=%d-%d", &a, &b); serr != nil || a < 0 || b < a || b >= info.Size {
+			h.writeError(w, r, rq, errorf(http.StatusBadRequest, "InvalidRange",
+				"The x-amz-copy-source-range value %q is not valid for a source of %d bytes", rs, info.Size))
 			return
 		}
+		off, n := a, b-a+1
 		out, _, err = h.st.Put(ctx, rq.bucket, part, io.NewSectionReader(obj, off, n), store.PutOptions{Size: n})
 	} else {
 		out, _, err = h.st.Concat(ctx, rq.bucket, part, []store.ObjectRef{{Bucket: sb, Path: sk}}, info.ETag, store.PutOptions{})
@@ -248,6 +266,11 @@ func (h *Handler) completeUpload(w http.ResponseWriter, r *http.Request, rq *req
 	u, err := h.loadUpload(ctx, rq.bucket, rq.key, id)
 	if err != nil {
 		h.writeError(w, r, rq, err)
+		return
+	}
+	if !u.Completed.IsZero() {
+		// A retried completion: the object was made already.
+		h.writeCompleted(w, r, rq, u.CompletedETag)
 		return
 	}
 	var req struct {
@@ -309,28 +332,51 @@ func (h *Handler) completeUpload(w http.ResponseWriter, r *http.Request, rq *req
 		h.writeError(w, r, rq, err)
 		return
 	}
-	h.removeUpload(ctx, rq.bucket, id)
+	// The parts go; the record stays a while, marked completed.
+	h.removeParts(ctx, rq.bucket, id)
+	u.Completed, u.CompletedETag = h.now().UTC(), info.ETag
+	if err := h.saveUpload(ctx, rq.bucket, id, u); err != nil {
+		h.log.Warn("completed multipart upload not marked", "bucket", rq.bucket, "upload", id, "err", err)
+	}
+	h.writeCompleted(w, r, rq, info.ETag)
+}
+
+func (h *Handler) writeCompleted(w http.ResponseWriter, r *http.Request, rq *request, tag string) {
 	writeXML(w, r, http.StatusOK, struct {
 		XMLName  xml.Name `xml:"http://s3.amazonaws.com/doc/2006-03-01/ CompleteMultipartUploadResult"`
 		Location string   `xml:"Location"`
 		Bucket   string   `xml:"Bucket"`
 		Key      string   `xml:"Key"`
 		ETag     string   `xml:"ETag"`
-	}{Location: "/" + rq.bucket + "/" + rq.key, Bucket: rq.bucket, Key: rq.key, ETag: etag(info.ETag)})
+	}{Location: "/" + rq.bucket + "/" + rq.key, Bucket: rq.bucket, Key: rq.key, ETag: etag(tag)})
+}
+
+// saveUpload writes an upload's record.
+func (h *Handler) saveUpload(ctx context.Context, bucket, id string, u upload) error {
+	b, _ := json.Marshal(u)
+	_, _, err := h.st.Put(ctx, bucket, uploadDir(id)+"/upload.json", bytes.NewReader(b),
+		store.PutOptions{Size: int64(len(b)), ContentType: "application/json"})
+	return err
+}
+
+// removeParts deletes an upload's parts.
+func (h *Handler) removeParts(ctx context.Context, bucket, id string) {
+	have, err := h.parts(ctx, bucket, id)
+	if err != nil {
+		return
+	}
+	for _, p := range have {
+		if err := h.st.Delete(ctx, bucket, p.Path, ""); err != nil && !errors.Is(err, store.ErrNotFound) {
+			h.log.Warn("multipart part not deleted", "bucket", bucket, "path", p.Path, "err", err)
+		}
+	}
 }
 
 // removeUpload deletes an upload's files and directory, and the upload
 // directory itself when it is left empty. Failures are logged: what is
 // left is collected by CollectUploads.
 func (h *Handler) removeUpload(ctx context.Context, bucket, id string) {
-	have, err := h.parts(ctx, bucket, id)
-	if err == nil {
-		for _, p := range have {
-			if err := h.st.Delete(ctx, bucket, p.Path, ""); err != nil && !errors.Is(err, store.ErrNotFound) {
-				h.log.Warn("multipart part not deleted", "bucket", bucket, "path", p.Path, "err", err)
-			}
-		}
-	}
+	h.removeParts(ctx, bucket, id)
 	for _, p := range []string{uploadDir(id) + "/upload.json", uploadDir(id), internalDir} {
 		if err := h.st.Delete(ctx, bucket, p, ""); err != nil && !errors.Is(err, store.ErrNotFound) &&
 			!errors.Is(err, store.ErrNotEmpty) {
@@ -346,7 +392,7 @@ func (h *Handler) abortUpload(w http.ResponseWriter, r *http.Request, rq *reques
 		return
 	}
 	id := rq.query.Get("uploadId")
-	if _, err := h.loadUpload(ctx, rq.bucket, rq.key, id); err != nil {
+	if _, err := h.openUpload(ctx, rq.bucket, rq.key, id); err != nil {
 		h.writeError(w, r, rq, err)
 		return
 	}
@@ -369,7 +415,7 @@ func (h *Handler) listParts(w http.ResponseWriter, r *http.Request, rq *request)
 		return
 	}
 	id := rq.query.Get("uploadId")
-	u, err := h.loadUpload(ctx, rq.bucket, rq.key, id)
+	u, err := h.openUpload(ctx, rq.bucket, rq.key, id)
 	if err != nil {
 		h.writeError(w, r, rq, err)
 		return
@@ -471,7 +517,7 @@ func (h *Handler) listUploads(w http.ResponseWriter, r *http.Request, rq *reques
 	}
 	var list []uploadXML
 	for id, u := range all {
-		if !strings.HasPrefix(u.Key, prefix) || u.Key <= keyMarker && keyMarker != "" {
+		if !u.Completed.IsZero() || !strings.HasPrefix(u.Key, prefix) || u.Key <= keyMarker && keyMarker != "" {
 			continue
 		}
 		list = append(list, uploadXML{Key: u.Key, UploadID: id, Initiator: owner{ID: u.Initiator, DisplayName: h.displayName(u.Initiator)},
@@ -510,7 +556,8 @@ func (h *Handler) abortAllUploads(ctx context.Context, bucket string, olderThan 
 	}
 	n := 0
 	for id, u := range all {
-		if olderThan.IsZero() || u.Initiated.Before(olderThan) {
+		done := !u.Completed.IsZero() && u.Completed.Before(h.now().Add(-completedKeep))
+		if olderThan.IsZero() || u.Initiated.Before(olderThan) || done {
 			h.removeUpload(ctx, bucket, id)
 			n++
 		}

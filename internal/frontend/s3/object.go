@@ -407,14 +407,36 @@ func contentMD5(hdr http.Header) ([]byte, error) {
 	return b, nil
 }
 
-// bodyError maps an error of reading a request body into its S3 kind.
-func bodyError(err error) error {
-	var se *sigv4.Error
-	if errors.As(err, &se) {
-		return se
+// bodyReader wraps a request's payload for a store write: it checks the
+// Content-MD5 when one was sent, and remembers why reading failed, so that
+// the answer names the payload's fault (BadDigest, SignatureDoesNotMatch,
+// IncompleteBody...) rather than the store's wrapping of it.
+type bodyReader struct {
+	r   io.Reader
+	err error
+}
+
+func newBodyReader(body io.Reader, wantMD5 []byte) *bodyReader {
+	if wantMD5 != nil {
+		body = &md5Reader{r: body, h: md5.New(), want: wantMD5}
 	}
-	if errors.Is(err, errBadDigest) {
-		return errBadDigest
+	return &bodyReader{r: body}
+}
+
+func (b *bodyReader) Read(p []byte) (int, error) {
+	n, err := b.r.Read(p)
+	if err != nil && err != io.EOF && b.err == nil {
+		b.err = err
+	}
+	return n, err
+}
+
+// cause returns the payload's error behind a failed write, or err.
+func (b *bodyReader) cause(err error) error {
+	var se *sigv4.Error
+	var e *Error
+	if b.err != nil && (errors.As(b.err, &se) || errors.As(b.err, &e)) {
+		return b.err
 	}
 	return err
 }
@@ -470,13 +492,10 @@ func (h *Handler) putObject(w http.ResponseWriter, r *http.Request, rq *request)
 	if v := r.Header.Get("If-Match"); v != "" {
 		opts.IfMatch = strings.Trim(v, `"`)
 	}
-	rd := io.Reader(body)
-	if want != nil {
-		rd = &md5Reader{r: body, h: md5.New(), want: want}
-	}
+	rd := newBodyReader(body, want)
 	info, _, err := h.st.Put(ctx, rq.bucket, rq.key, rd, opts)
 	if err != nil {
-		h.writeError(w, r, rq, bodyError(err))
+		h.writeError(w, r, rq, rd.cause(err))
 		return
 	}
 	hdr := w.Header()

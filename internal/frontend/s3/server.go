@@ -271,6 +271,16 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, rq *request) {
 	} else {
 		rq.bucket, rq.key, _ = strings.Cut(strings.TrimPrefix(p, "/"), "/")
 	}
+	if r.Method == http.MethodOptions {
+		// CORS preflight: no bucket has a CORS configuration.
+		rq.op = "OPTIONS"
+		if r.Header.Get("Origin") == "" {
+			h.writeError(w, r, rq, errorf(http.StatusBadRequest, "BadRequest", "Insufficient information. Origin request header needed."))
+		} else {
+			h.writeError(w, r, rq, errorf(http.StatusForbidden, "CORSResponse", "CORS is not enabled for this bucket."))
+		}
+		return
+	}
 	if err := h.authenticate(r, rq); err != nil {
 		rq.op = "auth"
 		h.writeError(w, r, rq, err)
