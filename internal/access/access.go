@@ -64,6 +64,10 @@ type Resource struct {
 	// Owner is the access key id that owns the bucket (created it): that
 	// key may do everything in the bucket.
 	Owner string
+	// AuthenticatedRead lets any access key read and list (S3's
+	// authenticated-read); PublicWrite lets anyone write and delete (S3's
+	// public-read-write).
+	AuthenticatedRead, PublicWrite bool
 }
 
 // Principal is the authenticated identity of a request. The zero value is
@@ -173,8 +177,12 @@ func (a *Authorizer) Authorize(p Principal, act Action, res Resource) error {
 	if p.Admin {
 		return nil
 	}
-	if res.PublicRead && (act == ActionRead || act == ActionList) {
+	readish := act == ActionRead || act == ActionList
+	if res.PublicRead && readish || res.PublicWrite && (act == ActionWrite || act == ActionDelete) {
 		// Public means anyone, with or without credentials.
+		return nil
+	}
+	if res.AuthenticatedRead && readish && !p.Anonymous() {
 		return nil
 	}
 	if p.Anonymous() {

@@ -97,7 +97,8 @@ func TestAuthorize(t *testing.T) {
 		{"anon writes public", anon, ActionWrite, pub, ErrUnauthenticated},
 		{"anon reads private", anon, ActionRead, priv, ErrUnauthenticated},
 		{"anon admin", anon, ActionAdmin, Resource{}, ErrUnauthenticated},
-		{"unknown principal", other, ActionRead, pub, ErrForbidden},
+		{"unknown principal reads public", other, ActionRead, pub, nil},
+		{"unknown principal writes", other, ActionWrite, pub, ErrForbidden},
 	} {
 		err := a.Authorize(tc.p, tc.act, tc.res)
 		if !errors.Is(err, tc.want) || (tc.want == nil && err != nil) {

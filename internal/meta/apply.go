@@ -509,7 +509,7 @@ func (a *applier) createBucket() (Result, error) {
 		b.Public, b.ChecksumSidecars, b.CacheControl = o.Public, o.ChecksumSidecars, o.CacheControl
 		b.Replicas, b.WriteQuorum, b.Strict = o.Replicas, o.WriteQuorum, o.Strict
 		b.UID, b.GID, b.FileMode, b.DirMode = o.UID, o.GID, o.FileMode&0o7777, o.DirMode&0o7777
-		b.Owner = o.Owner
+		b.Owner, b.ACL = o.Owner, o.ACL
 	}
 	a.t.set(bucketKey(name), encodeBucket(b))
 	return Result{Created: true, Inode: dir, Changed: []string{name}}, nil
@@ -530,6 +530,7 @@ func (a *applier) updateBucket() (Result, error) {
 	b.Public, b.ChecksumSidecars, b.CacheControl = o.Public, o.ChecksumSidecars, o.CacheControl
 	b.Replicas, b.WriteQuorum, b.Strict = o.Replicas, o.WriteQuorum, o.Strict
 	b.UID, b.GID, b.FileMode, b.DirMode = o.UID, o.GID, o.FileMode&0o7777, o.DirMode&0o7777
+	b.ACL = o.ACL
 	a.t.set(bucketKey(b.Name), encodeBucket(b))
 	return Result{Changed: []string{b.Name}}, nil
 }

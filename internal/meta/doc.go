@@ -82,7 +82,7 @@
 //	bucket:  5, name, ino (uvarint), public, checksumSidecars (bool),
 //	         cacheControl, createdNs, replicas, writeQuorum (varint),
 //	         strict (bool), uid, gid, fileMode, dirMode (uvarint),
-//	         owner (string: the access key id that created it)
+//	         owner (string: the access key id that created it), acl (string)
 //	node:    1, id (uvarint), name, url, clusterURL, zone (string),
 //	         weight (uvarint of the float64 bits), witness (bool),
 //	         state (1), joinedNs (varint), gossipAddr (string)

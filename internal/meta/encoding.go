@@ -21,7 +21,7 @@ func errCorrupt(format string, args ...any) error {
 // Encoding versions (first byte of each value).
 const (
 	inodeVersion   = 2 // 2: + atime (1 is still read)
-	bucketVersion  = 5 // 2: + replicas, write quorum; 3: + strict; 4: + uid, gid, file and dir mode; 5: + owner (2 to 4 are still read)
+	bucketVersion  = 5 // 2: + replicas, write quorum; 3: + strict; 4: + uid, gid, file and dir mode; 5: + owner, acl (2 to 4 are still read)
 	commandVersion = 7 // 2: + node (cluster map); 3: + under, replicated; 4: bucket bodies of version 4; 5: + count; 6: inode bodies with atime; 7: + record, whether the file's xattrs were given (2 to 6 are still read)
 	nodeVersion    = 1
 	recordVersion  = 1
@@ -281,6 +281,7 @@ func appendBucket(e *encoder, b *Bucket) {
 	e.uvarint(uint64(b.FileMode))
 	e.uvarint(uint64(b.DirMode))
 	e.str(b.Owner)
+	e.str(b.ACL)
 }
 
 // decodeBucketBody decodes a bucket body of the given version (2 or 3).
@@ -303,7 +304,7 @@ func decodeBucketBody(d *decoder, version byte) *Bucket {
 		b.FileMode, b.DirMode = uint32(d.uvarint()), uint32(d.uvarint())
 	}
 	if version >= 5 {
-		b.Owner = d.str()
+		b.Owner, b.ACL = d.str(), d.str()
 	}
 	return b
 }

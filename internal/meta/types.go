@@ -78,6 +78,10 @@ type Bucket struct {
 	// Owner is the access key id that created the bucket ("" for the
 	// admin key): it may do everything in it (S3's bucket owner).
 	Owner string
+	// ACL is the bucket's canned S3 ACL beyond Public: "" (private, or
+	// public-read when Public), "public-read-write" (anyone may also write
+	// and delete) or "authenticated-read" (any access key may read).
+	ACL string
 }
 
 // Mirror as Bucket.Replicas places a copy of every blob on every data node.

@@ -92,7 +92,7 @@ func TestDecodeVersion2(t *testing.T) {
 	e := encoder{}
 	e.byte1(2)
 	appendBucket(&e, b)
-	e.b = e.b[:len(e.b)-1] // version 4 had no owner (an empty string: one byte)
+	e.b = e.b[:len(e.b)-2] // version 4 had no owner nor acl (empty strings: one byte each)
 	v2 := e.b[:len(e.b)-5] // version 2 had no strict byte, no owner and modes (4 one-byte zeros)
 	got, err := decodeBucket(v2)
 	if err != nil || got.Name != "old" || got.Replicas != 3 || got.Strict {

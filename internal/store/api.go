@@ -86,6 +86,9 @@ type BucketInfo struct {
 	// Owner is the access key id that created the bucket ("" for the
 	// admin key); set at creation only.
 	Owner string `json:"owner,omitempty"`
+	// ACL is the S3 canned ACL beyond Public: "", "public-read-write" or
+	// "authenticated-read" (meta.Bucket.ACL).
+	ACL string `json:"acl,omitempty"`
 }
 
 // ObjectInfo describes a file or directory.

@@ -291,7 +291,7 @@ func bucketInfo(b *meta.Bucket) BucketInfo {
 	return BucketInfo{Name: b.Name, Public: b.Public, ChecksumSidecars: b.ChecksumSidecars,
 		CacheControl: b.CacheControl, Created: time.Unix(0, b.CreatedNs).UTC(),
 		Replicas: int(b.Replicas), WriteQuorum: int(b.WriteQuorum), Strict: b.Strict,
-		UID: b.UID, GID: b.GID, FileMode: b.FileMode, DirMode: b.DirMode, Owner: b.Owner}
+		UID: b.UID, GID: b.GID, FileMode: b.FileMode, DirMode: b.DirMode, Owner: b.Owner, ACL: b.ACL}
 }
 
 // owned fills the zero owner and mode of a write that does not give them
@@ -359,7 +359,7 @@ func (u *underTally) annotate(info *ObjectInfo) {
 func metaBucket(b BucketInfo) *meta.Bucket {
 	return &meta.Bucket{Name: b.Name, Public: b.Public, ChecksumSidecars: b.ChecksumSidecars,
 		CacheControl: b.CacheControl, Replicas: clamp32(b.Replicas), WriteQuorum: clamp32(b.WriteQuorum), Strict: b.Strict,
-		UID: b.UID, GID: b.GID, FileMode: b.FileMode, DirMode: b.DirMode, Owner: b.Owner}
+		UID: b.UID, GID: b.GID, FileMode: b.FileMode, DirMode: b.DirMode, Owner: b.Owner, ACL: b.ACL}
 }
 
 // CreateBucket implements Store.

@@ -28,10 +28,10 @@ const NodePrefix = "/_cairn/"
 // S3Handler is the S3 front end as the native server sees it.
 type S3Handler interface {
 	http.Handler
-	// Match reports whether the request with that Host, Authorization and
-	// raw query is an S3 request. It must not allocate nor keep its
-	// arguments (the fast path passes views of its buffer).
-	Match(host, authorization, rawQuery string) bool
+	// Match reports whether the request with that Host, Authorization,
+	// raw query and User-Agent is an S3 request. It must not allocate nor
+	// keep its arguments (the fast path passes views of its buffer).
+	Match(host, authorization, rawQuery, userAgent string) bool
 	// Presigned returns the principal of a GET or HEAD of path (decoded)
 	// whose query is a valid presigned URL signing only the host and
 	// carrying nothing but X-Amz-* parameters; ok is false for anything

@@ -54,7 +54,7 @@ func (s *Server) serveFast(fc *fastConn, req *fastReq) fastOutcome {
 		if q := bytes.IndexByte(rawPath, '?'); q >= 0 {
 			rawQuery = rawPath[q+1:]
 		}
-		if s3.Match(view(req.hdr[fhHost]), view(req.hdr[fhAuthorization]), view(rawQuery)) {
+		if s3.Match(view(req.hdr[fhHost]), view(req.hdr[fhAuthorization]), view(rawQuery), view(req.hdr[fhUserAgent])) {
 			if req.hdr[fhAuthorization] != nil || !bytes.Contains(rawQuery, []byte("X-Amz-Signature=")) {
 				return fastHandoff // net/http routes it to S3
 			}

@@ -149,7 +149,7 @@ func (s *Server) openReadAs(ctx context.Context, p access.Principal, t target) r
 	if t.slash {
 		act = access.ActionList
 	}
-	if err := s.auth.Authorize(p, act, access.Resource{Bucket: t.bucket, Path: t.path, PublicRead: b.Public, Owner: b.Owner}); err != nil {
+	if err := s.auth.Authorize(p, act, bucketResource(b, t.path)); err != nil {
 		res.err = err
 		return res
 	}
@@ -173,8 +173,32 @@ func (s *Server) openReadAs(ctx context.Context, p access.Principal, t target) r
 		}
 		return res
 	}
+	if acl := obj.Info().Xattrs[xattrS3ACL]; len(acl) > 0 && b.Public && !p.Admin {
+		// An object made private (S3's x-amz-acl) in a public bucket.
+		r := bucketResource(b, t.path)
+		r.PublicRead, r.AuthenticatedRead = false, string(acl) == "authenticated-read"
+		if string(acl) == "public-read" || string(acl) == "public-read-write" {
+			r.PublicRead = true
+		}
+		if err := s.auth.Authorize(p, act, r); err != nil {
+			obj.Close()
+			res.err = err
+			return res
+		}
+	}
 	res.step, res.obj = readObject, obj
 	return res
+}
+
+// xattrS3ACL is the extended attribute of an object's S3 canned ACL
+// (internal/frontend/s3, acl.go).
+const xattrS3ACL = "user.cairn.s3.acl"
+
+// bucketResource is the access.Resource of path in bucket b: its public
+// flag, owner, and S3 canned ACL.
+func bucketResource(b store.BucketInfo, path string) access.Resource {
+	return access.Resource{Bucket: b.Name, Path: path, PublicRead: b.Public, Owner: b.Owner,
+		AuthenticatedRead: b.ACL == "authenticated-read", PublicWrite: b.ACL == "public-read-write"}
 }
 
 // serveRead answers GET and HEAD of files and directories.

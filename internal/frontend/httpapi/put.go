@@ -62,10 +62,11 @@ func (s *Server) writeTarget(rs *reqState, t target, act access.Action) error {
 		return err
 	}
 	res := access.Resource{Bucket: t.bucket, Path: t.path}
-	if p := rs.principal; !p.Admin && !p.Anonymous() && t.bucket != "" {
-		// An access key may own the bucket.
+	if p := rs.principal; !p.Admin && t.bucket != "" {
+		// An access key may own the bucket; a bucket may be public-read-write.
 		if b, err := s.store.Bucket(rs.req.Context(), t.bucket); err == nil {
-			res.Owner = b.Owner
+			res = bucketResource(b, t.path)
+			res.PublicRead = false
 		}
 	}
 	if err := s.auth.Authorize(rs.principal, act, res); err != nil {

@@ -228,7 +228,7 @@ func (s *Server) route(rs *reqState) {
 			return
 		}
 	}
-	if s3 := s.cfg.S3; s3 != nil && s3.Match(rs.req.Host, headerValue(rs.req.Header, "Authorization"), rs.req.URL.RawQuery) {
+	if s3 := s.cfg.S3; s3 != nil && s3.Match(rs.req.Host, headerValue(rs.req.Header, "Authorization"), rs.req.URL.RawQuery, headerValue(rs.req.Header, "User-Agent")) {
 		s3.ServeHTTP(rs.w, rs.req)
 		return
 	}

@@ -101,6 +101,9 @@ func (h *Handler) serveBucket(w http.ResponseWriter, r *http.Request, rq *reques
 		case q.Has("acl"):
 			rq.op = "PutBucketAcl"
 			h.putBucketACL(w, r, rq)
+		case q.Has("policy"):
+			rq.op = "PutBucketPolicy"
+			h.serveBucketPolicy(w, r, rq)
 		case len(q) == 0:
 			rq.op = "CreateBucket"
 			h.createBucket(w, r, rq)
@@ -109,6 +112,11 @@ func (h *Handler) serveBucket(w http.ResponseWriter, r *http.Request, rq *reques
 			h.writeError(w, r, rq, errNotImplemented)
 		}
 	case http.MethodDelete:
+		if q.Has("policy") {
+			rq.op = "DeleteBucketPolicy"
+			h.serveBucketPolicy(w, r, rq)
+			return
+		}
 		if len(q) != 0 {
 			rq.op = "DeleteBucketOther"
 			h.writeError(w, r, rq, errNotImplemented)
@@ -161,7 +169,10 @@ func (h *Handler) serveBucket(w http.ResponseWriter, r *http.Request, rq *reques
 		case q.Get("list-type") == "2":
 			rq.op = "ListObjectsV2"
 			h.listObjects(w, r, rq, listV2)
-		case q.Has("policy"), q.Has("cors"), q.Has("lifecycle"), q.Has("tagging"), q.Has("website"),
+		case q.Has("policy"):
+			rq.op = "GetBucketPolicy"
+			h.serveBucketPolicy(w, r, rq)
+		case q.Has("cors"), q.Has("lifecycle"), q.Has("tagging"), q.Has("website"),
 			q.Has("encryption"), q.Has("object-lock"), q.Has("replication"), q.Has("logging"), q.Has("notification"):
 			rq.op = "GetBucketOther"
 			h.writeError(w, r, rq, errNotImplemented)
@@ -183,17 +194,6 @@ func (h *Handler) serveBucket(w http.ResponseWriter, r *http.Request, rq *reques
 	}
 }
 
-// cannedPublic maps a canned ACL to the bucket's public flag.
-func cannedPublic(acl string) (public bool, err error) {
-	switch acl {
-	case "", "private":
-		return false, nil
-	case "public-read":
-		return true, nil
-	}
-	return false, errorf(http.StatusNotImplemented, "NotImplemented", "canned ACL %q is not supported: use private or public-read", acl)
-}
-
 func (h *Handler) createBucket(w http.ResponseWriter, r *http.Request, rq *request) {
 	ctx := r.Context()
 	if err := meta.ValidBucketName(rq.bucket); err != nil {
@@ -207,7 +207,7 @@ func (h *Handler) createBucket(w http.ResponseWriter, r *http.Request, rq *reque
 		h.writeError(w, r, rq, err)
 		return
 	}
-	public, err := cannedPublic(r.Header.Get("x-amz-acl"))
+	public, aclField, err := cannedACL(r.Header.Get("x-amz-acl"))
 	if err != nil {
 		h.writeError(w, r, rq, err)
 		return
@@ -230,7 +230,7 @@ func (h *Handler) createBucket(w http.ResponseWriter, r *http.Request, rq *reque
 	if !rq.principal.Admin {
 		ownerID = rq.principal.CanonicalID()
 	}
-	err = h.st.CreateBucket(ctx, store.BucketInfo{Name: rq.bucket, Public: public, Owner: ownerID})
+	err = h.st.CreateBucket(ctx, store.BucketInfo{Name: rq.bucket, Public: public, ACL: aclField, Owner: ownerID})
 	if errors.Is(err, store.ErrBucketExists) {
 		b, berr := h.st.Bucket(ctx, rq.bucket)
 		if berr == nil && b.Owner != ownerID {
@@ -289,13 +289,25 @@ type grantee struct {
 
 const allUsersURI = "http://acs.amazonaws.com/groups/global/AllUsers"
 
-func (h *Handler) policy(b store.BucketInfo) accessControlPolicy {
+const authUsersURI = "http://acs.amazonaws.com/groups/global/AuthenticatedUsers"
+
+// aclPolicy is the access control policy of a canned ACL for bucket b's
+// owner: group grants first (as RGW lists them; clients sort by display
+// name, which a group lacks), then the owner's FULL_CONTROL.
+func (h *Handler) aclPolicy(b store.BucketInfo, acl string) accessControlPolicy {
 	o := ownerOf(b, h.displayName)
 	p := accessControlPolicy{Owner: o}
-	if b.Public {
-		// Group grants first, as RGW lists them (clients sort by display
-		// name, which a group lacks).
-		p.Grants = append(p.Grants, grant{Grantee: grantee{XMLNS: "http://www.w3.org/2001/XMLSchema-instance", Type: "Group", URI: allUsersURI}, Permission: "READ"})
+	group := func(uri, perm string) {
+		p.Grants = append(p.Grants, grant{Grantee: grantee{XMLNS: "http://www.w3.org/2001/XMLSchema-instance", Type: "Group", URI: uri}, Permission: perm})
+	}
+	switch acl {
+	case "public-read":
+		group(allUsersURI, "READ")
+	case "public-read-write":
+		group(allUsersURI, "READ")
+		group(allUsersURI, "WRITE")
+	case "authenticated-read":
+		group(authUsersURI, "READ")
 	}
 	p.Grants = append(p.Grants, grant{
 		Grantee:    grantee{XMLNS: "http://www.w3.org/2001/XMLSchema-instance", Type: "CanonicalUser", ID: o.ID, DisplayName: o.DisplayName},
@@ -303,8 +315,8 @@ func (h *Handler) policy(b store.BucketInfo) accessControlPolicy {
 	return p
 }
 
-// getACL answers the ACL of the bucket (key "") or of an object, which is
-// the bucket's: Cairn's access is per bucket and prefix, not per object.
+// getACL answers the ACL of the bucket (key "") or of an object: its own
+// canned ACL if it was given one, else its bucket's.
 func (h *Handler) getACL(w http.ResponseWriter, r *http.Request, rq *request, key string) {
 	ctx := r.Context()
 	b, err := h.authorize(ctx, rq, access.ActionRead, rq.bucket, key)
@@ -312,13 +324,18 @@ func (h *Handler) getACL(w http.ResponseWriter, r *http.Request, rq *request, ke
 		h.writeError(w, r, rq, err)
 		return
 	}
+	acl := bucketACL(b)
 	if key != "" {
-		if _, err := h.st.Stat(ctx, rq.bucket, key); err != nil {
+		info, err := h.st.Stat(ctx, rq.bucket, strings.TrimSuffix(key, "/"))
+		if err != nil {
 			h.writeError(w, r, rq, err)
 			return
 		}
+		if a := objectACL(info); a != "" {
+			acl = a
+		}
 	}
-	writeXML(w, r, http.StatusOK, h.policy(b))
+	writeXML(w, r, http.StatusOK, h.aclPolicy(b, acl))
 }
 
 // putBucketACL sets a bucket's canned ACL (x-amz-acl, or an
@@ -330,13 +347,14 @@ func (h *Handler) putBucketACL(w http.ResponseWriter, r *http.Request, rq *reque
 		h.writeError(w, r, rq, err)
 		return
 	}
-	public, err := h.requestedACL(r)
+	acl, err := h.requestedACL(r)
 	if err != nil {
 		h.writeError(w, r, rq, err)
 		return
 	}
-	if b.Public != public {
-		b.Public = public
+	public, field, _ := cannedACL(acl)
+	if b.Public != public || b.ACL != field {
+		b.Public, b.ACL = public, field
 		if err := h.st.UpdateBucket(ctx, b); err != nil {
 			h.writeError(w, r, rq, err)
 			return
@@ -346,11 +364,16 @@ func (h *Handler) putBucketACL(w http.ResponseWriter, r *http.Request, rq *reque
 }
 
 // requestedACL reads the canned ACL of a Put*Acl request: the x-amz-acl
-// header, or a policy body granting FULL_CONTROL to the owner and at most
-// READ to AllUsers.
-func (h *Handler) requestedACL(r *http.Request) (public bool, err error) {
+// header, or a policy body equal to a canned one (owner FULL_CONTROL plus
+// the group grants of public-read, public-read-write or
+// authenticated-read).
+func (h *Handler) requestedACL(r *http.Request) (string, error) {
 	if v := r.Header.Get("x-amz-acl"); v != "" || r.ContentLength == 0 {
-		return cannedPublic(v)
+		if v == "" {
+			v = "private"
+		}
+		_, _, err := cannedACL(v)
+		return v, err
 	}
 	var p struct {
 		Grants []struct {
@@ -362,19 +385,31 @@ func (h *Handler) requestedACL(r *http.Request) (public bool, err error) {
 		} `xml:"AccessControlList>Grant"`
 	}
 	if err := readXML(r.Body, 64<<10, &p); err != nil {
-		return false, err
+		return "", err
 	}
+	all := map[string]bool{}
+	authRead := false
 	for _, g := range p.Grants {
 		switch {
-		case g.Grantee.URI == allUsersURI && g.Permission == "READ":
-			public = true
+		case g.Grantee.URI == allUsersURI && (g.Permission == "READ" || g.Permission == "WRITE"):
+			all[g.Permission] = true
+		case g.Grantee.URI == authUsersURI && g.Permission == "READ":
+			authRead = true
 		case g.Grantee.URI == "" && g.Permission == "FULL_CONTROL":
 		default:
-			return false, errorf(http.StatusNotImplemented, "NotImplemented",
-				"only the canned ACLs private and public-read are supported (grant %s to %s%s)", g.Permission, g.Grantee.URI, g.Grantee.ID)
+			return "", errorf(http.StatusNotImplemented, "NotImplemented",
+				"only canned ACLs are supported (grant %s to %s%s)", g.Permission, g.Grantee.URI, g.Grantee.ID)
 		}
 	}
-	return public, nil
+	switch {
+	case all["READ"] && all["WRITE"]:
+		return "public-read-write", nil
+	case all["READ"]:
+		return "public-read", nil
+	case authRead:
+		return "authenticated-read", nil
+	}
+	return "private", nil
 }
 
 // deleteObjects serves POST /BUCKET?delete (DeleteObjects).

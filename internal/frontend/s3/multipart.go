@@ -109,10 +109,6 @@ func (h *Handler) createUpload(w http.ResponseWriter, r *http.Request, rq *reque
 		h.writeError(w, r, rq, err)
 		return
 	}
-	if _, err := cannedPublic(r.Header.Get("x-amz-acl")); err != nil {
-		h.writeError(w, r, rq, err)
-		return
-	}
 	x, err := objectXattrs(r.Header)
 	if err != nil {
 		h.writeError(w, r, rq, err)

@@ -42,6 +42,12 @@ func objectXattrs(h http.Header) (map[string][]byte, error) {
 	if size > 2048 {
 		return nil, errorf(http.StatusBadRequest, "MetadataTooLarge", "Your metadata headers exceed the maximum allowed metadata size (2 KB).")
 	}
+	if acl := h.Get("x-amz-acl"); acl != "" {
+		if _, _, err := cannedACL(acl); err != nil {
+			return nil, err
+		}
+		x[xattrACL] = []byte(acl)
+	}
 	for _, k := range storedHeaders {
 		v := h.Get(k)
 		if k == "Content-Encoding" {
@@ -57,7 +63,7 @@ func objectXattrs(h http.Header) (map[string][]byte, error) {
 // setStoredHeaders writes an object's stored headers into the answer.
 func setStoredHeaders(hdr http.Header, x map[string][]byte) {
 	for k, v := range x {
-		if name, ok := strings.CutPrefix(k, xattrPrefix); ok {
+		if name, ok := strings.CutPrefix(k, xattrPrefix); ok && !strings.HasPrefix(name, "s3.") {
 			if !strings.HasPrefix(name, "x-amz-meta-") {
 				// User metadata keeps S3's lowercase names (clients
 				// take the key from the name as sent).
@@ -182,17 +188,29 @@ const emptyMD5 = "d41d8cd98f00b204e9800998ecf8427e"
 
 func (h *Handler) getObject(w http.ResponseWriter, r *http.Request, rq *request) {
 	ctx := r.Context()
-	if _, err := h.authorize(ctx, rq, access.ActionRead, rq.bucket, rq.key); err != nil {
+	b, err := h.st.Bucket(ctx, rq.bucket)
+	if err != nil {
 		h.writeError(w, r, rq, err)
 		return
 	}
 	obj, info, err := h.openKey(ctx, rq.bucket, rq.key)
 	if err != nil {
+		// A caller who may not read the key learns it is missing only if
+		// it may list where it would be (as S3 answers).
+		if aerr := h.authorizeObject(ctx, rq, access.ActionRead, b, rq.key, "", ""); aerr != nil {
+			if lerr := h.authorizeObject(ctx, rq, access.ActionList, b, rq.key, "", rq.key); lerr != nil {
+				err = aerr
+			}
+		}
 		h.writeError(w, r, rq, err)
 		return
 	}
 	if obj != nil {
 		defer obj.Close()
+	}
+	if err := h.authorizeObject(ctx, rq, access.ActionRead, b, rq.key, objectACL(info), ""); err != nil {
+		h.writeError(w, r, rq, err)
+		return
 	}
 	if err := checkConditions(r.Header, info, ""); err != nil {
 		if errors.Is(err, errNotModified) {
@@ -451,10 +469,6 @@ func (h *Handler) putObject(w http.ResponseWriter, r *http.Request, rq *request)
 		h.writeError(w, r, rq, errorf(http.StatusBadRequest, "InvalidArgument", "keys under %s/ are reserved for multipart uploads", internalDir))
 		return
 	}
-	if _, err := cannedPublic(r.Header.Get("x-amz-acl")); err != nil {
-		h.writeError(w, r, rq, err)
-		return
-	}
 	want, err := contentMD5(r.Header)
 	if err != nil {
 		h.writeError(w, r, rq, err)
@@ -515,18 +529,17 @@ func (h *Handler) putObjectACL(w http.ResponseWriter, r *http.Request, rq *reque
 		h.writeError(w, r, rq, err)
 		return
 	}
-	if _, err := h.st.Stat(ctx, rq.bucket, rq.key); err != nil {
+	if err := h.auth.Authorize(rq.principal, access.ActionAdmin, access.Resource{Bucket: b.Name, Owner: b.Owner}); err != nil {
 		h.writeError(w, r, rq, err)
 		return
 	}
-	public, err := h.requestedACL(r)
+	acl, err := h.requestedACL(r)
 	if err != nil {
 		h.writeError(w, r, rq, err)
 		return
 	}
-	if public && !b.Public {
-		h.writeError(w, r, rq, errorf(http.StatusNotImplemented, "NotImplemented",
-			"objects take their bucket's ACL: make the bucket public-read instead"))
+	if _, err := h.st.SetAttrs(ctx, rq.bucket, strings.TrimSuffix(rq.key, "/"), store.SetAttrs{Xattrs: map[string][]byte{xattrACL: []byte(acl)}}); err != nil {
+		h.writeError(w, r, rq, err)
 		return
 	}
 	w.WriteHeader(http.StatusOK)
@@ -567,10 +580,6 @@ func (h *Handler) copyObject(w http.ResponseWriter, r *http.Request, rq *request
 		h.writeError(w, r, rq, err)
 		return
 	}
-	if _, err := cannedPublic(r.Header.Get("x-amz-acl")); err != nil {
-		h.writeError(w, r, rq, err)
-		return
-	}
 	src, err := h.st.Stat(ctx, sb, sk)
 	if err != nil || src.IsDir || isInternal(sk) {
 		if err == nil {
@@ -583,10 +592,25 @@ func (h *Handler) copyObject(w http.ResponseWriter, r *http.Request, rq *request
 		h.writeError(w, r, rq, err)
 		return
 	}
-	opts := store.PutOptions{ContentType: src.ContentType, Xattrs: src.Xattrs}
+	// The copy takes the source's headers (COPY) but not its ACL: a copy
+	// has the ACL its request gives.
+	copied := map[string][]byte{}
+	for k, v := range src.Xattrs {
+		if k != xattrACL {
+			copied[k] = v
+		}
+	}
+	if acl := r.Header.Get("x-amz-acl"); acl != "" {
+		if _, _, err := cannedACL(acl); err != nil {
+			h.writeError(w, r, rq, err)
+			return
+		}
+		copied[xattrACL] = []byte(acl)
+	}
+	opts := store.PutOptions{ContentType: src.ContentType, Xattrs: copied}
 	switch d := r.Header.Get("x-amz-metadata-directive"); d {
 	case "", "COPY":
-		if sb == rq.bucket && sk == rq.key {
+		if sb == rq.bucket && sk == rq.key && r.Header.Get("x-amz-acl") == "" {
 			h.writeError(w, r, rq, errorf(http.StatusBadRequest, "InvalidRequest",
 				"This copy request is illegal because it is trying to copy an object to itself without changing the object's metadata, storage class, website redirect location or encryption attributes."))
 			return

@@ -75,6 +75,8 @@ type Handler struct {
 	log     *slog.Logger
 	metrics *metrics
 	now     func() time.Time
+	// policies caches parsed bucket policies (acl.go).
+	policies policyCache
 	// presigned caches the presigned URLs Presigned verified.
 	presigned *presignCache
 }
@@ -140,8 +142,20 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 // docs/s3.md): a virtual-hosted bucket host, a SigV4 signature (header or
 // presigned query), or a query naming an S3 sub-resource. It does not
 // allocate.
-func (h *Handler) Match(host, authorization, rawQuery string) bool {
-	return IsS3(host, authorization, rawQuery, h.cfg.Domain)
+func (h *Handler) Match(host, authorization, rawQuery, userAgent string) bool {
+	return IsS3(host, authorization, rawQuery, h.cfg.Domain) || s3Agent(userAgent)
+}
+
+// s3Agent reports whether a User-Agent is an S3 SDK's or tool's: their
+// unsigned (anonymous) requests are S3 requests too, so that they get the
+// answers and XML errors they parse.
+func s3Agent(ua string) bool {
+	for _, p := range [...]string{"Boto3/", "Botocore/", "aws-cli/", "aws-sdk-", "S3Client", "rclone/", "s3cmd/"} {
+		if strings.HasPrefix(ua, p) {
+			return true
+		}
+	}
+	return false
 }
 
 // IsS3 is Match on the raw parts of a request: its Host, Authorization
@@ -342,23 +356,20 @@ func (h *Handler) authenticate(r *http.Request, rq *request) error {
 	return nil
 }
 
-// authorize checks act on bucket/key for the request's principal.
+// authorize checks act on bucket/key for the request's principal, with the
+// bucket's ACL and policy (acl.go). For ActionList, key is the listing's
+// prefix. A missing bucket is NoSuchBucket, for anonymous callers too (as
+// S3 answers).
 func (h *Handler) authorize(ctx context.Context, rq *request, act access.Action, bucket, key string) (store.BucketInfo, error) {
 	b, err := h.st.Bucket(ctx, bucket)
 	if err != nil {
-		if errors.Is(err, store.ErrNoBucket) && rq.principal.Anonymous() {
-			return b, errAnonymousForbidden
-		}
 		return b, err
 	}
-	res := access.Resource{Bucket: bucket, Path: key, PublicRead: b.Public, Owner: b.Owner}
-	if err := h.auth.Authorize(rq.principal, act, res); err != nil {
-		if rq.principal.Anonymous() {
-			return b, errAnonymousForbidden
-		}
-		return b, err
+	prefix := ""
+	if act == access.ActionList {
+		prefix = key
 	}
-	return b, nil
+	return b, h.authorizeObject(ctx, rq, act, b, key, "", prefix)
 }
 
 // ownerOf returns the S3 owner of a bucket: its creating key, or the
