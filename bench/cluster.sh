@@ -23,6 +23,15 @@
 #             cluster (bucket --replicas 3, through node 1) against tar -x of
 #             the kernel tarball into a local directory, each followed by sync,
 #             alternating, ROUNDS_INGEST rounds; a new cluster per Cairn round.
+#   s3sync    upload of the small corpus (SCALE) into the cluster through
+#             node 1 (bucket --replicas 3, a new bucket per run) with cairn
+#             sync, aws s3 sync and rclone copy, alternating, ROUNDS_S3SYNC
+#             rounds: seconds and files/s, and each S3 tool's rate against
+#             cairn sync's. The S3 tools use an access key with write on
+#             every bucket and S3SYNC_CONC concurrent requests (aws:
+#             max_concurrent_requests; rclone: --transfers and --checkers);
+#             cairn sync uses --jobs SYNC_JOBS. The aws CLI and rclone come
+#             from `make s3-clients` (.venv-s3, Debian's rclone).
 #   failover  under a write load through a follower (FO_WRITERS sequential PUT
 #             loops) and a read load of existing files through the third node,
 #             SIGKILL the Raft leader, then (new cluster) SIGSTOP it and SIGCONT
@@ -37,7 +46,7 @@
 # lib.sh's resolve_cairn_bin) SCALE=0.25 SEED=1 PROP_N=500 PROP_SIZE=1024
 # PROP_DEADLINE=5s DURATION=10 ROUNDS=2 CONNS=20 THREADS=2 WARMUP=5 READ_NODE=2
 # ROUNDS_INGEST=2 SYNC_JOBS=64 SPOT_CHECK=20 VERIFY=1 FO_BEFORE=3 FO_AFTER=10
-# FO_WRITERS=4 FO_READERS=2 KEEP=1 (keep scratch data) SERVER_ARGS="" (extra
+# FO_WRITERS=4 FO_READERS=2 ROUNDS_S3SYNC=2 S3SYNC_CONC=16 KEEP=1 (keep scratch data) SERVER_ARGS="" (extra
 # flags for every node) PROFILE=0 (seconds:
 # nodes get --debug-listen and the first ingest round takes CPU profiles of
 # node 1 and node 2, and of the whole cairn sync, saved next to the results).
@@ -52,7 +61,9 @@ set -euo pipefail
 SCALE=${SCALE:-0.25}
 . "$(dirname "$0")/lib.sh"
 
-PARTS=${PARTS:-"prop read ingest failover"}
+PARTS=${PARTS:-"prop read ingest s3sync failover"}
+ROUNDS_S3SYNC=${ROUNDS_S3SYNC:-2}
+S3SYNC_CONC=${S3SYNC_CONC:-16}
 PROP_N=${PROP_N:-500}
 PROP_SIZE=${PROP_SIZE:-1024}
 PROP_DEADLINE=${PROP_DEADLINE:-5s}
@@ -568,6 +579,78 @@ part_failover() {
 	emit ""
 }
 
+# ---------------------------------------------------------------- s3sync
+part_s3sync() {
+	local corpus=$CORPUS_DIR/small aws rclone r tool b t0 t1 secs n csv=$OUT/s3sync.csv keyenv
+	ensure_corpus small
+	n=$(find "$corpus" -type f | wc -l) # paths.txt is uploaded too
+	aws=$REPO_DIR/.venv-s3/bin/aws
+	if [ ! -x "$aws" ] || ! have rclone; then
+		log "installing the S3 clients (make s3-clients)"
+		make -C "$REPO_DIR" s3-clients >&2 || die "make s3-clients failed"
+	fi
+	have rclone || die "no rclone"
+	rclone=$(command -v rclone)
+	cluster_start s3sync
+	bucket_create warmup 3
+	keyenv=$(ccli 1 key create bench-s3sync --env) || die "key create failed"
+	local akid asecret
+	akid=$(sed -n 's/^export AWS_ACCESS_KEY_ID=\([^ ]*\) .*/\1/p' <<<"$keyenv")
+	asecret=$(sed -n 's/.* AWS_SECRET_ACCESS_KEY=\(.*\)$/\1/p' <<<"$keyenv")
+	local home=$OUT/s3sync-home
+	mkdir -p "$home"
+	printf '[default]\ns3 =\n  max_concurrent_requests = %s\n  addressing_style = path\n' "$S3SYNC_CONC" >"$home/config"
+	s3env() {
+		env -u AWS_CA_BUNDLE -u AWS_PROFILE HOME="$home" AWS_CONFIG_FILE="$home/config" AWS_SHARED_CREDENTIALS_FILE=/dev/null \
+			AWS_ACCESS_KEY_ID="$akid" AWS_SECRET_ACCESS_KEY="$asecret" AWS_DEFAULT_REGION=us-east-1 \
+			RCLONE_CONFIG="$home/rclone.conf" RCLONE_CONFIG_C_TYPE=s3 RCLONE_CONFIG_C_PROVIDER=Other \
+			RCLONE_CONFIG_C_ACCESS_KEY_ID="$akid" RCLONE_CONFIG_C_SECRET_ACCESS_KEY="$asecret" \
+			RCLONE_CONFIG_C_ENDPOINT="${NODE_URL[1]}" RCLONE_CONFIG_C_FORCE_PATH_STYLE=true "$@"
+	}
+	# Warm the page cache with the corpus, as every tool reads it.
+	tar -cf - -C "$corpus" . | cat >/dev/null
+	echo "round,tool,seconds,files_per_s,status" >"$csv"
+	for r in $(seq 1 "$ROUNDS_S3SYNC"); do
+		for tool in cairn aws rclone; do
+			b=s3sync-$tool-$r
+			bucket_create "$b" 3
+			status=ok
+			t0=$(now)
+			case $tool in
+			cairn) ccli 1 sync "$corpus" "$b" --no-progress --jobs "$SYNC_JOBS" >>"$OUT/s3sync-$tool.log" 2>&1 || status=FAIL ;;
+			aws) s3env "$aws" --endpoint-url "${NODE_URL[1]}" s3 sync --only-show-errors "$corpus" "s3://$b/" >>"$OUT/s3sync-$tool.log" 2>&1 || status=FAIL ;;
+			rclone) s3env "$rclone" copy --transfers "$S3SYNC_CONC" --checkers "$S3SYNC_CONC" "$corpus" "c:$b" >>"$OUT/s3sync-$tool.log" 2>&1 || status=FAIL ;;
+			esac
+			t1=$(now)
+			secs=$(elapsed "$t0" "$t1")
+			got=$(cairn_count "1" "$b" 2>/dev/null || echo "?")
+			[ "$got" = "$n" ] || { log "s3sync: $tool round $r stored $got of $n files"; status=FAIL; }
+			[ "$status" = ok ] || FAILED=1
+			log "s3sync round $r: $tool $secs s ($status)"
+			echo "$r,$tool,$secs,$(awk -v n="$n" -v s="$secs" 'BEGIN {printf "%.0f", n / s}'),$status" >>"$csv"
+		done
+	done
+	cluster_stop
+	emit "### S3 upload tools against cairn sync (3 nodes, R=3, through node 1), $(date -u +%Y-%m-%dT%H:%MZ)" "" \
+		"$(machine_info); corpus small, SCALE=$SCALE ($n files); aws CLI $("$aws" --version 2>&1 | cut -d' ' -f1), $("$rclone" version 2>/dev/null | head -n1)" \
+		"command: PARTS=s3sync SCALE=$SCALE ROUNDS_S3SYNC=$ROUNDS_S3SYNC S3SYNC_CONC=$S3SYNC_CONC SYNC_JOBS=$SYNC_JOBS bench/cluster.sh" "" \
+		"| tool | mean s | files/s | rate / cairn sync | rounds ok |" "|---|---:|---:|---:|---:|"
+	local row
+	while IFS= read -r row; do emit "$row"; done < <(awk -F, '
+		NR == 1 { next }
+		$5 == "ok" { s[$2] += $3; c[$2]++ }
+		{ all[$2]++ }
+		END {
+			base = (c["cairn"] ? s["cairn"] / c["cairn"] : 0)
+			split("cairn aws rclone", order, " ")
+			for (i = 1; i <= 3; i++) {
+				t = order[i]; m = (c[t] ? s[t] / c[t] : 0)
+				printf "| %s | %.2f | %.0f | %s | %d/%d |\n", t, m, (m ? '"$n"' / m : 0), (m && base ? sprintf("%.2f", base / m) : "—"), c[t], all[t]
+			}
+		}' "$csv")
+	emit ""
+}
+
 log "cluster benchmarks: $PARTS; binary $CAIRN_BIN; git $REV; results in $OUT"
 for p in $PARTS; do
 	case "$p" in
@@ -575,7 +658,8 @@ for p in $PARTS; do
 	read) part_read ;;
 	ingest) part_ingest ;;
 	failover) part_failover ;;
-	*) die "unknown part $p (want prop, read, ingest or failover)" ;;
+	s3sync) part_s3sync ;;
+	*) die "unknown part $p (want prop, read, ingest, s3sync or failover)" ;;
 	esac
 done
 log "tables in $TABLE; raw results in $OUT"

@@ -32,6 +32,7 @@ var (
 	ErrCorrupt        = errors.New("store: data corrupt")
 	ErrUnavailable    = errors.New("store: unavailable")
 	ErrReadOnly       = errors.New("store: read-only")
+	ErrBadDigest      = errors.New("store: body does not match its Content-MD5")
 )
 
 // QuorumError is the failure of a write that could not make the copies
@@ -178,6 +179,10 @@ type PutOptions struct {
 	// Xattrs, when not nil, are the new file's extended attributes,
 	// replacing a replaced file's; nil keeps a replaced file's.
 	Xattrs map[string][]byte
+	// ContentMD5, when set, is the body's expected MD5 (16 bytes): a body
+	// that hashes otherwise fails with ErrBadDigest and nothing is stored.
+	// The MD5 is computed for the ETag anyway, so checking costs nothing.
+	ContentMD5 []byte
 }
 
 // ObjectRef names a file.

@@ -3,6 +3,7 @@ package store
 import (
 	"bytes"
 	"context"
+	"crypto/md5"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -55,5 +56,24 @@ func TestConcat(t *testing.T) {
 	}
 	if _, _, err := s.Concat(ctx, "bkt", "again", refs, "x", PutOptions{}); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("missing source: %v", err)
+	}
+}
+
+// TestPutContentMD5: a body whose MD5 is not the declared one is refused
+// before anything is stored.
+func TestPutContentMD5(t *testing.T) {
+	s := newEnv(t).s
+	ctx := context.Background()
+	body := []byte("hello")
+	good := md5.Sum(body)
+	if _, _, err := s.Put(ctx, "bkt", "ok", bytes.NewReader(body), PutOptions{Size: 5, ContentMD5: good[:]}); err != nil {
+		t.Fatal(err)
+	}
+	bad := md5.Sum([]byte("other"))
+	if _, _, err := s.Put(ctx, "bkt", "bad", bytes.NewReader(body), PutOptions{Size: 5, ContentMD5: bad[:]}); !errors.Is(err, ErrBadDigest) {
+		t.Fatalf("wrong MD5: %v", err)
+	}
+	if _, err := s.Stat(ctx, "bkt", "bad"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("a refused body was stored: %v", err)
 	}
 }

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"crypto/md5"
 	"crypto/sha256"
@@ -922,7 +923,11 @@ func (s *Local) Put(ctx context.Context, bucket, path string, r io.Reader, opts 
 		}
 		return ObjectInfo{}, false, ErrTooLarge
 	}
-	cmd := s.putFileCommand(bucket, path, opts, total, hex.EncodeToString(md.Sum(nil)),
+	sum := md.Sum(nil)
+	if opts.ContentMD5 != nil && !bytes.Equal(sum, opts.ContentMD5) {
+		return ObjectInfo{}, false, fmt.Errorf("%w: the body's MD5 is %x, Content-MD5 said %x", ErrBadDigest, sum, opts.ContentMD5)
+	}
+	cmd := s.putFileCommand(bucket, path, opts, total, hex.EncodeToString(sum),
 		fileSHA256(single, sh, extents), extents, startIndex)
 	under.apply(&cmd)
 	if s.beforePropose != nil {

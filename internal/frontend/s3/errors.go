@@ -49,6 +49,7 @@ var errorTable = []struct {
 	status int
 	code   string
 }{
+	{store.ErrBadDigest, http.StatusBadRequest, "BadDigest"},
 	{store.ErrNoBucket, http.StatusNotFound, "NoSuchBucket"},
 	{store.ErrNotFound, http.StatusNotFound, "NoSuchKey"},
 	{store.ErrBucketExists, http.StatusConflict, "BucketAlreadyOwnedByYou"},

@@ -431,3 +431,38 @@ func TestPresignedCache(t *testing.T) {
 		t.Fatal("a URL of a revoked key was served from the cache")
 	}
 }
+
+// TestContentMD5: a PUT whose body does not match its Content-MD5 is
+// BadDigest and stores nothing; a bad header is InvalidDigest.
+func TestContentMD5(t *testing.T) {
+	e := newEnv(t)
+	c := e.client(e.plain, e.key.ID, e.key.Secret)
+	b := "md5s"
+	if _, err := c.CreateBucket(context.Background(), &sdks3.CreateBucketInput{Bucket: &b}); err != nil {
+		t.Fatal(err)
+	}
+	put := func(key, md5 string) (int, string) {
+		req, _ := http.NewRequest(http.MethodPut, e.plain.URL+"/md5s/"+key+"?x-id=PutObject", strings.NewReader("bar"))
+		req.Header.Set("Authorization", "Bearer "+e.key.ID+":"+e.key.Secret)
+		req.Header.Set("Content-MD5", md5)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode, string(body)
+	}
+	if st, body := put("a", "rL0Y20xC+Fzt72VPzMSk2A=="); st != 400 || !strings.Contains(body, "<Code>BadDigest</Code>") {
+		t.Fatalf("wrong MD5: %d %s", st, body)
+	}
+	if st, body := put("b", "not base64!"); st != 400 || !strings.Contains(body, "<Code>InvalidDigest</Code>") {
+		t.Fatalf("bad header: %d %s", st, body)
+	}
+	if st, _ := put("c", "N7UdGUp1E+RbVvZSTy1R8g=="); st != 200 { // MD5 of "bar"
+		t.Fatalf("right MD5: %d", st)
+	}
+	if _, err := e.st.Stat(context.Background(), "md5s", "a"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("a refused body was stored: %v", err)
+	}
+}

@@ -169,8 +169,8 @@ func (h *Handler) uploadPart(w http.ResponseWriter, r *http.Request, rq *request
 		h.writeError(w, r, rq, err)
 		return
 	}
-	rd := newBodyReader(body, want)
-	info, _, err := h.st.Put(ctx, rq.bucket, partPath(id, n), rd, store.PutOptions{Size: payloadSize(r)})
+	rd := newBodyReader(body)
+	info, _, err := h.st.Put(ctx, rq.bucket, partPath(id, n), rd, store.PutOptions{Size: payloadSize(r), ContentMD5: want})
 	if err != nil {
 		h.writeError(w, r, rq, rd.cause(err))
 		return

@@ -8,7 +8,6 @@ import (
 	"encoding/xml"
 	"errors"
 	"fmt"
-	"hash"
 	"io"
 	"net/http"
 	"net/url"
@@ -392,26 +391,6 @@ func payloadSize(r *http.Request) int64 {
 	return r.ContentLength
 }
 
-// md5Reader computes the MD5 of what it reads and, at EOF, compares it
-// with want (the Content-MD5), failing with BadDigest: a bad upload is
-// refused before anything is committed.
-type md5Reader struct {
-	r    io.Reader
-	h    hash.Hash
-	want []byte
-}
-
-func (m *md5Reader) Read(p []byte) (int, error) {
-	n, err := m.r.Read(p)
-	m.h.Write(p[:n])
-	if err == io.EOF && m.want != nil {
-		if got := m.h.Sum(nil); string(got) != string(m.want) {
-			return n, errBadDigest
-		}
-	}
-	return n, err
-}
-
 // contentMD5 parses a Content-MD5 header (nil when absent).
 func contentMD5(hdr http.Header) ([]byte, error) {
 	vs, ok := hdr["Content-Md5"]
@@ -425,8 +404,8 @@ func contentMD5(hdr http.Header) ([]byte, error) {
 	return b, nil
 }
 
-// bodyReader wraps a request's payload for a store write: it checks the
-// Content-MD5 when one was sent, and remembers why reading failed, so that
+// bodyReader wraps a request's payload for a store write: it remembers why
+// reading failed, so that
 // the answer names the payload's fault (BadDigest, SignatureDoesNotMatch,
 // IncompleteBody...) rather than the store's wrapping of it.
 type bodyReader struct {
@@ -434,12 +413,7 @@ type bodyReader struct {
 	err error
 }
 
-func newBodyReader(body io.Reader, wantMD5 []byte) *bodyReader {
-	if wantMD5 != nil {
-		body = &md5Reader{r: body, h: md5.New(), want: wantMD5}
-	}
-	return &bodyReader{r: body}
-}
+func newBodyReader(body io.Reader) *bodyReader { return &bodyReader{r: body} }
 
 func (b *bodyReader) Read(p []byte) (int, error) {
 	n, err := b.r.Read(p)
@@ -506,7 +480,8 @@ func (h *Handler) putObject(w http.ResponseWriter, r *http.Request, rq *request)
 	if v := r.Header.Get("If-Match"); v != "" {
 		opts.IfMatch = strings.Trim(v, `"`)
 	}
-	rd := newBodyReader(body, want)
+	rd := newBodyReader(body)
+	opts.ContentMD5 = want // checked by the store, which computes the MD5 anyway
 	info, _, err := h.st.Put(ctx, rq.bucket, rq.key, rd, opts)
 	if err != nil {
 		h.writeError(w, r, rq, rd.cause(err))
