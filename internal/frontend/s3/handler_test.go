@@ -466,3 +466,62 @@ func TestContentMD5(t *testing.T) {
 		t.Fatalf("a refused body was stored: %v", err)
 	}
 }
+
+// TestMultipartErrorsAndExpiry: part order, size and ETag checks, and an
+// unfinished upload collected with its parts after the expiry.
+func TestMultipartErrorsAndExpiry(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	c := e.client(e.plain, e.key.ID, e.key.Secret)
+	b, key := "parts", "obj"
+	if _, err := c.CreateBucket(ctx, &sdks3.CreateBucketInput{Bucket: &b}); err != nil {
+		t.Fatal(err)
+	}
+	up, err := c.CreateMultipartUpload(ctx, &sdks3.CreateMultipartUploadInput{Bucket: &b, Key: &key})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var parts []types.CompletedPart
+	for i := 1; i <= 2; i++ {
+		out, err := c.UploadPart(ctx, &sdks3.UploadPartInput{Bucket: &b, Key: &key, UploadId: up.UploadId,
+			PartNumber: aws.Int32(int32(i)), Body: strings.NewReader(strings.Repeat("x", 100))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		parts = append(parts, types.CompletedPart{ETag: out.ETag, PartNumber: aws.Int32(int32(i))})
+	}
+	complete := func(ps []types.CompletedPart) error {
+		_, err := c.CompleteMultipartUpload(ctx, &sdks3.CompleteMultipartUploadInput{Bucket: &b, Key: &key, UploadId: up.UploadId,
+			MultipartUpload: &types.CompletedMultipartUpload{Parts: ps}})
+		return err
+	}
+	if err := complete(parts); errCode(err) != "EntityTooSmall" {
+		t.Fatalf("a first part under 5 MiB: %v", err)
+	}
+	if err := complete([]types.CompletedPart{parts[1], parts[0]}); errCode(err) != "InvalidPartOrder" {
+		t.Fatalf("parts out of order: %v", err)
+	}
+	if err := complete([]types.CompletedPart{{ETag: aws.String(`"0123"`), PartNumber: aws.Int32(1)}}); errCode(err) != "InvalidPart" {
+		t.Fatalf("a wrong ETag: %v", err)
+	}
+	// Nothing collects an upload before its expiry; after it, the parts go.
+	if n := e.h.CollectUploads(ctx); n != 0 {
+		t.Fatalf("collected %d uploads before their expiry", n)
+	}
+	cfg := e.h.cfg
+	cfg.Registry = nil
+	cfg.Now = func() time.Time { return time.Now().Add(cfg.UploadExpiry + time.Hour) }
+	later, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := later.CollectUploads(ctx); n != 1 {
+		t.Fatalf("collected %d expired uploads, want 1", n)
+	}
+	if _, err := e.st.Stat(ctx, b, internalDir); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("the upload directory is still there: %v", err)
+	}
+	if _, err := c.ListParts(ctx, &sdks3.ListPartsInput{Bucket: &b, Key: &key, UploadId: up.UploadId}); errCode(err) != "NoSuchUpload" {
+		t.Fatalf("a collected upload: %v", err)
+	}
+}

@@ -295,11 +295,21 @@ func (h *Handler) completeUpload(w http.ResponseWriter, r *http.Request, rq *req
 	}
 	md := md5.New()
 	srcs := make([]store.ObjectRef, 0, len(req.Parts))
-	for i, p := range req.Parts {
-		if i > 0 && p.PartNumber <= req.Parts[i-1].PartNumber {
+	// Order first, then each part's presence and ETag, then sizes, as S3
+	// reports them.
+	for i := 1; i < len(req.Parts); i++ {
+		if req.Parts[i].PartNumber <= req.Parts[i-1].PartNumber {
 			h.writeError(w, r, rq, errInvalidPartOrder)
 			return
 		}
+	}
+	for _, p := range req.Parts {
+		if info, ok := have[p.PartNumber]; !ok || strings.Trim(strings.TrimSpace(p.ETag), `"`) != info.ETag {
+			h.writeError(w, r, rq, errInvalidPart)
+			return
+		}
+	}
+	for i, p := range req.Parts {
 		info, ok := have[p.PartNumber]
 		if !ok || strings.Trim(strings.TrimSpace(p.ETag), `"`) != info.ETag {
 			h.writeError(w, r, rq, errInvalidPart)
