@@ -70,29 +70,7 @@ func TestPutXattrsThroughTheLog(t *testing.T) {
 
 func TestRecords(t *testing.T) {
 	db := kv.NewMem()
-	idx := uint64(0)
-	apply := func(c Command) Result {
-		t.Helper()
-		idx++
-		// Through the encoding, as the log carries it.
-		p, err := EncodeCommands([]Command{c})
-		if err != nil {
-			t.Fatal(err)
-		}
-		cmds, err := DecodeCommands(p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		b := db.NewBatch()
-		res, err := Apply(b, idx, cmds)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := b.Commit(true); err != nil {
-			t.Fatal(err)
-		}
-		return res[0]
-	}
+	apply := applyVia(t, db)
 	put := func(k RecordKind, name, v string, excl bool) Result {
 		return apply(Command{Op: OpPutRecord, Record: &Record{Kind: k, Name: name, Value: []byte(v)}, IfNoneMatchAny: excl})
 	}

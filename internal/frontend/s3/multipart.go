@@ -230,26 +230,33 @@ func (h *Handler) uploadPartCopy(w http.ResponseWriter, r *http.Request, rq *req
 	}{LastModified: xmlTime(out.ModTime), ETag: etag(out.ETag)})
 }
 
+// pages calls fn with every page of a listing of bucket.
+func (h *Handler) pages(ctx context.Context, bucket string, opts store.ListOptions, fn func(store.ListResult)) error {
+	for {
+		res, err := h.st.List(ctx, bucket, opts)
+		if err != nil {
+			return err
+		}
+		fn(res)
+		if !res.Truncated {
+			return nil
+		}
+		opts.StartAfter = res.NextToken
+	}
+}
+
 // parts lists the parts of upload id, by number.
 func (h *Handler) parts(ctx context.Context, bucket, id string) (map[int]store.ObjectInfo, error) {
 	out := map[int]store.ObjectInfo{}
-	after := ""
-	for {
-		res, err := h.st.List(ctx, bucket, store.ListOptions{Prefix: uploadDir(id) + "/part.", StartAfter: after, Limit: 1000})
-		if err != nil {
-			return nil, err
-		}
+	prefix := uploadDir(id) + "/part."
+	err := h.pages(ctx, bucket, store.ListOptions{Prefix: prefix, Limit: 1000}, func(res store.ListResult) {
 		for _, e := range res.Entries {
-			n, err := strconv.Atoi(strings.TrimPrefix(e.Path, uploadDir(id)+"/part."))
-			if err == nil {
+			if n, err := strconv.Atoi(strings.TrimPrefix(e.Path, prefix)); err == nil {
 				out[n] = e
 			}
 		}
-		if !res.Truncated {
-			return out, nil
-		}
-		after = res.NextToken
-	}
+	})
+	return out, err
 }
 
 func (h *Handler) completeUpload(w http.ResponseWriter, r *http.Request, rq *request) {
@@ -475,23 +482,15 @@ func (h *Handler) listParts(w http.ResponseWriter, r *http.Request, rq *request)
 // uploads returns the unfinished uploads of bucket: id → description.
 func (h *Handler) uploads(ctx context.Context, bucket string) (map[string]upload, error) {
 	out := map[string]upload{}
-	after := ""
-	for {
-		res, err := h.st.List(ctx, bucket, store.ListOptions{Prefix: internalDir + "/", Delimiter: "/", StartAfter: after, Limit: 1000})
-		if err != nil {
-			return nil, err
-		}
+	err := h.pages(ctx, bucket, store.ListOptions{Prefix: internalDir + "/", Delimiter: "/", Limit: 1000}, func(res store.ListResult) {
 		for _, p := range res.CommonPrefixes {
 			id := strings.TrimSuffix(strings.TrimPrefix(p, internalDir+"/"), "/")
 			if u, err := h.loadUpload(ctx, bucket, "", id); err == nil {
 				out[id] = u
 			}
 		}
-		if !res.Truncated {
-			return out, nil
-		}
-		after = res.NextToken
-	}
+	})
+	return out, err
 }
 
 func (h *Handler) listUploads(w http.ResponseWriter, r *http.Request, rq *request) {
