@@ -13,9 +13,9 @@ import (
 // ("arn:aws:s3:::bucket", "arn:aws:s3:::bucket/prefix*") to principals
 // ("*", or access key ids). Cairn evaluates the subset web sites use:
 // Effect, Principal ("*" or {"AWS": ids or "*"}), Action, Resource, and
-// the conditions StringEquals and StringLike on s3:prefix. A statement
-// with another condition never matches (it can only narrow a grant, so
-// ignoring it would widen one). An explicit Deny wins over any Allow.
+// the conditions StringEquals and StringLike on s3:prefix. A policy with
+// another condition is refused (ErrBadPolicy): evaluating part of it could
+// widen access or drop a Deny. An explicit Deny wins over any Allow.
 type Policy struct {
 	stmts []statement
 }
@@ -107,7 +107,9 @@ func ParsePolicy(doc []byte) (*Policy, error) {
 				case k == "s3:prefix" && op == "StringLike":
 					s.prefixLike = append(s.prefixLike, v...)
 				default:
-					s.unknown = true
+					// Not evaluated: refuse the policy rather than let a
+					// Deny silently never match (or an Allow never apply).
+					return nil, fmt.Errorf("%w: statement %d: condition %s on %s is not supported (only StringEquals and StringLike on s3:prefix)", ErrBadPolicy, i, op, k)
 				}
 			}
 		}

@@ -38,6 +38,9 @@ type S3Handler interface {
 	// else (which net/http then serves through the S3 handler). It must
 	// not keep its arguments.
 	Presigned(method, host, path, rawQuery string) (p access.Principal, ok bool)
+	// HostBucket returns the bucket a virtual-hosted Host names, or "".
+	// It must not allocate.
+	HostBucket(host string) string
 }
 
 // Config configures a Server. Fields marked required have no default.

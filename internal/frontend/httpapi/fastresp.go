@@ -78,7 +78,7 @@ func (s *Server) serveFast(fc *fastConn, req *fastReq) fastOutcome {
 	a := fastAnswer{path: p, start: start}
 
 	if s.cfg.Rules != nil {
-		if d := s.checkRules(p, view(req.hdr[fhUserAgent]), fc.clientIP(req)); d.Action != rules.Allow {
+		if d := s.checkRules(view(req.hdr[fhHost]), p, view(req.hdr[fhUserAgent]), fc.clientIP(req)); d.Action != rules.Allow {
 			s.fastRule(fc, req, &a, d)
 			return s.fastFinish(fc, req, &a)
 		}

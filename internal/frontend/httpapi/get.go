@@ -124,6 +124,11 @@ func (s *Server) openRead(ctx context.Context, authorization string, t target) r
 // presigned S3 URL on the fast path).
 func (s *Server) openReadAs(ctx context.Context, p access.Principal, t target) readResult {
 	res := readResult{principal: p}
+	if !p.Admin && (t.path == uploadsDir || strings.HasPrefix(t.path, uploadsDir+"/")) {
+		// Unfinished S3 multipart uploads are not the bucket's content.
+		res.err = fmt.Errorf("%w: %s", store.ErrNotFound, t.path)
+		return res
+	}
 	if t.bucket == "" {
 		res.err = fmt.Errorf("%w: no bucket in path", store.ErrNoBucket)
 		return res
@@ -173,8 +178,9 @@ func (s *Server) openReadAs(ctx context.Context, p access.Principal, t target) r
 		}
 		return res
 	}
-	if acl := obj.Info().Xattrs[xattrS3ACL]; len(acl) > 0 && b.Public && !p.Admin {
-		// An object made private (S3's x-amz-acl) in a public bucket.
+	if acl := obj.Info().Xattrs[xattrS3ACL]; len(acl) > 0 && (b.Public || b.ACL != "") && !p.Admin {
+		// An object whose own S3 ACL (x-amz-acl) is narrower than its
+		// bucket's public-read, public-read-write or authenticated-read.
 		r := bucketResource(b, t.path)
 		r.PublicRead, r.AuthenticatedRead = false, string(acl) == "authenticated-read"
 		if string(acl) == "public-read" || string(acl) == "public-read-write" {
@@ -190,9 +196,13 @@ func (s *Server) openReadAs(ctx context.Context, p access.Principal, t target) r
 	return res
 }
 
-// xattrS3ACL is the extended attribute of an object's S3 canned ACL
-// (internal/frontend/s3, acl.go).
-const xattrS3ACL = "user.cairn.s3.acl"
+// xattrS3ACL is the extended attribute of an object's S3 canned ACL, and
+// uploadsDir the directory of a bucket that holds unfinished S3 multipart
+// uploads (internal/frontend/s3).
+const (
+	xattrS3ACL = "user.cairn.s3.acl"
+	uploadsDir = ".cairn-uploads"
+)
 
 // bucketResource is the access.Resource of path in bucket b: its public
 // flag, owner, and S3 canned ACL.

@@ -26,14 +26,21 @@ func ruleTarget(p string) (bucket, path string, ok bool) {
 	return bucket, path, true
 }
 
-// checkRules decides the request by the abuse rules. ip is its client IP.
-func (s *Server) checkRules(p, userAgent string, ip netip.Addr) rules.Decision {
+// checkRules decides the request for path p on host by the abuse rules.
+// ip is its client IP. A virtual-hosted S3 request's bucket is in its
+// host.
+func (s *Server) checkRules(host, p, userAgent string, ip netip.Addr) rules.Decision {
 	if s.cfg.Rules == nil {
 		return rules.Decision{}
 	}
 	bucket, path, ok := ruleTarget(p)
 	if !ok {
 		return rules.Decision{}
+	}
+	if s.cfg.S3 != nil {
+		if hb := s.cfg.S3.HostBucket(host); hb != "" {
+			bucket, path = hb, strings.TrimPrefix(p, "/")
+		}
 	}
 	return s.cfg.Rules.Check(rules.Request{Bucket: bucket, Path: path, UserAgent: userAgent, IP: ip})
 }

@@ -223,7 +223,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func (s *Server) route(rs *reqState) {
 	if s.cfg.Rules != nil {
 		r := rs.req
-		if d := s.checkRules(r.URL.Path, headerValue(r.Header, "User-Agent"), s.clientIP(r)); d.Action != rules.Allow {
+		if d := s.checkRules(r.Host, r.URL.Path, headerValue(r.Header, "User-Agent"), s.clientIP(r)); d.Action != rules.Allow {
 			s.serveRule(rs, d)
 			return
 		}

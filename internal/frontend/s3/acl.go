@@ -124,7 +124,8 @@ func (h *Handler) bucketPolicy(ctx context.Context, bucket string) *access.Polic
 	return p
 }
 
-// policyAction names act on key for a policy.
+// policyAction names act on key for a policy: the generic name of the
+// action, as a grant sees it.
 func policyAction(act access.Action, key string) string {
 	switch act {
 	case access.ActionRead:
@@ -145,6 +146,32 @@ func policyAction(act access.Action, key string) string {
 	return "s3:PutBucketAcl"
 }
 
+// opActions maps an operation to its IAM action name where it differs
+// from "s3:" + the operation's name.
+var opActions = map[string]string{
+	"HeadObject": "s3:GetObject", "HeadBucket": "s3:ListBucket", "ListObjects": "s3:ListBucket",
+	"ListObjectsV2": "s3:ListBucket", "ListObjectVersions": "s3:ListBucketVersions",
+	"ListParts": "s3:ListMultipartUploadParts", "ListMultipartUploads": "s3:ListBucketMultipartUploads",
+	"CreateMultipartUpload": "s3:PutObject", "UploadPart": "s3:PutObject", "UploadPartCopy": "s3:PutObject",
+	"CompleteMultipartUpload": "s3:PutObject", "CopyObject": "s3:PutObject", "DeleteObjects": "s3:DeleteObject",
+	"GetBucketLocation": "s3:GetBucketLocation", "CreateBucket": "s3:CreateBucket",
+}
+
+// policyActions are the names a policy is checked against for the
+// request's operation and act: the operation's own (s3:DeleteBucket,
+// s3:PutObjectAcl, ...) and the generic one.
+func policyActions(op string, act access.Action, key string) []string {
+	generic := policyAction(act, key)
+	specific, ok := opActions[op]
+	if !ok && op != "" {
+		specific = "s3:" + op
+	}
+	if specific == "" || specific == generic {
+		return []string{generic}
+	}
+	return []string{specific, generic}
+}
+
 // authorizeObject decides act on bucket b's key for the request, with the
 // object's ACL and the bucket's policy. prefix is a listing's prefix
 // (s3:prefix).
@@ -158,10 +185,16 @@ func (h *Handler) authorizeObject(ctx context.Context, rq *request, act access.A
 		if key != "" && act != access.ActionList {
 			arn += "/" + key
 		}
-		switch p.Decide(access.PolicyRequest{Principal: rq.principal.CanonicalID(), Action: policyAction(act, key), Resource: arn, Prefix: prefix}) {
-		case access.Denied:
-			return errorf(http.StatusForbidden, "AccessDenied", "Access Denied: the bucket policy denies it")
-		case access.Allowed:
+		effect := access.NoEffect
+		for _, a := range policyActions(rq.op, act, key) {
+			switch p.Decide(access.PolicyRequest{Principal: rq.principal.CanonicalID(), Action: a, Resource: arn, Prefix: prefix}) {
+			case access.Denied:
+				return errorf(http.StatusForbidden, "AccessDenied", "Access Denied: the bucket policy denies it")
+			case access.Allowed:
+				effect = access.Allowed
+			}
+		}
+		if effect == access.Allowed {
 			return nil
 		}
 	}
@@ -235,4 +268,34 @@ func (h *Handler) serveBucketPolicy(w http.ResponseWriter, r *http.Request, rq *
 	default:
 		h.writeError(w, r, rq, errMethodNotAllowed)
 	}
+}
+
+// authorizeACL checks that the request may give an object the canned ACL
+// of its x-amz-acl header: anything but private widens who may read it,
+// which needs what PutObjectAcl needs (the bucket's owner, or admin on it).
+func (h *Handler) authorizeACL(r *http.Request, rq *request, b store.BucketInfo) error {
+	if acl := r.Header.Get("x-amz-acl"); acl == "" || acl == "private" {
+		return nil
+	}
+	return h.auth.Authorize(rq.principal, access.ActionAdmin, access.Resource{Bucket: b.Name, Owner: b.Owner})
+}
+
+// authorizeSource checks that the request may read a copy's source: its
+// bucket's ACL and policy and the object's own ACL, as GetObject does.
+func (h *Handler) authorizeSource(ctx context.Context, rq *request, bucket, key string) (store.ObjectInfo, error) {
+	b, err := h.st.Bucket(ctx, bucket)
+	if err != nil {
+		return store.ObjectInfo{}, err
+	}
+	info, err := h.st.Stat(ctx, bucket, key)
+	if err != nil || info.IsDir || isInternal(key) {
+		if aerr := h.authorizeObject(ctx, rq, access.ActionRead, b, key, "", ""); aerr != nil {
+			return info, aerr
+		}
+		if err == nil {
+			err = store.ErrNotFound
+		}
+		return info, err
+	}
+	return info, h.authorizeObject(ctx, rq, access.ActionRead, b, key, objectACL(info), "")
 }

@@ -525,3 +525,96 @@ func TestMultipartErrorsAndExpiry(t *testing.T) {
 		t.Fatalf("a collected upload: %v", err)
 	}
 }
+
+// TestReviewFindings: holes a review found, each closed.
+func TestReviewFindings(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	owner := e.client(e.plain, e.key.ID, e.key.Secret)
+	for _, b := range []string{"priv", "pub"} {
+		if _, err := owner.CreateBucket(ctx, &sdks3.CreateBucketInput{Bucket: aws.String(b)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := owner.PutBucketAcl(ctx, &sdks3.PutBucketAclInput{Bucket: aws.String("pub"), ACL: types.BucketCannedACLPublicRead}); err != nil {
+		t.Fatal(err)
+	}
+	gw, _ := access.ParseGrant("priv/up/", access.ActionsOf(access.ActionWrite))
+	writer, _ := access.NewKey("writer", []access.Grant{gw}, time.Now(), time.Time{})
+	// other reads "pub" only as anyone does (it is public-read).
+	gw2, _ := access.ParseGrant("mine", access.DefaultActions)
+	other, _ := access.NewKey("other", []access.Grant{gw2}, time.Now(), time.Time{})
+	e.auth.SetKeys([]access.Key{e.key, writer, other})
+
+	// A write-only key cannot publish what it writes.
+	w := e.client(e.plain, writer.ID, writer.Secret)
+	_, err := w.PutObject(ctx, &sdks3.PutObjectInput{Bucket: aws.String("priv"), Key: aws.String("up/x"), Body: strings.NewReader("leak"), ACL: types.ObjectCannedACLPublicRead})
+	if errCode(err) != "AccessDenied" {
+		t.Fatalf("a write-only key set public-read: %v", err)
+	}
+	if _, err := w.PutObject(ctx, &sdks3.PutObjectInput{Bucket: aws.String("priv"), Key: aws.String("up/x"), Body: strings.NewReader("ok")}); err != nil {
+		t.Fatal(err)
+	}
+
+	// A private object of a public bucket cannot be copied out by another key.
+	if _, err := owner.PutObject(ctx, &sdks3.PutObjectInput{Bucket: aws.String("pub"), Key: aws.String("secret"), Body: strings.NewReader("top secret"), ACL: types.ObjectCannedACLPrivate}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.st.CreateBucket(ctx, store.BucketInfo{Name: "mine"}); err != nil {
+		t.Fatal(err)
+	}
+	o := e.client(e.plain, other.ID, other.Secret)
+	if _, err := o.GetObject(ctx, &sdks3.GetObjectInput{Bucket: aws.String("pub"), Key: aws.String("secret")}); errCode(err) != "AccessDenied" {
+		t.Fatalf("read of a private object: %v", err)
+	}
+	if _, err := o.CopyObject(ctx, &sdks3.CopyObjectInput{Bucket: aws.String("mine"), Key: aws.String("stolen"), CopySource: aws.String("pub/secret")}); errCode(err) != "AccessDenied" {
+		t.Fatalf("copy of a private object: %v", err)
+	}
+
+	// A policy whose condition Cairn does not evaluate is refused.
+	pol := `{"Statement":[{"Effect":"Deny","Principal":"*","Action":"s3:*","Resource":"arn:aws:s3:::priv/*","Condition":{"NotIpAddress":{"aws:SourceIp":"10.0.0.0/8"}}}]}`
+	if _, err := owner.PutBucketPolicy(ctx, &sdks3.PutBucketPolicyInput{Bucket: aws.String("priv"), Policy: aws.String(pol)}); errCode(err) != "MalformedPolicy" {
+		t.Fatalf("a policy with an unsupported condition: %v", err)
+	}
+	// A Deny by operation name applies (s3:DeleteBucket is not s3:PutBucketAcl).
+	pol = `{"Statement":[{"Effect":"Deny","Principal":"*","Action":"s3:DeleteBucket","Resource":"arn:aws:s3:::mine"}]}`
+	if err := e.st.UpdateBucket(ctx, store.BucketInfo{Name: "mine", Owner: e.key.ID}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := owner.PutBucketPolicy(ctx, &sdks3.PutBucketPolicyInput{Bucket: aws.String("mine"), Policy: aws.String(pol)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := owner.DeleteBucket(ctx, &sdks3.DeleteBucketInput{Bucket: aws.String("mine")}); errCode(err) != "AccessDenied" {
+		t.Fatalf("DeleteBucket under a Deny of s3:DeleteBucket: %v", err)
+	}
+	// A presigned GET of a bucket with a policy is not for the fast path.
+	u, _ := sigv4.Presign("GET", "http://h/mine/k", e.key.ID, e.key.Secret, "us-east-1", time.Now(), time.Minute)
+	if _, ok := e.h.Presigned("GET", "h", "/mine/k", u[strings.IndexByte(u, '?')+1:]); ok {
+		t.Fatal("the fast path would skip a bucket policy")
+	}
+
+	// ListMultipartUploads pages through several uploads of one key.
+	for i := 0; i < 3; i++ {
+		if _, err := owner.CreateMultipartUpload(ctx, &sdks3.CreateMultipartUploadInput{Bucket: aws.String("priv"), Key: aws.String("k")}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	seen := map[string]bool{}
+	in := &sdks3.ListMultipartUploadsInput{Bucket: aws.String("priv"), MaxUploads: aws.Int32(2)}
+	for {
+		out, err := owner.ListMultipartUploads(ctx, in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, up := range out.Uploads {
+			seen[aws.ToString(up.UploadId)] = true
+		}
+		if !aws.ToBool(out.IsTruncated) {
+			break
+		}
+		in.KeyMarker, in.UploadIdMarker = out.NextKeyMarker, out.NextUploadIdMarker
+	}
+	if len(seen) != 3 {
+		t.Fatalf("paging saw %d of 3 uploads", len(seen))
+	}
+}

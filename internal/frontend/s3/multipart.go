@@ -105,7 +105,11 @@ func (h *Handler) openUpload(ctx context.Context, bucket, key, id string) (uploa
 
 func (h *Handler) createUpload(w http.ResponseWriter, r *http.Request, rq *request) {
 	ctx := r.Context()
-	if _, err := h.authorize(ctx, rq, access.ActionWrite, rq.bucket, rq.key); err != nil {
+	b, err := h.authorize(ctx, rq, access.ActionWrite, rq.bucket, rq.key)
+	if err == nil {
+		err = h.authorizeACL(r, rq, b)
+	}
+	if err != nil {
 		h.writeError(w, r, rq, err)
 		return
 	}
@@ -187,7 +191,7 @@ func (h *Handler) uploadPartCopy(w http.ResponseWriter, r *http.Request, rq *req
 		h.writeError(w, r, rq, err)
 		return
 	}
-	if _, err := h.authorize(ctx, rq, access.ActionRead, sb, sk); err != nil {
+	if _, err := h.authorizeSource(ctx, rq, sb, sk); err != nil {
 		h.writeError(w, r, rq, err)
 		return
 	}
@@ -513,7 +517,7 @@ func (h *Handler) listUploads(w http.ResponseWriter, r *http.Request, rq *reques
 		StorageClass string `xml:"StorageClass"`
 		Initiated    string `xml:"Initiated"`
 	}
-	prefix, keyMarker := rq.query.Get("prefix"), rq.query.Get("key-marker")
+	prefix, keyMarker, idMarker := rq.query.Get("prefix"), rq.query.Get("key-marker"), rq.query.Get("upload-id-marker")
 	maxUploads := 1000
 	if v := rq.query.Get("max-uploads"); v != "" {
 		if n, err := strconv.Atoi(v); err == nil && n >= 0 {
@@ -522,14 +526,18 @@ func (h *Handler) listUploads(w http.ResponseWriter, r *http.Request, rq *reques
 	}
 	var list []uploadXML
 	for id, u := range all {
-		if !u.Completed.IsZero() || !strings.HasPrefix(u.Key, prefix) || u.Key <= keyMarker && keyMarker != "" {
+		if !u.Completed.IsZero() || !strings.HasPrefix(u.Key, prefix) {
+			continue
+		}
+		// Resume after (key-marker, upload-id-marker), in the order below.
+		if keyMarker != "" && (u.Key < keyMarker || u.Key == keyMarker && id <= idMarker) {
 			continue
 		}
 		list = append(list, uploadXML{Key: u.Key, UploadID: id, Initiator: owner{ID: u.Initiator, DisplayName: h.displayName(u.Initiator)},
 			Owner: ownerOf(b, h.displayName), StorageClass: "STANDARD", Initiated: xmlTime(u.Initiated)})
 	}
 	sort.Slice(list, func(i, j int) bool {
-		return list[i].Key < list[j].Key || list[i].Key == list[j].Key && list[i].Initiated < list[j].Initiated
+		return list[i].Key < list[j].Key || list[i].Key == list[j].Key && list[i].UploadID < list[j].UploadID
 	})
 	out := struct {
 		XMLName            xml.Name    `xml:"http://s3.amazonaws.com/doc/2006-03-01/ ListMultipartUploadsResult"`
@@ -542,7 +550,7 @@ func (h *Handler) listUploads(w http.ResponseWriter, r *http.Request, rq *reques
 		MaxUploads         int         `xml:"MaxUploads"`
 		IsTruncated        bool        `xml:"IsTruncated"`
 		Uploads            []uploadXML `xml:"Upload"`
-	}{Bucket: rq.bucket, KeyMarker: keyMarker, Prefix: prefix, MaxUploads: maxUploads}
+	}{Bucket: rq.bucket, KeyMarker: keyMarker, UploadIDMarker: idMarker, Prefix: prefix, MaxUploads: maxUploads}
 	if len(list) > maxUploads {
 		list = list[:maxUploads]
 		out.IsTruncated = true

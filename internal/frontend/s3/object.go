@@ -435,7 +435,11 @@ func (b *bodyReader) cause(err error) error {
 
 func (h *Handler) putObject(w http.ResponseWriter, r *http.Request, rq *request) {
 	ctx := r.Context()
-	if _, err := h.authorize(ctx, rq, access.ActionWrite, rq.bucket, rq.key); err != nil {
+	b, err := h.authorize(ctx, rq, access.ActionWrite, rq.bucket, rq.key)
+	if err == nil {
+		err = h.authorizeACL(r, rq, b)
+	}
+	if err != nil {
 		h.writeError(w, r, rq, err)
 		return
 	}
@@ -547,19 +551,16 @@ func (h *Handler) copyObject(w http.ResponseWriter, r *http.Request, rq *request
 		h.writeError(w, r, rq, err)
 		return
 	}
-	if _, err := h.authorize(ctx, rq, access.ActionRead, sb, sk); err != nil {
+	src, err := h.authorizeSource(ctx, rq, sb, sk)
+	if err != nil {
 		h.writeError(w, r, rq, err)
 		return
 	}
-	if _, err := h.authorize(ctx, rq, access.ActionWrite, rq.bucket, rq.key); err != nil {
-		h.writeError(w, r, rq, err)
-		return
+	b, err := h.authorize(ctx, rq, access.ActionWrite, rq.bucket, rq.key)
+	if err == nil {
+		err = h.authorizeACL(r, rq, b)
 	}
-	src, err := h.st.Stat(ctx, sb, sk)
-	if err != nil || src.IsDir || isInternal(sk) {
-		if err == nil {
-			err = store.ErrNotFound
-		}
+	if err != nil {
 		h.writeError(w, r, rq, err)
 		return
 	}

@@ -416,6 +416,10 @@ func (h *Handler) Presigned(method, host, path, rawQuery string) (access.Princip
 	if !signedHostOnly {
 		return access.Principal{}, false
 	}
+	// A bucket with a policy is served by ServeHTTP, which evaluates it.
+	if bucket, _, _ := strings.Cut(strings.TrimPrefix(path, "/"), "/"); h.bucketPolicy(context.Background(), bucket) != nil {
+		return access.Principal{}, false
+	}
 	var kb [512]byte
 	key := presignKey(kb[:0], method, host, path, rawQuery)
 	id, ok := h.presigned.get(key, h.now())
@@ -433,4 +437,13 @@ func (h *Handler) Presigned(method, host, path, rawQuery string) (access.Princip
 		return access.Principal{}, false
 	}
 	return p, true
+}
+
+// HostBucket implements httpapi.S3Handler: the bucket a virtual-hosted
+// Host names ("" without --s3-domain or for another host).
+func (h *Handler) HostBucket(host string) string {
+	if h.cfg.Domain == "" {
+		return ""
+	}
+	return bucketFromHost(host, h.cfg.Domain)
 }
