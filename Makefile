@@ -4,7 +4,7 @@ GO ?= go
 export CGO_ENABLED ?= 0
 GOFLAGS_BUILD := -trimpath
 
-.PHONY: all build run test test-unit test-race test-e2e test-s3 s3-clients fuse3 bench soak vet clean
+.PHONY: all build run test test-unit test-race test-e2e test-s3 s3-clients fuse3 litmus bench soak vet clean
 
 all: build
 
@@ -20,10 +20,20 @@ vet:
 
 # Unit, package and end-to-end tests (the e2e test runs the real binary),
 # then the race detector over the concurrent packages.
-test: build vet fuse3
+test: build vet fuse3 litmus
 	$(GO) test -count=1 -timeout 12m ./...
 	@$(MAKE) --no-print-directory test-s3
 	@$(MAKE) --no-print-directory test-race
+
+# The WebDAV test (test/e2e/webdav_test.go) runs Debian's litmus; as root
+# with apt-get it is installed when missing.
+litmus:
+	@if ! command -v litmus >/dev/null 2>&1 && [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+		echo "make: installing litmus (WebDAV conformance) with apt-get for the WebDAV test"; \
+		export DEBIAN_FRONTEND=noninteractive; \
+		apt-get install -y -q litmus >/dev/null || { apt-get update -q >/dev/null && apt-get install -y -q litmus >/dev/null; } \
+			|| echo "make: apt-get install litmus failed: the WebDAV test will fail"; \
+	fi
 
 # Real S3 clients (boto3, the aws CLI, rclone, s3cmd) against a 3-node
 # cluster of bin/cairn (test/s3). The Python clients are pinned in
@@ -72,7 +82,7 @@ fuse3:
 # (CI on Debian), gcc is installed; otherwise the race step is skipped with
 # a message, not failed.
 RACE_CC ?= gcc
-RACE_PKGS ?= ./internal/store/... ./internal/frontend/fuse/... ./internal/frontend/s3/... ./internal/access/... ./internal/blob/... ./internal/consensus/... ./internal/replica/... ./internal/transport/... ./internal/sim/... ./internal/clock/...
+RACE_PKGS ?= ./internal/store/... ./internal/frontend/fuse/... ./internal/frontend/s3/... ./internal/frontend/webdav/... ./internal/access/... ./internal/blob/... ./internal/consensus/... ./internal/replica/... ./internal/transport/... ./internal/sim/... ./internal/clock/...
 test-race:
 	@if ! command -v $(RACE_CC) >/dev/null 2>&1 && [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
 		echo "make: no C compiler ($(RACE_CC)) for the race detector: installing gcc with apt-get"; \

@@ -140,6 +140,9 @@ func serverSettings() []setting {
 		s("s3-upload-expiry", "CAIRN_S3_UPLOAD_EXPIRY", "unfinished S3 multipart uploads are deleted, with their parts, after this long", func(fs *pflag.FlagSet, c *serverOptions) {
 			fs.DurationVar(&c.S3UploadExpiry, "s3-upload-expiry", d.S3UploadExpiry, "")
 		}),
+		s("webdav-listen", "CAIRN_WEBDAV_LISTEN", "also serve WebDAV on this HOST:PORT, a bucket at /BUCKET/ (it is always at /_dav/BUCKET/ on --listen)", func(fs *pflag.FlagSet, c *serverOptions) {
+			fs.StringVar(&c.WebDAVListen, "webdav-listen", "", "")
+		}),
 		s("trusted-proxy", "CAIRN_TRUSTED_PROXY", "CIDR (or IP) of a reverse proxy whose X-Forwarded-For gives the client IP for abuse rules and the access log; repeatable (env: comma-separated)", func(fs *pflag.FlagSet, c *serverOptions) {
 			fs.StringSliceVar(&c.TrustedProxies, "trusted-proxy", nil, "")
 		}),

@@ -42,7 +42,7 @@
 //	                           was written with fewer copies than wanted
 //	                           (under-replicated), in a bucket of that R
 //	c kind(1) name           → 1, value: a record (Record: access keys 'k',
-//	                           abuse rules 'l'); the value is the owner
+//	                           abuse rules 'l', WebDAV locks 'v'); the value is the owner
 //	                           package's encoding, opaque to meta
 //	m "seq" kind(1)          → u64 last sequence number given to a record
 //	                           of that kind put without a name

@@ -213,6 +213,7 @@ type RecordKind byte
 const (
 	RecordKey  RecordKind = 'k' // access keys and their grants (internal/access)
 	RecordRule RecordKind = 'l' // abuse rules (internal/access/rules)
+	RecordLock RecordKind = 'v' // WebDAV locks, by token (internal/frontend/webdav)
 )
 
 // Record is a small cluster-wide setting kept in the log, so that every

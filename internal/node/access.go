@@ -14,6 +14,7 @@ import (
 
 	"github.com/cairn-fs/cairn/internal/access"
 	"github.com/cairn-fs/cairn/internal/access/rules"
+	"github.com/cairn-fs/cairn/internal/frontend/webdav"
 	"github.com/cairn-fs/cairn/internal/meta"
 	"github.com/cairn-fs/cairn/internal/store"
 	"github.com/prometheus/client_golang/prometheus"
@@ -34,6 +35,7 @@ const (
 type accessLoader struct {
 	auth   *access.Authorizer
 	rules  *rules.Engine
+	locks  *webdav.Locks // WebDAV locks, records of kind meta.RecordLock
 	recs   store.Records
 	log    *slog.Logger
 	kick   chan struct{}
@@ -53,7 +55,19 @@ func (n *Node) startAccess(recs store.Records) (*accessLoader, error) {
 	if err != nil {
 		return nil, err
 	}
-	l := &accessLoader{auth: auth, rules: eng, recs: recs, log: n.cfg.Logger,
+	locks := webdav.NewLocks(
+		func(ctx context.Context, token string, v []byte) error {
+			_, err := recs.PutRecord(ctx, meta.RecordLock, token, v, false)
+			return err
+		},
+		func(ctx context.Context, token string) error {
+			err := recs.DeleteRecord(ctx, meta.RecordLock, token)
+			if errors.Is(err, store.ErrNotFound) {
+				return webdav.ErrNoRecord
+			}
+			return err
+		})
+	l := &accessLoader{auth: auth, rules: eng, locks: locks, recs: recs, log: n.cfg.Logger,
 		kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
 	l.cancel = recs.WatchRecords(func() {
 		select {
@@ -84,6 +98,20 @@ func (l *accessLoader) run() {
 func (l *accessLoader) reload() {
 	l.reloadKeys()
 	l.reloadRules()
+	l.reloadLocks()
+}
+
+func (l *accessLoader) reloadLocks() {
+	recs, err := l.recs.ListRecords(context.Background(), meta.RecordLock)
+	if err != nil {
+		l.log.Error("WebDAV locks not reloaded", "err", err)
+		return
+	}
+	m := make(map[string][]byte, len(recs))
+	for _, r := range recs {
+		m[r.Name] = r.Value
+	}
+	l.locks.Load(m)
 }
 
 func (l *accessLoader) reloadRules() {

@@ -26,6 +26,7 @@ import (
 	"github.com/cairn-fs/cairn/internal/consensus"
 	"github.com/cairn-fs/cairn/internal/frontend/fuse"
 	"github.com/cairn-fs/cairn/internal/frontend/httpapi"
+	"github.com/cairn-fs/cairn/internal/frontend/webdav"
 	"github.com/cairn-fs/cairn/internal/kv"
 	"github.com/cairn-fs/cairn/internal/meta"
 	"github.com/cairn-fs/cairn/internal/store"
@@ -74,6 +75,7 @@ type Config struct {
 	S3Region          string        // the region S3 answers; default us-east-1
 	S3UploadExpiry    time.Duration // unfinished multipart uploads are collected after this long; default 168h (7 days)
 	TrustedProxies    []string      // CIDRs whose X-Forwarded-For is believed for the client IP (abuse rules)
+	WebDAVListen      string        // also serve WebDAV at /BUCKET/ on this HOST:PORT; "" = only /_dav/ on Listen
 	Logger            *slog.Logger
 }
 
@@ -117,6 +119,7 @@ type Node struct {
 	mounts     []*fuse.Mount // mount.go
 	access     *accessLoader // access.go
 	s3         nodeS3        // s3.go
+	dav        *http.Server  // --webdav-listen, or nil
 }
 
 // LoadOrCreateAdminKey returns the key in dir/admin.key, creating it (mode
@@ -329,9 +332,14 @@ func Start(cfg Config) (_ *Node, err error) {
 	if err != nil {
 		return nil, err
 	}
+	dav, err := webdav.New(webdav.Config{Store: st, Auth: n.access.auth, Locks: n.access.locks, Logger: cfg.Logger})
+	if err != nil {
+		return nil, err
+	}
 	acfg := httpapi.DefaultConfig()
 	acfg.Auth = n.access.auth
 	acfg.S3 = s3h
+	acfg.DAV = dav
 	acfg.Rules = n.access.rules
 	if acfg.TrustedProxies, err = rules.ParsePrefixes(cfg.TrustedProxies); err != nil {
 		return nil, fmt.Errorf("--trusted-proxy: %w", err)
@@ -364,6 +372,18 @@ func Start(cfg Config) (_ *Node, err error) {
 	n.api, err = httpapi.New(acfg)
 	if err != nil {
 		return nil, err
+	}
+	if cfg.WebDAVListen != "" {
+		root, err := webdav.New(webdav.Config{Store: st, Auth: n.access.auth, Locks: n.access.locks, Logger: cfg.Logger, Prefix: "/"})
+		if err != nil {
+			return nil, err
+		}
+		dln, err := net.Listen("tcp", cfg.WebDAVListen)
+		if err != nil {
+			return nil, fmt.Errorf("--webdav-listen %s: %w", cfg.WebDAVListen, err)
+		}
+		n.dav = &http.Server{Handler: root, ReadHeaderTimeout: acfg.ReadHeaderTimeout, IdleTimeout: acfg.IdleTimeout}
+		go n.dav.Serve(dln)
 	}
 	go func() { n.served <- n.api.Serve(n.ln) }()
 	n.serveCluster(acfg.IdleTimeout)
@@ -456,6 +476,9 @@ func (n *Node) Close() error {
 	errs := []error{n.closeMounts()}
 	if n.debug != nil {
 		n.debug.Close()
+	}
+	if n.dav != nil {
+		errs = append(errs, n.dav.Shutdown(ctx))
 	}
 	if n.api != nil {
 		errs = append(errs, n.api.Shutdown(ctx))

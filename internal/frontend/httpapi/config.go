@@ -54,6 +54,8 @@ type Config struct {
 	// signature, an S3 query, a virtual-hosted bucket) instead of the
 	// native API, on the same listener.
 	S3 S3Handler
+	// DAV, when set, serves WebDAV under DAVPrefix ("/_dav/BUCKET/...").
+	DAV http.Handler
 	// Rules, when set, are the abuse rules checked for every request to a
 	// bucket (rules.go). Default nil: none.
 	Rules *rules.Engine

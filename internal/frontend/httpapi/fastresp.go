@@ -69,7 +69,7 @@ func (s *Server) serveFast(fc *fastConn, req *fastReq) fastOutcome {
 	}
 	dec, ok := unescapePath(fc.pathBuf[:0], rawPath)
 	fc.pathBuf = dec[:0]
-	if !ok || bytes.HasPrefix(dec, nodePrefixBytes) || string(dec) == "/_cairn" {
+	if !ok || bytes.HasPrefix(dec, nodePrefixBytes) || string(dec) == "/_cairn" || (s.cfg.DAV != nil && isDAV(view(dec))) {
 		return fastHandoff
 	}
 	// A real string: the store may keep it (its caches), and errors quote it.

@@ -22,6 +22,7 @@ func ruleTarget(p string) (bucket, path string, ok bool) {
 	if strings.HasPrefix(p, NodePrefix) || p == "/_cairn" {
 		return "", "", false
 	}
+	p = strings.TrimPrefix(p, "/_dav") // WebDAV's /_dav/BUCKET/PATH
 	bucket, path, _ = strings.Cut(strings.TrimPrefix(p, "/"), "/")
 	return bucket, path, true
 }

@@ -228,6 +228,10 @@ func (s *Server) route(rs *reqState) {
 			return
 		}
 	}
+	if s.cfg.DAV != nil && isDAV(rs.req.URL.Path) {
+		s.cfg.DAV.ServeHTTP(rs.w, rs.req)
+		return
+	}
 	if s3 := s.cfg.S3; s3 != nil && s3.Match(rs.req.Host, headerValue(rs.req.Header, "Authorization"), rs.req.URL.RawQuery, headerValue(rs.req.Header, "User-Agent")) {
 		s3.ServeHTTP(rs.w, rs.req)
 		return
@@ -519,3 +523,9 @@ func (b *bodyReader) bodyError() error {
 	}
 	return fmt.Errorf("%w: %w", ErrIncompleteBody, b.err)
 }
+
+// DAVPrefix is where Config.DAV serves buckets.
+const DAVPrefix = "/_dav/"
+
+// isDAV reports whether a path is WebDAV's.
+func isDAV(p string) bool { return p == "/_dav" || strings.HasPrefix(p, DAVPrefix) }

@@ -1,0 +1,156 @@
+package webdav
+
+import (
+	"context"
+	"encoding/xml"
+	"errors"
+	"log/slog"
+	"os"
+	"testing"
+	"time"
+
+	xwebdav "golang.org/x/net/webdav"
+
+	"github.com/cairn-fs/cairn/internal/blob"
+	"github.com/cairn-fs/cairn/internal/consensus"
+	"github.com/cairn-fs/cairn/internal/kv"
+	"github.com/cairn-fs/cairn/internal/meta"
+	"github.com/cairn-fs/cairn/internal/store"
+	"github.com/cairn-fs/cairn/internal/vfs"
+)
+
+func newStore(t *testing.T) *store.Local {
+	t.Helper()
+	bs, err := blob.Open(blob.Config{Dir: "/blobs", FS: vfs.NewMem(), MinFreeBytes: 1, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := kv.NewMem()
+	var st *store.Local
+	lg, err := consensus.NewLocal(consensus.LocalConfig{KV: db, OnApply: func(i uint64, c []meta.Command, r []meta.Result) {
+		st.Applied(i, c, r)
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err = store.New(store.Config{Blobs: bs, KV: db, Log: lg, GCGrace: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close(); lg.Close(); db.Close(); bs.Close() })
+	if err := st.CreateBucket(context.Background(), store.BucketInfo{Name: "bkt"}); err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+// TestDeadProps: properties set and removed through the store.
+func TestDeadProps(t *testing.T) {
+	ctx := context.Background()
+	fsys := &fileSystem{st: newStore(t), bucket: "bkt"}
+	f, err := fsys.OpenFile(ctx, "/p.txt", os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Write([]byte("hi"))
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	open := func() xwebdav.DeadPropsHolder {
+		// As x/net/webdav's PROPPATCH opens it: O_RDWR must not truncate.
+		f, err := fsys.OpenFile(ctx, "/p.txt", os.O_RDWR, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { f.Close() })
+		return f.(xwebdav.DeadPropsHolder)
+	}
+	n4, n5 := xml.Name{Space: "http://ex/", Local: "p4"}, xml.Name{Space: "http://ex/", Local: "p5"}
+	if _, err := open().Patch([]xwebdav.Proppatch{{Props: []xwebdav.Property{{XMLName: n4, InnerXML: []byte("v")}, {XMLName: n5, InnerXML: []byte("w")}}}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := open().Patch([]xwebdav.Proppatch{{Remove: true, Props: []xwebdav.Property{{XMLName: n4}}}}); err != nil {
+		t.Fatal(err)
+	}
+	m, err := open().DeadProps()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := m[n4]; ok || string(m[n5].InnerXML) != "w" {
+		t.Fatalf("props after removing p4: %+v", m)
+	}
+	if info, err := fsys.Stat(ctx, "/p.txt"); err != nil || info.Size() != 2 {
+		t.Fatalf("patching properties changed the content: %v %v", info, err)
+	}
+}
+
+// TestLocks: exclusive and shared locks, depth, conditions, and the
+// per-request temporary locks that never reach the log.
+func TestLocks(t *testing.T) {
+	var puts, dels int
+	recs := map[string][]byte{}
+	ls := NewLocks(func(_ context.Context, tok string, v []byte) error { puts++; recs[tok] = v; return nil },
+		func(_ context.Context, tok string) error { dels++; delete(recs, tok); return nil })
+	now := time.Now()
+	excl := func(root string, zero bool) xwebdav.LockDetails {
+		return xwebdav.LockDetails{Root: root, Duration: time.Minute, OwnerXML: "o", ZeroDepth: zero}
+	}
+	a, err := ls.Create(now, excl("/a", false))
+	if err != nil || puts != 1 {
+		t.Fatalf("lock /a: %v (puts %d)", err, puts)
+	}
+	if _, err := ls.Create(now, excl("/a/b", true)); !errors.Is(err, xwebdav.ErrLocked) {
+		t.Fatalf("lock under an infinite lock: %v", err)
+	}
+	if _, err := ls.CreateShared(now, excl("/a", true)); !errors.Is(err, xwebdav.ErrLocked) {
+		t.Fatalf("shared lock over an exclusive one: %v", err)
+	}
+	// Writes: without the token refused, with it confirmed.
+	if _, err := ls.Confirm(now, "/a/x", ""); !errors.Is(err, xwebdav.ErrConfirmationFailed) {
+		t.Fatalf("write without the token: %v", err)
+	}
+	if _, err := ls.Confirm(now, "/a/x", "", xwebdav.Condition{Token: a}); err != nil {
+		t.Fatalf("write with the token: %v", err)
+	}
+	if _, err := ls.Confirm(now, "/a/x", "", xwebdav.Condition{Token: a, Not: true}); !errors.Is(err, xwebdav.ErrConfirmationFailed) {
+		t.Fatalf("Not of a held token: %v", err)
+	}
+	// Temporary locks (the handler's, around a write) stay local.
+	tmp, err := ls.Create(now, xwebdav.LockDetails{Root: "/other", Duration: -1, ZeroDepth: true})
+	if err != nil || puts != 1 {
+		t.Fatalf("temporary lock: %v (puts %d)", err, puts)
+	}
+	if err := ls.Unlock(now, tmp); err != nil || dels != 0 {
+		t.Fatalf("temporary unlock: %v (dels %d)", err, dels)
+	}
+	// Shared locks coexist; an exclusive one conflicts with them.
+	s1, err := ls.CreateShared(now, excl("/s", true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ls.CreateShared(now, excl("/s", true)); err != nil {
+		t.Fatalf("second shared lock: %v", err)
+	}
+	if _, err := ls.Create(now, excl("/s", true)); !errors.Is(err, xwebdav.ErrLocked) {
+		t.Fatalf("exclusive over shared: %v", err)
+	}
+	if _, err := ls.Confirm(now, "/s", "", xwebdav.Condition{Token: s1}); err != nil {
+		t.Fatalf("write with one shared token: %v", err)
+	}
+	// Another node loads the records and agrees; expiry frees.
+	other := NewLocks(nil, nil)
+	other.Load(recs)
+	if _, err := other.Confirm(now, "/a/x", ""); !errors.Is(err, xwebdav.ErrConfirmationFailed) {
+		t.Fatalf("a lock loaded from the records: %v", err)
+	}
+	temp := xwebdav.LockDetails{Root: "/a/x", Duration: -1, ZeroDepth: true}
+	if _, err := other.Create(now, temp); !errors.Is(err, xwebdav.ErrLocked) {
+		t.Fatalf("a write under a loaded lock: %v", err)
+	}
+	if _, err := other.Create(now.Add(2*time.Minute), temp); err != nil {
+		t.Fatalf("a write after the lock expired: %v", err)
+	}
+	if err := ls.Unlock(now, a); err != nil || dels != 1 {
+		t.Fatalf("unlock: %v (dels %d)", err, dels)
+	}
+}
