@@ -618,3 +618,34 @@ func TestReviewFindings(t *testing.T) {
 		t.Fatalf("paging saw %d of 3 uploads", len(seen))
 	}
 }
+
+// TestOnlyStoredHeaders: extended attributes that are not S3 headers
+// (WebDAV properties, ACLs) never become answer headers.
+func TestOnlyStoredHeaders(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	c := e.client(e.plain, e.key.ID, e.key.Secret)
+	if _, err := c.CreateBucket(ctx, &sdks3.CreateBucketInput{Bucket: aws.String("hdrs")}); err != nil {
+		t.Fatal(err)
+	}
+	x := map[string][]byte{"user.cairn.x-amz-meta-a": []byte("1"), "user.cairn.cache-control": []byte("max-age=9"),
+		"user.cairn.dav.ZXg.prop": []byte("<b>\nxml</b>"), "user.cairn.s3.acl": []byte("private")}
+	if _, _, err := e.st.Put(ctx, "hdrs", "k", strings.NewReader("v"), store.PutOptions{Size: 1, Xattrs: x}); err != nil {
+		t.Fatal(err)
+	}
+	req, _ := http.NewRequest(http.MethodGet, e.plain.URL+"/hdrs/k?x-id=GetObject", nil)
+	req.Header.Set("Authorization", "Bearer "+e.key.ID+":"+e.key.Secret)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 || resp.Header.Get("x-amz-meta-a") != "1" || resp.Header.Get("Cache-Control") != "max-age=9" {
+		t.Fatalf("stored headers: %d %v", resp.StatusCode, resp.Header)
+	}
+	for k := range resp.Header {
+		if strings.HasPrefix(strings.ToLower(k), "dav.") || strings.HasPrefix(strings.ToLower(k), "s3.") {
+			t.Fatalf("an attribute became a header: %s", k)
+		}
+	}
+}

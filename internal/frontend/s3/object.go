@@ -62,13 +62,18 @@ func objectXattrs(h http.Header) (map[string][]byte, error) {
 // setStoredHeaders writes an object's stored headers into the answer.
 func setStoredHeaders(hdr http.Header, x map[string][]byte) {
 	for k, v := range x {
-		if name, ok := strings.CutPrefix(k, xattrPrefix); ok && !strings.HasPrefix(name, "s3.") {
-			if !strings.HasPrefix(name, "x-amz-meta-") {
-				// User metadata keeps S3's lowercase names (clients
-				// take the key from the name as sent).
-				name = http.CanonicalHeaderKey(name)
-			}
+		name, ok := strings.CutPrefix(k, xattrPrefix)
+		if !ok {
+			continue
+		}
+		// Only the headers S3 stores: other user.cairn.* attributes (ACLs,
+		// WebDAV properties) are not headers.
+		if strings.HasPrefix(name, "x-amz-meta-") {
+			// User metadata keeps S3's lowercase names (clients take the
+			// key from the name as sent).
 			hdr[name] = []string{string(v)}
+		} else if isStoredHeader(name) {
+			hdr[http.CanonicalHeaderKey(name)] = []string{string(v)}
 		}
 	}
 }
@@ -639,4 +644,14 @@ func stripAWSChunked(v string) string {
 		}
 	}
 	return strings.Join(keep, ",")
+}
+
+// isStoredHeader reports whether name (lowercase) is one of storedHeaders.
+func isStoredHeader(name string) bool {
+	for _, h := range storedHeaders {
+		if strings.EqualFold(h, name) {
+			return true
+		}
+	}
+	return false
 }
