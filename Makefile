@@ -4,7 +4,7 @@ GO ?= go
 export CGO_ENABLED ?= 0
 GOFLAGS_BUILD := -trimpath
 
-.PHONY: all build run test test-unit test-race test-e2e test-s3 s3-clients fuse3 litmus bench soak vet clean
+.PHONY: all build run test test-unit test-race test-e2e test-s3 s3-clients fuse3 dav-tools bench soak vet clean
 
 all: build
 
@@ -20,19 +20,21 @@ vet:
 
 # Unit, package and end-to-end tests (the e2e test runs the real binary),
 # then the race detector over the concurrent packages.
-test: build vet fuse3 litmus
+test: build vet fuse3 dav-tools
 	$(GO) test -count=1 -timeout 12m ./...
 	@$(MAKE) --no-print-directory test-s3
 	@$(MAKE) --no-print-directory test-race
 
-# The WebDAV test (test/e2e/webdav_test.go) runs Debian's litmus; as root
-# with apt-get it is installed when missing.
-litmus:
-	@if ! command -v litmus >/dev/null 2>&1 && [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
-		echo "make: installing litmus (WebDAV conformance) with apt-get for the WebDAV test"; \
+# The WebDAV tests (test/e2e/webdav_test.go) run Debian's litmus and
+# davfs2; as root with apt-get they are installed when missing.
+dav-tools:
+	@missing=""; command -v litmus >/dev/null 2>&1 || missing="$$missing litmus"; \
+	command -v mount.davfs >/dev/null 2>&1 || [ -x /usr/sbin/mount.davfs ] || missing="$$missing davfs2"; \
+	if [ -n "$$missing" ] && [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+		echo "make: installing$$missing with apt-get for the WebDAV tests"; \
 		export DEBIAN_FRONTEND=noninteractive; \
-		apt-get install -y -q litmus >/dev/null || { apt-get update -q >/dev/null && apt-get install -y -q litmus >/dev/null; } \
-			|| echo "make: apt-get install litmus failed: the WebDAV test will fail"; \
+		apt-get install -y -q $$missing >/dev/null || { apt-get update -q >/dev/null && apt-get install -y -q $$missing >/dev/null; } \
+			|| echo "make: apt-get install$$missing failed: the WebDAV tests will fail or skip"; \
 	fi
 
 # Real S3 clients (boto3, the aws CLI, rclone, s3cmd) against a 3-node

@@ -279,3 +279,35 @@ def test_same_object_over_native_http(cluster, key):
     with pytest.raises(urllib.error.HTTPError) as e:
         urllib.request.urlopen(f"{cluster.urls[1]}/{b}/page.html")
     assert e.value.code == 401
+
+
+def test_rclone_webdav(cluster, tmp_path):
+    """rclone's webdav backend syncs a tree into a bucket over WebDAV (and
+    deletes what the source no longer has)."""
+    from conftest import ADMIN_KEY
+    rclone = shutil.which("rclone")
+    assert rclone, "rclone is not installed (make test-s3 installs it)"
+    b = bucket_name("davsync")
+    eventually(lambda: cluster.cli("bucket", "create", b), bound=30)
+    obscured = run([rclone, "obscure", ADMIN_KEY], clean_env()).strip()
+    env = clean_env(RCLONE_CONFIG=str(tmp_path / "rclone.conf"),
+                    RCLONE_CONFIG_W_TYPE="webdav", RCLONE_CONFIG_W_URL=f"{cluster.urls[0]}/_dav/{b}/",
+                    RCLONE_CONFIG_W_VENDOR="other", RCLONE_CONFIG_W_USER="anyone", RCLONE_CONFIG_W_PASS=obscured)
+    src = tmp_path / "tree"
+    for i in range(40):
+        p = src / f"d{i % 4}" / f"f{i}.txt"
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_bytes(data(500 + i * 101, f"w{i}"))
+    run([rclone, "sync", str(src), "w:"], env)
+    run([rclone, "check", str(src), "w:"], env)
+    (src / "d1" / "f1.txt").unlink()
+    (src / "d2" / "f2.txt").write_bytes(b"changed")
+    run([rclone, "sync", str(src), "w:"], env)
+    run([rclone, "check", str(src), "w:"], env)
+    # The same files over native HTTP, through another node.
+    req = urllib.request.Request(f"{cluster.urls[2]}/{b}/d2/f2.txt", headers={"Authorization": f"Bearer {ADMIN_KEY}"})
+    assert eventually(lambda: urllib.request.urlopen(req)).read() == b"changed"
+    gone = urllib.request.Request(f"{cluster.urls[2]}/{b}/d1/f1.txt", headers={"Authorization": f"Bearer {ADMIN_KEY}"})
+    with pytest.raises(urllib.error.HTTPError) as e:
+        eventually(lambda: urllib.request.urlopen(gone).read() and (_ for _ in ()).throw(AssertionError("still there")))
+    assert e.value.code == 404
