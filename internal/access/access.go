@@ -2,6 +2,7 @@ package access
 
 import (
 	"crypto/sha256"
+	"encoding/base64"
 	"crypto/subtle"
 	"errors"
 	"fmt"
@@ -140,7 +141,8 @@ var adminPrincipal = Principal{Name: "admin", Admin: true}
 // Authenticate resolves the value of an HTTP Authorization header to a
 // Principal. An empty header is the anonymous principal. "Bearer KEY" (the
 // scheme is case-insensitive) with the admin key is the admin principal;
-// "Bearer ID:SECRET" is access key ID's principal. A wrong key or secret,
+// "Bearer ID:SECRET" is access key ID's principal; "Basic" carries the
+// same as user and password (any user with the admin key). A wrong key or secret,
 // or an expired key, fails with ErrForbidden (in time that does not say
 // whether ID exists). Any other scheme, or a Bearer header without a
 // token, fails with ErrUnauthenticated.
@@ -150,8 +152,17 @@ func (a *Authorizer) Authenticate(authorization string) (Principal, error) {
 	}
 	token, ok := BearerToken(authorization)
 	if !ok {
-		a.fail(failScheme)
-		return Principal{}, fmt.Errorf("%w: unsupported authorization scheme, want Bearer (or an S3 signature)", ErrUnauthenticated)
+		user, pass, isBasic := basicCredentials(authorization)
+		if !isBasic {
+			a.fail(failScheme)
+			return Principal{}, fmt.Errorf("%w: unsupported authorization scheme, want Bearer or Basic (or an S3 signature)", ErrUnauthenticated)
+		}
+		// Basic (WebDAV clients, browsers): any user with the admin key
+		// as the password, or an access key's id and secret.
+		if a.isAdminKey(pass) {
+			return adminPrincipal, nil
+		}
+		return a.authenticateKey(user + ":" + pass)
 	}
 	if a.isAdminKey(token) {
 		return adminPrincipal, nil
@@ -272,4 +283,18 @@ func trimSpace(s string) string {
 		s = s[:len(s)-1]
 	}
 	return s
+}
+
+// basicCredentials decodes an "Authorization: Basic ..." value.
+func basicCredentials(authorization string) (user, pass string, ok bool) {
+	const scheme = "basic "
+	if len(authorization) < len(scheme) || !strings.EqualFold(authorization[:len(scheme)], scheme) {
+		return "", "", false
+	}
+	b, err := base64.StdEncoding.DecodeString(trimSpace(authorization[len(scheme):]))
+	if err != nil {
+		return "", "", false
+	}
+	user, pass, ok = strings.Cut(string(b), ":")
+	return user, pass, ok
 }

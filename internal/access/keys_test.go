@@ -1,6 +1,7 @@
 package access
 
 import (
+	"encoding/base64"
 	"errors"
 	"strings"
 	"testing"
@@ -35,6 +36,16 @@ func TestKeysAuthenticateAndGrants(t *testing.T) {
 	p1, err := a.Authenticate("Bearer " + k1.ID + ":" + k1.Secret)
 	if err != nil || p1.Name != k1.ID || p1.Admin {
 		t.Fatalf("key auth: %+v %v", p1, err)
+	}
+	basic := func(u, p string) string { return "Basic " + base64.StdEncoding.EncodeToString([]byte(u+":"+p)) }
+	if p, err := a.Authenticate(basic(k1.ID, k1.Secret)); err != nil || p.Name != k1.ID {
+		t.Fatalf("Basic with a key: %+v %v", p, err)
+	}
+	if p, err := a.Authenticate(basic("anyone", key)); err != nil || !p.Admin {
+		t.Fatalf("Basic with the admin key: %+v %v", p, err)
+	}
+	if _, err := a.Authenticate(basic(k1.ID, "wrong")); !errors.Is(err, ErrForbidden) {
+		t.Fatalf("Basic with a wrong secret: %v", err)
 	}
 	for _, bad := range []string{k1.ID + ":" + k2.Secret, "CKNOSUCHKEY000000000:" + k1.Secret, k1.ID + ":", k1.ID} {
 		if _, err := a.Authenticate("Bearer " + bad); !errors.Is(err, ErrForbidden) {

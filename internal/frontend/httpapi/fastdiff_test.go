@@ -192,7 +192,8 @@ func testFastPathDifferential(t *testing.T, sendfile bool) {
 		{"head private no key", head("/priv/secret.txt"), true, "401"},
 		{"private wrong key", get("/priv/secret.txt", "Authorization: Bearer wrong-key-xxxxxxxxxx"), true, "403"},
 		{"private right key", get("/priv/secret.txt", key), true, "200"},
-		{"private other scheme", get("/priv/secret.txt", "Authorization: Basic eDp5"), true, "401"},
+		{"private other scheme", get("/priv/secret.txt", "Authorization: Digest username=\"x\""), true, "401"},
+		{"private wrong basic", get("/priv/secret.txt", "Authorization: Basic eDp5"), true, "403"},
 		{"public wrong key", get("/pub/f.txt", "Authorization: Bearer nope"), true, "403"},
 		{"private missing no key", get("/priv/nope"), true, "401"},
 

@@ -69,8 +69,18 @@ func (s *Server) serveFast(fc *fastConn, req *fastReq) fastOutcome {
 	}
 	dec, ok := unescapePath(fc.pathBuf[:0], rawPath)
 	fc.pathBuf = dec[:0]
-	if !ok || bytes.HasPrefix(dec, nodePrefixBytes) || string(dec) == "/_cairn" || (s.cfg.DAV != nil && isDAV(view(dec))) {
+	if !ok || bytes.HasPrefix(dec, nodePrefixBytes) || string(dec) == "/_cairn" {
 		return fastHandoff
+	}
+	// A WebDAV GET or HEAD of a file is the native one (same bucket and
+	// path, Basic credentials): anything else about it (a directory, an
+	// error, a precondition) goes to the WebDAV handler.
+	dav := false
+	if s.cfg.DAV != nil && isDAV(view(dec)) {
+		if presignedQuery != nil || len(dec) <= len(DAVPrefix) {
+			return fastHandoff
+		}
+		dav, dec = true, dec[len(DAVPrefix)-1:]
 	}
 	// A real string: the store may keep it (its caches), and errors quote it.
 	p := string(dec)
@@ -126,6 +136,9 @@ func (s *Server) serveFast(fc *fastConn, req *fastReq) fastOutcome {
 	a.user = res.principal.Name
 	switch res.step {
 	case readFailed:
+		if dav {
+			return fastHandoff
+		}
 		s.fastError(fc, req, &a, res.err)
 		return s.fastFinish(fc, req, &a)
 	case readObject:
@@ -154,6 +167,9 @@ func (s *Server) serveFast(fc *fastConn, req *fastReq) fastOutcome {
 		plan.status, plan.off, plan.n = http.StatusOK, 0, memo.size
 	} else {
 		plan = planObject(res.bucket, obj.Info(), &rh, fc.planBuf[:0])
+	}
+	if dav && plan.status != http.StatusOK && plan.status != http.StatusPartialContent {
+		return fastHandoff
 	}
 	switch plan.status {
 	case http.StatusPreconditionFailed:

@@ -267,16 +267,9 @@ func (h *Handler) lockShared(w http.ResponseWriter, r *http.Request, bucket, p s
 
 // principal authenticates a request: Basic with an access key's id and
 // secret, or any user name with the admin key as the password; Bearer as
-// the native API; none is anonymous.
+// the native API; none is anonymous (access.Authorizer.Authenticate).
 func (h *Handler) principal(r *http.Request) (access.Principal, error) {
-	authz := r.Header.Get("Authorization")
-	if user, pass, ok := r.BasicAuth(); ok {
-		if p, err := h.cfg.Auth.Authenticate("Bearer " + pass); err == nil && p.Admin {
-			return p, nil
-		}
-		return h.cfg.Auth.Authenticate("Bearer " + user + ":" + pass)
-	}
-	return h.cfg.Auth.Authenticate(authz)
+	return h.cfg.Auth.Authenticate(r.Header.Get("Authorization"))
 }
 
 // deny answers an authentication or authorization failure: 401 asks for
