@@ -2,8 +2,8 @@ package access
 
 import (
 	"crypto/sha256"
-	"encoding/base64"
 	"crypto/subtle"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"strings"
