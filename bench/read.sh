@@ -34,6 +34,9 @@
 #                      presigned SigV4 URLs (an access key with read on the
 #                      buckets, bench/presign), server "s3" in the CSV; a table
 #                      of S3 against the native GET and nginx follows
+#   DAV=1              also GET the same files from node A over WebDAV
+#                      (/_dav/PROFILE/PATH; the buckets are public), server
+#                      "dav" in the CSV, in the S3/DAV table
 #   NGINX_OPEN_FILE_CACHE=1  turn on nginx's open_file_cache
 #   KEEP=1             keep the Cairn data and nginx scratch directories
 #
@@ -75,6 +78,7 @@ done
 SERVERS="nginx cairn"
 RULES_B=${RULES_B:-0}
 S3=${S3:-0}
+DAV=${DAV:-0}
 if [ "$NGINX_ONLY" = 1 ]; then
 	SERVERS=nginx
 else
@@ -144,6 +148,11 @@ if [ "$NGINX_ONLY" != 1 ]; then
 				die "cairn rule add ${args[*]} failed"
 		done
 	fi
+	if [ "$DAV" = 1 ]; then
+		SERVERS="$SERVERS dav"
+		BASE[dav]=${BASE[cairn]}
+		PID_OF[dav]=${PID_OF[cairn]}
+	fi
 	if [ "$S3" = 1 ]; then
 		SERVERS="$SERVERS s3"
 		BASE[s3]=${BASE[cairn]}
@@ -197,6 +206,9 @@ run_wrk() {
 	local paths=$CORPUS_DIR/$profile/paths.txt prefix=/$profile/
 	if [ "$server" = s3 ]; then
 		paths=$OUT/presigned-$profile.txt prefix=/
+	fi
+	if [ "$server" = dav ]; then
+		prefix=/_dav/$profile/
 	fi
 	[ "$threads" -le "$conns" ] || threads=$conns
 	wrk -t"$threads" -c"$conns" -d"${secs}s" --timeout "$WRK_TIMEOUT" --latency \
@@ -267,7 +279,7 @@ done
 {
 	echo "Random GET, Cairn (1 node) vs nginx (local disk), wrk ${THREADS} threads, ${DURATION}s per run, best of ${ROUNDS} alternating rounds per server"
 	echo "$(date -u +%Y-%m-%dT%H:%MZ); $(machine_info)"
-	echo "command: ${CAIRN_BIN_B:+CAIRN_BIN=$CAIRN_BIN CAIRN_BIN_B=$CAIRN_BIN_B }RULES_B=$RULES_B S3=$S3 DURATION=$DURATION ROUNDS=$ROUNDS CONNS=\"$CONNS\" PROFILES=\"$PROFILES\" SCALE=$SCALE SEED=$SEED bench/read.sh"
+	echo "command: ${CAIRN_BIN_B:+CAIRN_BIN=$CAIRN_BIN CAIRN_BIN_B=$CAIRN_BIN_B }RULES_B=$RULES_B S3=$S3 DAV=$DAV DURATION=$DURATION ROUNDS=$ROUNDS CONNS=\"$CONNS\" PROFILES=\"$PROFILES\" SCALE=$SCALE SEED=$SEED bench/read.sh"
 	echo
 	awk -F, -v servers="$SERVERS" '
 	NR == 1 { next }
@@ -306,9 +318,9 @@ done
 		}
 		for (k in fail) { split(k, a, SUBSEP); printf "\nFAILED: %s, %s connections, %s (see the raw wrk output)\n", a[1], a[2], a[3] }
 	}' "$CSV"
-	if [ "$S3" = 1 ]; then
+	if [ "$S3" = 1 ] || [ "$DAV" = 1 ]; then
 		echo
-		echo "S3: presigned GETs (SigV4 query) of the same files from node A, against its native GET and nginx; means over the ok rounds"
+		echo "S3 and WebDAV: presigned GETs (SigV4 query) and WebDAV GETs of the same files from node A, against its native GET and nginx; means over the ok rounds"
 		echo
 		awk -F, '
 		NR == 1 { next }
@@ -319,14 +331,14 @@ done
 		function r(a, b) { return (a == "" || b == "" || b + 0 == 0) ? "—" : sprintf("%.2f", a / b) }
 		function f(x, fmt) { return (x == "" ? "—" : sprintf(fmt, x)) }
 		END {
-			print "| profile | conns | nginx req/s | native req/s | S3 req/s | S3/native | S3/nginx | native CPU µs/req | S3 CPU µs/req |"
-			print "|---|---:|---:|---:|---:|---:|---:|---:|---:|"
+			print "| profile | conns | nginx req/s | native req/s | S3 req/s | S3/native | S3/nginx | WebDAV req/s | WebDAV/native | native CPU µs/req | S3 CPU µs/req | WebDAV CPU µs/req |"
+			print "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
 			for (i = 1; i <= n; i++) {
 				split(order[i], a, SUBSEP)
-				kn = order[i] SUBSEP "nginx"; ka = order[i] SUBSEP "cairn"; ks = order[i] SUBSEP "s3"
-				printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", a[1], a[2],
+				kn = order[i] SUBSEP "nginx"; ka = order[i] SUBSEP "cairn"; ks = order[i] SUBSEP "s3"; kd = order[i] SUBSEP "dav"
+				printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", a[1], a[2],
 					f(m(kn), "%.0f"), f(m(ka), "%.0f"), f(m(ks), "%.0f"), r(m(ks), m(ka)), r(m(ks), m(kn)),
-					f(c(ka), "%.1f"), f(c(ks), "%.1f")
+					f(m(kd), "%.0f"), r(m(kd), m(ka)), f(c(ka), "%.1f"), f(c(ks), "%.1f"), f(c(kd), "%.1f")
 			}
 		}' "$CSV"
 	fi

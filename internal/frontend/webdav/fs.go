@@ -44,6 +44,8 @@ func fsErr(err error) error {
 		return &fs.PathError{Op: "cairn", Err: os.ErrExist}
 	case errors.Is(err, store.ErrInvalidName):
 		return &fs.PathError{Op: "cairn", Err: os.ErrInvalid}
+	case errors.Is(err, store.ErrIsDir):
+		return &fs.PathError{Op: "cairn", Err: errors.New("is a directory")}
 	}
 	return err
 }
@@ -80,19 +82,23 @@ func (f *fileSystem) OpenFile(ctx context.Context, name string, flag int, _ os.F
 		if p == "" {
 			return nil, os.ErrPermission
 		}
-		info, err := f.stat(ctx, p)
-		if err == nil && info.IsDir {
-			return nil, &fs.PathError{Op: "open", Path: name, Err: errors.New("is a directory")}
-		}
-		if err == nil && flag&os.O_EXCL != 0 {
-			return nil, os.ErrExist
+		// The target is not looked up (a new file's lookup misses every
+		// cache): a directory there fails the store's Put (ErrIsDir).
+		if flag&os.O_EXCL != 0 {
+			if _, err := f.stat(ctx, p); err == nil {
+				return nil, os.ErrExist
+			}
 		}
 		if parent := path.Dir(p); parent != "." {
 			if pi, err := f.stat(ctx, parent); err != nil || !pi.IsDir {
 				return nil, os.ErrNotExist
 			}
 		}
-		return &writeFile{fs: f, ctx: context.WithoutCancel(ctx), path: p}, nil
+		size := int64(-1)
+		if n, ok := ctx.Value(bodySizeKey{}).(int64); ok {
+			size = n
+		}
+		return &writeFile{fs: f, ctx: context.WithoutCancel(ctx), path: p, size: size}, nil
 	}
 	info, err := f.stat(ctx, p)
 	if err != nil {
@@ -391,6 +397,7 @@ type writeFile struct {
 	ctx  context.Context
 	path string
 
+	size     int64 // the PUT's Content-Length, or -1
 	once     sync.Once
 	pw       *io.PipeWriter
 	done     chan error
@@ -405,7 +412,7 @@ func (w *writeFile) start() {
 		w.pw, w.done = pw, make(chan error, 1)
 		ct := mime.TypeByExtension(path.Ext(w.path))
 		go func() {
-			_, _, err := w.fs.st.Put(w.ctx, w.fs.bucket, w.path, pr, store.PutOptions{Size: -1, ContentType: ct})
+			_, _, err := w.fs.st.Put(w.ctx, w.fs.bucket, w.path, pr, store.PutOptions{Size: w.size, ContentType: ct})
 			pr.CloseWithError(err)
 			w.done <- err
 		}()
@@ -483,3 +490,9 @@ func (w *writeFile) Patch(patches []xwebdav.Proppatch) ([]xwebdav.Propstat, erro
 	}
 	return []xwebdav.Propstat{pstat}, nil
 }
+
+// bodySizeKey marks a context carrying a PUT's Content-Length: the only
+// way through x/net/webdav's FileSystem interface to the store's Put,
+// which takes a body of known size faster (one hash pass for one blob)
+// and refuses one that ends early.
+type bodySizeKey struct{}

@@ -175,6 +175,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	if r.Method == http.MethodPut && r.ContentLength >= 0 {
+		r = r.WithContext(context.WithValue(r.Context(), bodySizeKey{}, r.ContentLength))
+	}
 	h.bucketHandler(bucket).ServeHTTP(w, r)
 }
 
