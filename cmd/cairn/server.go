@@ -140,6 +140,12 @@ func serverSettings() []setting {
 		s("s3-upload-expiry", "CAIRN_S3_UPLOAD_EXPIRY", "unfinished S3 multipart uploads are deleted, with their parts, after this long", func(fs *pflag.FlagSet, c *serverOptions) {
 			fs.DurationVar(&c.S3UploadExpiry, "s3-upload-expiry", d.S3UploadExpiry, "")
 		}),
+		s("tls-cert", "CAIRN_TLS_CERT", "PEM certificate (chain) file: the public listener serves HTTPS, HTTP/2 by ALPN; reloaded with --tls-key on SIGHUP", func(fs *pflag.FlagSet, c *serverOptions) {
+			fs.StringVar(&c.TLSCert, "tls-cert", "", "")
+		}),
+		s("tls-key", "CAIRN_TLS_KEY", "PEM private key file of --tls-cert", func(fs *pflag.FlagSet, c *serverOptions) {
+			fs.StringVar(&c.TLSKey, "tls-key", "", "")
+		}),
 		s("webdav-listen", "CAIRN_WEBDAV_LISTEN", "also serve WebDAV on this HOST:PORT, a bucket at /BUCKET/ (it is always at /_dav/BUCKET/ on --listen)", func(fs *pflag.FlagSet, c *serverOptions) {
 			fs.StringVar(&c.WebDAVListen, "webdav-listen", "", "")
 		}),
@@ -311,11 +317,26 @@ func runNode(c node.Config, printKey bool) error {
 	fmt.Fprintln(os.Stderr, servingLine(n.URL, n.LocalURL, c.ClusterSecret != ""))
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
 	var stopped error // why the node stopped on its own (printed by main, exit status 1)
-	select {
-	case s := <-sig:
-		c.Logger.Info("shutting down", "signal", s.String())
-	case stopped = <-waitErr(n):
+	stop := waitErr(n)
+wait:
+	for {
+		select {
+		case <-hup:
+			// A renewed certificate: new connections get it, open ones go on.
+			if err := n.ReloadTLS(); err != nil {
+				c.Logger.Error("TLS certificate not reloaded; keeping the current one", "err", err)
+			} else if c.TLSCert != "" {
+				c.Logger.Info("TLS certificate reloaded", "cert", c.TLSCert)
+			}
+		case s := <-sig:
+			c.Logger.Info("shutting down", "signal", s.String())
+			break wait
+		case stopped = <-stop:
+			break wait
+		}
 	}
 	done := make(chan error, 1)
 	go func() { done <- n.Close() }()

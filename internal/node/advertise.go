@@ -43,9 +43,9 @@ func advertisedURL(addr net.Addr, host string) string {
 // and no path, query or user; it returns it without a trailing slash.
 func parseAdvertise(s string) (string, error) {
 	u, err := url.Parse(s)
-	if err != nil || u.Scheme != "http" || u.Host == "" || u.User != nil ||
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil ||
 		(u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" {
-		return "", fmt.Errorf("node: --advertise %q: want http://HOST[:PORT] (the URL peers and clients reach this node at)", s)
+		return "", fmt.Errorf("node: --advertise %q: want http://HOST[:PORT] or https://HOST[:PORT] (the URL peers and clients reach this node at)", s)
 	}
 	return strings.TrimSuffix(s, "/"), nil
 }

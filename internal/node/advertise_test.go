@@ -49,7 +49,8 @@ func TestParseAdvertise(t *testing.T) {
 		"http://web1.example.com:8080": "http://web1.example.com:8080",
 		"http://10.0.0.5:8080/":        "http://10.0.0.5:8080",
 		"http://[fd00::5]:8080":        "http://[fd00::5]:8080",
-		"https://web1:8080":            "",
+		"https://web1:8080":            "https://web1:8080", // needs --tls-cert (checked at start)
+		"ftp://web1:8080":              "",
 		"web1:8080":                    "",
 		"http://web1:8080/files":       "",
 		"http://user@web1:8080":        "",

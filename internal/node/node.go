@@ -76,6 +76,7 @@ type Config struct {
 	S3UploadExpiry    time.Duration // unfinished multipart uploads are collected after this long; default 168h (7 days)
 	TrustedProxies    []string      // CIDRs whose X-Forwarded-For is believed for the client IP (abuse rules)
 	WebDAVListen      string        // also serve WebDAV at /BUCKET/ on this HOST:PORT; "" = only /_dav/ on Listen
+	TLSCert, TLSKey   string        // PEM files: the public listener serves HTTPS (HTTP/2 by ALPN); reloaded by ReloadTLS (SIGHUP) (tls.go)
 	Logger            *slog.Logger
 }
 
@@ -120,6 +121,7 @@ type Node struct {
 	access     *accessLoader // access.go
 	s3         nodeS3        // s3.go
 	dav        *http.Server  // --webdav-listen, or nil
+	tls        *certReloader // --tls-cert/--tls-key, or nil (tls.go)
 }
 
 // LoadOrCreateAdminKey returns the key in dir/admin.key, creating it (mode
@@ -252,6 +254,18 @@ func Start(cfg Config) (_ *Node, err error) {
 		}
 	}
 	n.LocalURL = localURL(n.ln.Addr())
+	if cfg.TLSCert != "" || cfg.TLSKey != "" {
+		if n.tls, err = newCertReloader(cfg.TLSCert, cfg.TLSKey); err != nil {
+			return nil, err
+		}
+		if cfg.ClusterSecret != "" && cfg.ClusterListen == "" {
+			return nil, errors.New("node: --tls-cert in cluster mode needs --cluster-listen: node-to-node traffic does not use the public certificate (docs/operations.md, \"HTTPS\")")
+		}
+		n.URL = "https://" + strings.TrimPrefix(strings.TrimPrefix(n.URL, "http://"), "https://")
+		n.LocalURL = "https://" + strings.TrimPrefix(n.LocalURL, "http://")
+	} else if strings.HasPrefix(n.URL, "https://") {
+		return nil, errors.New("node: --advertise https://... needs --tls-cert and --tls-key")
+	}
 	n.ClusterURL = n.URL
 	if cfg.ClusterListen != "" {
 		if cfg.ClusterSecret == "" {
@@ -338,6 +352,10 @@ func Start(cfg Config) (_ *Node, err error) {
 	}
 	acfg := httpapi.DefaultConfig()
 	acfg.Auth = n.access.auth
+	if n.tls != nil {
+		acfg.TLS = n.tls.config()
+		acfg.DisableFastPath = true // it writes to the socket itself
+	}
 	acfg.S3 = s3h
 	acfg.DAV = dav
 	acfg.Rules = n.access.rules

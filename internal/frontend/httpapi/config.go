@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"crypto/tls"
 	"net/netip"
 
 	"errors"
@@ -54,6 +55,10 @@ type Config struct {
 	// signature, an S3 query, a virtual-hosted bucket) instead of the
 	// native API, on the same listener.
 	S3 S3Handler
+	// TLS, when set, makes Serve answer HTTPS (HTTP/1.1 and HTTP/2 by
+	// ALPN) through net/http; the fast path, which writes to the socket
+	// itself, is off.
+	TLS *tls.Config
 	// DAV, when set, serves WebDAV under DAVPrefix ("/_dav/BUCKET/...").
 	DAV http.Handler
 	// Rules, when set, are the abuse rules checked for every request to a

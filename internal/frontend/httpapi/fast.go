@@ -84,6 +84,10 @@ func (f *fastState) init(addr net.Addr) {
 // net/http server for the rest of its life (doc.go). With
 // Config.DisableFastPath, net/http serves every connection.
 func (s *Server) Serve(ln net.Listener) error {
+	if s.cfg.TLS != nil {
+		s.hs.TLSConfig = s.cfg.TLS
+		return s.hs.ServeTLS(ln, "", "")
+	}
 	if s.cfg.DisableFastPath {
 		return s.hs.Serve(ln)
 	}
