@@ -103,3 +103,39 @@ def cluster():
 def key(cluster):
     """An access key that may create buckets (and owns what it creates)."""
     return cluster.new_key("s3-e2e", "--allow", "admin")
+
+
+@pytest.fixture(scope="session")
+def tls_node():
+    """One node serving HTTPS with a self-signed certificate (openssl):
+    yields (url, ca_file, key)."""
+    base = tempfile.mkdtemp(prefix="cairn-s3-tls-")
+    cert, key = os.path.join(base, "cert.pem"), os.path.join(base, "key.pem")
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+                    "-keyout", key, "-out", cert, "-days", "1", "-subj", "/CN=127.0.0.1",
+                    "-addext", "subjectAltName=IP:127.0.0.1"], check=True, capture_output=True)
+    port = free_port()
+    url = f"https://127.0.0.1:{port}"
+    log = os.path.join(base, "node.log")
+    env = dict(os.environ, CAIRN_ADMIN_KEY=ADMIN_KEY)
+    p = subprocess.Popen([CAIRN, "server", "--data", os.path.join(base, "data"), "--listen", f"127.0.0.1:{port}",
+                          "--tls-cert", cert, "--tls-key", key], stdout=open(log, "w"), stderr=subprocess.STDOUT, env=env)
+    import ssl
+    ctx = ssl.create_default_context(cafile=cert)
+    deadline = time.time() + 30
+    while True:
+        try:
+            with urllib.request.urlopen(url + "/_cairn/health", timeout=2, context=ctx) as r:
+                if r.status == 200:
+                    break
+        except Exception:
+            if p.poll() is not None or time.time() > deadline:
+                raise RuntimeError("HTTPS node not healthy:\n" + open(log).read())
+            time.sleep(0.05)
+    out = subprocess.run([CAIRN, "key", "create", "tls", "--allow", "admin", "--json", "--server", url],
+                         env=dict(env, SSL_CERT_FILE=cert), capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    yield url, cert, json.loads(out.stdout)
+    p.terminate()
+    p.wait(10)
+    shutil.rmtree(base, ignore_errors=True)
