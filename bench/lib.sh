@@ -175,7 +175,13 @@ nginx_start() {
 		mime=$run/mime.types
 		printf 'types { text/html html; text/css css; application/javascript js; image/png png; image/jpeg jpg; image/gif gif; text/plain txt; application/json json; }\n' >"$mime"
 	fi
+	local ssl="" ssl_lines="" scheme=http
+	if [ -n "${NGINX_TLS_CERT:-}" ]; then
+		ssl=ssl scheme=https
+		ssl_lines="ssl_certificate $NGINX_TLS_CERT; ssl_certificate_key $NGINX_TLS_KEY; ssl_protocols TLSv1.2 TLSv1.3; ssl_session_cache shared:SSL:10m;"
+	fi
 	sed -e "s|@ROOT@|$root|g" -e "s|@PORT@|$port|g" -e "s|@RUN@|$run|g" \
+		-e "s|@SSL@|$ssl|g" -e "s|@SSL_LINES@|$ssl_lines|g" \
 		-e "s|@USER_LINE@|$user_line|g" -e "s|@OPEN_FILE_CACHE@|$ofc|g" \
 		-e "s|@MIME_TYPES@|$mime|g" \
 		"$BENCH_DIR/nginx.conf.tmpl" >"$run/nginx.conf"
@@ -187,7 +193,7 @@ nginx_start() {
 	NGINX_RUN=$run
 	BENCH_PIDS+=("$NGINX_PID")
 	# Any HTTP answer proves it listens (/ of a directory without index is a 403).
-	wait_http "http://127.0.0.1:$port/" "$NGINX_PID" 15 "$run/error.log" any
+	wait_http "$scheme://127.0.0.1:$port/" "$NGINX_PID" 15 "$run/error.log" any
 	log "nginx $NGINX_PID serving $root on 127.0.0.1:$port"
 }
 
@@ -221,8 +227,9 @@ cairn_start() {
 	local port=$1
 	[ -n "${CAIRN_BIN:-}" ] || resolve_cairn_bin
 	scratch_dir CAIRN_DATA cairn
-	CAIRN_URL=http://127.0.0.1:$port
-	"$CAIRN_BIN" server --data "$CAIRN_DATA/data" --listen "127.0.0.1:$port" >"$CAIRN_DATA/server.log" 2>&1 &
+	CAIRN_URL=${CAIRN_SCHEME:-http}://127.0.0.1:$port
+	# shellcheck disable=SC2086 # CAIRN_EXTRA_ARGS is a list of flags
+	"$CAIRN_BIN" server --data "$CAIRN_DATA/data" --listen "127.0.0.1:$port" ${CAIRN_EXTRA_ARGS:-} >"$CAIRN_DATA/server.log" 2>&1 &
 	CAIRN_PID=$!
 	BENCH_PIDS+=("$CAIRN_PID")
 	wait_http "$CAIRN_URL/_cairn/health" "$CAIRN_PID" "${CAIRN_START_TIMEOUT:-60}" "$CAIRN_DATA/server.log"

@@ -34,6 +34,9 @@
 #                      presigned SigV4 URLs (an access key with read on the
 #                      buckets, bench/presign), server "s3" in the CSV; a table
 #                      of S3 against the native GET and nginx follows
+#   TLS=1              everything over HTTPS: nginx with ssl, Cairn with
+#                      --tls-cert (a self-signed P-256 certificate made with
+#                      openssl); wrk speaks HTTP/1.1 over TLS to both
 #   DAV=1              also GET the same files from node A over WebDAV
 #                      (/_dav/PROFILE/PATH; the buckets are public), server
 #                      "dav" in the CSV, in the S3/DAV table
@@ -75,6 +78,16 @@ bench_traps
 for p in $PROFILES; do
 	ensure_corpus "$p"
 done
+if [ "${TLS:-0}" = 1 ]; then
+	need_tools openssl:openssl
+	mkdir -p "$DATA_DIR/tls"
+	openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout "$DATA_DIR/tls/key.pem" \
+		-out "$DATA_DIR/tls/cert.pem" -days 2 -subj /CN=127.0.0.1 -addext subjectAltName=IP:127.0.0.1 2>/dev/null ||
+		die "openssl could not make a certificate"
+	export NGINX_TLS_CERT=$DATA_DIR/tls/cert.pem NGINX_TLS_KEY=$DATA_DIR/tls/key.pem
+	export CAIRN_EXTRA_ARGS="--tls-cert $DATA_DIR/tls/cert.pem --tls-key $DATA_DIR/tls/key.pem" CAIRN_SCHEME=https
+	export CURL_CA_BUNDLE=$DATA_DIR/tls/cert.pem SSL_CERT_FILE=$DATA_DIR/tls/cert.pem
+fi
 SERVERS="nginx cairn"
 RULES_B=${RULES_B:-0}
 S3=${S3:-0}
@@ -102,7 +115,7 @@ echo "profile,conns,round,server,requests,rps,mbps,p50_ms,p99_ms,status,cpu_us_p
 NGINX_PORT=$(pick_port)
 nginx_start "$CORPUS_DIR" "$NGINX_PORT"
 declare -A BASE
-BASE[nginx]=http://127.0.0.1:$NGINX_PORT
+BASE[nginx]=${CAIRN_SCHEME:-http}://127.0.0.1:$NGINX_PORT
 declare -A MEAN_SIZE
 for p in $PROFILES; do
 	MEAN_SIZE[$p]=$(find "$CORPUS_DIR/$p" -type f ! -name paths.txt -printf '%s\n' |
@@ -279,7 +292,7 @@ done
 {
 	echo "Random GET, Cairn (1 node) vs nginx (local disk), wrk ${THREADS} threads, ${DURATION}s per run, best of ${ROUNDS} alternating rounds per server"
 	echo "$(date -u +%Y-%m-%dT%H:%MZ); $(machine_info)"
-	echo "command: ${CAIRN_BIN_B:+CAIRN_BIN=$CAIRN_BIN CAIRN_BIN_B=$CAIRN_BIN_B }RULES_B=$RULES_B S3=$S3 DAV=$DAV DURATION=$DURATION ROUNDS=$ROUNDS CONNS=\"$CONNS\" PROFILES=\"$PROFILES\" SCALE=$SCALE SEED=$SEED bench/read.sh"
+	echo "command: ${CAIRN_BIN_B:+CAIRN_BIN=$CAIRN_BIN CAIRN_BIN_B=$CAIRN_BIN_B }TLS=${TLS:-0} RULES_B=$RULES_B S3=$S3 DAV=$DAV DURATION=$DURATION ROUNDS=$ROUNDS CONNS=\"$CONNS\" PROFILES=\"$PROFILES\" SCALE=$SCALE SEED=$SEED bench/read.sh"
 	echo
 	awk -F, -v servers="$SERVERS" '
 	NR == 1 { next }
