@@ -39,8 +39,9 @@ dav-tools:
 
 # Real S3 clients (boto3, the aws CLI, rclone, s3cmd) against a 3-node
 # cluster of bin/cairn (test/s3). The Python clients are pinned in
-# test/s3/requirements.txt and installed in $(S3_VENV); rclone and s3cmd
-# come from Debian (installed with apt-get as root when missing).
+# test/s3/requirements.txt and installed in $(S3_VENV); rclone, s3cmd and
+# openssl (a test certificate for the HTTPS test) come from Debian
+# (installed with apt-get as root when missing).
 S3_VENV ?= .venv-s3
 PYTHON ?= python3
 test-s3: build s3-clients
@@ -48,7 +49,7 @@ test-s3: build s3-clients
 		"$(S3_VENV)/bin/python" -m pytest -q -p no:cacheprovider test/s3
 
 s3-clients:
-	@missing=""; for c in rclone s3cmd; do command -v $$c >/dev/null 2>&1 || missing="$$missing $$c"; done; \
+	@missing=""; for c in rclone s3cmd openssl; do command -v $$c >/dev/null 2>&1 || missing="$$missing $$c"; done; \
 	if [ -n "$$missing" ] && [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
 		echo "make: installing$$missing with apt-get for the S3 client tests"; \
 		export DEBIAN_FRONTEND=noninteractive; \

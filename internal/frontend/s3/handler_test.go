@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -22,12 +21,8 @@ import (
 
 	"github.com/cairn-fs/cairn/internal/access"
 	"github.com/cairn-fs/cairn/internal/access/sigv4"
-	"github.com/cairn-fs/cairn/internal/blob"
-	"github.com/cairn-fs/cairn/internal/consensus"
-	"github.com/cairn-fs/cairn/internal/kv"
-	"github.com/cairn-fs/cairn/internal/meta"
 	"github.com/cairn-fs/cairn/internal/store"
-	"github.com/cairn-fs/cairn/internal/vfs"
+	"github.com/cairn-fs/cairn/internal/store/storetest"
 )
 
 const adminKey = "s3-test-admin-key-0123456789"
@@ -44,22 +39,7 @@ type env struct {
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	bs, err := blob.Open(blob.Config{Dir: "/blobs", FS: vfs.NewMem(), MinFreeBytes: 1, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	db := kv.NewMem()
-	var st *store.Local
-	lg, err := consensus.NewLocal(consensus.LocalConfig{KV: db, OnApply: func(i uint64, c []meta.Command, r []meta.Result) {
-		st.Applied(i, c, r)
-	}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err = store.New(store.Config{Blobs: bs, KV: db, Log: lg, GCGrace: time.Minute})
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := storetest.New(t)
 	auth, err := access.New(access.Config{AdminKey: adminKey})
 	if err != nil {
 		t.Fatal(err)
@@ -77,14 +57,7 @@ func newEnv(t *testing.T) *env {
 		t.Fatal(err)
 	}
 	e := &env{st: st, auth: auth, h: h, key: k, plain: httptest.NewServer(h), tls: httptest.NewTLSServer(h)}
-	t.Cleanup(func() {
-		e.plain.Close()
-		e.tls.Close()
-		st.Close()
-		lg.Close()
-		db.Close()
-		bs.Close()
-	})
+	t.Cleanup(func() { e.plain.Close(); e.tls.Close() })
 	return e
 }
 

@@ -4,40 +4,19 @@ import (
 	"context"
 	"encoding/xml"
 	"errors"
-	"log/slog"
 	"os"
 	"testing"
 	"time"
 
 	xwebdav "golang.org/x/net/webdav"
 
-	"github.com/cairn-fs/cairn/internal/blob"
-	"github.com/cairn-fs/cairn/internal/consensus"
-	"github.com/cairn-fs/cairn/internal/kv"
-	"github.com/cairn-fs/cairn/internal/meta"
 	"github.com/cairn-fs/cairn/internal/store"
-	"github.com/cairn-fs/cairn/internal/vfs"
+	"github.com/cairn-fs/cairn/internal/store/storetest"
 )
 
 func newStore(t *testing.T) *store.Local {
 	t.Helper()
-	bs, err := blob.Open(blob.Config{Dir: "/blobs", FS: vfs.NewMem(), MinFreeBytes: 1, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	db := kv.NewMem()
-	var st *store.Local
-	lg, err := consensus.NewLocal(consensus.LocalConfig{KV: db, OnApply: func(i uint64, c []meta.Command, r []meta.Result) {
-		st.Applied(i, c, r)
-	}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err = store.New(store.Config{Blobs: bs, KV: db, Log: lg, GCGrace: time.Minute})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close(); lg.Close(); db.Close(); bs.Close() })
+	st := storetest.New(t)
 	if err := st.CreateBucket(context.Background(), store.BucketInfo{Name: "bkt"}); err != nil {
 		t.Fatal(err)
 	}
