@@ -23,6 +23,7 @@ type serverOptions struct {
 	node.Config
 	LogLevel   string
 	SecretFile string
+	ClusterTLS string // on, off
 }
 
 // setting binds one server setting to a flag, an environment variable and
@@ -112,6 +113,9 @@ func serverSettings() []setting {
 		}),
 		s("cluster-listen", "CAIRN_CLUSTER_LISTEN", "node-to-node RPC address HOST:PORT, cluster mode only; peers reach this node there and the public listener then serves only joins under /_cairn/rpc/ (default: RPC shares --listen)", func(fs *pflag.FlagSet, c *serverOptions) {
 			fs.StringVar(&c.ClusterListen, "cluster-listen", "", "")
+		}),
+		s("cluster-tls", "CAIRN_CLUSTER_TLS", "node-to-node TLS: on (default: encrypted and mutually authenticated with certificates of a cluster CA derived from the secret, nothing to make by hand) or off (in clear, HMAC only: trusted private links only); every node of a cluster needs the same", func(fs *pflag.FlagSet, c *serverOptions) {
+			fs.StringVar(&c.ClusterTLS, "cluster-tls", "on", "")
 		}),
 		s("gossip-listen", "CAIRN_GOSSIP_LISTEN", "failure detector (gossip, UDP and TCP) address HOST:PORT, cluster mode only; default: the host of --cluster-listen, else of --listen, with its port + 100 (8080 gossips on 8180)", func(fs *pflag.FlagSet, c *serverOptions) {
 			fs.StringVar(&c.GossipListen, "gossip-listen", "", "")
@@ -275,6 +279,13 @@ func runServer(c *serverOptions) error {
 	}
 	if c.ClusterListen != "" && c.ClusterSecret == "" {
 		return fmt.Errorf("--cluster-listen needs the cluster secret (CAIRN_CLUSTER_SECRET or --secret-file)")
+	}
+	switch strings.ToLower(c.ClusterTLS) {
+	case "on", "true", "":
+	case "off", "false":
+		c.ClusterTLSOff = true
+	default:
+		return fmt.Errorf("--cluster-tls %q: want on or off", c.ClusterTLS)
 	}
 	return runNode(c.Config, true)
 }

@@ -32,6 +32,7 @@ type clusterNode struct {
 	raft   *consensus.Raft
 	client *transport.HTTPClient
 	server *transport.Server
+	ident  *transport.Identity // node-to-node TLS; nil with --cluster-tls=off (clustertls.go)
 	rep    *replica.Replicator
 	repair *replica.Repairer
 	reader *meta.Reader
@@ -111,6 +112,12 @@ func startCluster(n *Node, cfg Config, onApply func(uint64, []meta.Command, []me
 		return u, ok
 	}
 	tcfg.Logger = cfg.Logger
+	if !cfg.ClusterTLSOff {
+		if c.ident, err = transport.NewIdentity(tcfg.Secret, tcfg.NodeID, nil); err != nil {
+			return nil, err
+		}
+		tcfg.TLS = c.ident
+	}
 	tcfg.OnUnreachable = func(to transport.NodeID, err error) {
 		if r := c.raft; r != nil {
 			r.ReportUnreachable(uint64(to))
@@ -237,7 +244,7 @@ func (c *clusterNode) joinLoop() bool {
 			ID: transport.NodeID(c.id), PublicURL: c.n.URL, ClusterURL: c.n.ClusterURL, Zone: c.cfg.Zone,
 			Witness: c.cfg.Witness,
 			Extra:   joinExtra{GossipAddr: c.lv.gossipAddr()}.marshal()})
-		if !errors.Is(err, transport.ErrUnauthorized) {
+		if !errors.Is(err, transport.ErrUnauthorized) && !errors.Is(err, transport.ErrTLSRequired) {
 			rejected = 0
 		} else if rejected++; rejected >= joinRejections {
 			c.n.stopWith(secretRejected(c.cfg.Join, transport.DefaultConfig().MaxClockSkew, err))

@@ -17,6 +17,7 @@ package node
 // follows the cluster listener: its host, its port + 100 (liveness.go).
 
 import (
+	"crypto/tls"
 	"net/http"
 	"time"
 
@@ -47,17 +48,19 @@ func notOnPublic(w http.ResponseWriter, r *http.Request) {
 	w.Write([]byte("not found: node-to-node RPC is served on this node's cluster listener, not its public address\n"))
 }
 
-// serveCluster starts the cluster listener's HTTP server, when there is one.
-// No whole-request read or write timeout: snapshot streams are long.
+// serveCluster starts the cluster listener's HTTP server, when there is
+// one, over TLS unless --cluster-tls=off (clustertls.go).
 func (n *Node) serveCluster(idle time.Duration) {
 	if n.cln == nil || n.cl == nil {
 		return
 	}
 	mux := http.NewServeMux()
 	mux.Handle(transport.PathPrefix, n.cl.server)
-	n.chs = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: idle,
-		MaxHeaderBytes: 64 << 10}
+	n.chs = rpcServer(mux, idle, n.cfg.Logger)
 	srv, ln := n.chs, n.cln
+	if cfg := n.clusterTLSConfig(); cfg != nil {
+		ln = tls.NewListener(ln, cfg)
+	}
 	go func() {
 		if err := srv.Serve(ln); err != nil && err != http.ErrServerClosed {
 			n.cfg.Logger.Error("cluster listener stopped", "addr", ln.Addr().String(), "err", err)

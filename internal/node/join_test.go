@@ -58,3 +58,29 @@ func TestJoinUnreachableRetries(t *testing.T) {
 	case <-time.After(3 * time.Second): // several join attempts (backoff 0.1, 0.2, 0.4, 0.8 s)
 	}
 }
+
+// TestJoinClusterTLSMismatch: a node whose --cluster-tls differs from the
+// member's stops within seconds with an error naming the flag, either way.
+func TestJoinClusterTLSMismatch(t *testing.T) {
+	const secret = "join-test-cluster-secret-one"
+	for _, memberOff := range []bool{false, true} {
+		cfg := loneConfig(t)
+		cfg.ClusterSecret, cfg.ClusterTLSOff = secret, memberOff
+		member, err := Start(cfg)
+		must(t, err)
+		t.Cleanup(func() { member.Close() })
+		cfg = loneConfig(t)
+		cfg.ClusterSecret, cfg.Join, cfg.ClusterTLSOff = secret, member.URL, !memberOff
+		n, err := Start(cfg)
+		must(t, err)
+		t.Cleanup(func() { n.Close() })
+		select {
+		case err := <-waitCh(n):
+			if !errors.Is(err, ErrClusterTLSMismatch) || !strings.Contains(err.Error(), "--cluster-tls") {
+				t.Fatalf("member off=%v: Wait = %v; want ErrClusterTLSMismatch naming --cluster-tls", memberOff, err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("member off=%v: the joiner did not stop within 10 s", memberOff)
+		}
+	}
+}

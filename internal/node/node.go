@@ -76,6 +76,7 @@ type Config struct {
 	S3UploadExpiry    time.Duration // unfinished multipart uploads are collected after this long; default 168h (7 days)
 	TrustedProxies    []string      // CIDRs whose X-Forwarded-For is believed for the client IP (abuse rules)
 	WebDAVListen      string        // also serve WebDAV at /BUCKET/ on this HOST:PORT; "" = only /_dav/ on Listen
+	ClusterTLSOff     bool          // --cluster-tls=off: node-to-node RPC in clear, HMAC only (clustertls.go)
 	TLSCert, TLSKey   string        // PEM files: the public listener serves HTTPS (HTTP/2 by ALPN); reloaded by ReloadTLS (SIGHUP) (tls.go)
 	Logger            *slog.Logger
 }
@@ -114,6 +115,7 @@ type Node struct {
 	ln         net.Listener
 	cln        net.Listener // --cluster-listen, or nil
 	chs        *http.Server // serves cln
+	pts        *http.Server // node-to-node TLS on the public port in clear, or nil (clustertls.go)
 	alog       io.WriteCloser
 	served     chan error
 	fatal      chan error    // a reason to stop the node on its own (removed from the cluster)
@@ -258,8 +260,8 @@ func Start(cfg Config) (_ *Node, err error) {
 		if n.tls, err = newCertReloader(cfg.TLSCert, cfg.TLSKey); err != nil {
 			return nil, err
 		}
-		if cfg.ClusterSecret != "" && cfg.ClusterListen == "" {
-			return nil, errors.New("node: --tls-cert in cluster mode needs --cluster-listen: node-to-node traffic does not use the public certificate (docs/operations.md, \"HTTPS\")")
+		if cfg.ClusterSecret != "" && cfg.ClusterListen == "" && cfg.ClusterTLSOff {
+			return nil, errors.New("node: --tls-cert with --cluster-tls=off needs --cluster-listen: node-to-node traffic in clear cannot share the HTTPS port (docs/operations.md, \"HTTPS\")")
 		}
 		n.URL = "https://" + strings.TrimPrefix(strings.TrimPrefix(n.URL, "http://"), "https://")
 		n.LocalURL = "https://" + strings.TrimPrefix(n.LocalURL, "http://")
@@ -353,7 +355,7 @@ func Start(cfg Config) (_ *Node, err error) {
 	acfg := httpapi.DefaultConfig()
 	acfg.Auth = n.access.auth
 	if n.tls != nil {
-		acfg.TLS = n.tls.config()
+		acfg.TLS = n.tls.config(n.clusterTLSConfig())
 		acfg.DisableFastPath = true // it writes to the socket itself
 	}
 	acfg.S3 = s3h
@@ -403,7 +405,8 @@ func Start(cfg Config) (_ *Node, err error) {
 		n.dav = &http.Server{Handler: root, ReadHeaderTimeout: acfg.ReadHeaderTimeout, IdleTimeout: acfg.IdleTimeout}
 		go n.dav.Serve(dln)
 	}
-	go func() { n.served <- n.api.Serve(n.ln) }()
+	pub := n.publicListener(acfg.ReadHeaderTimeout, acfg.IdleTimeout) // clustertls.go
+	go func() { n.served <- n.api.Serve(pub) }()
 	n.serveCluster(acfg.IdleTimeout)
 	if n.cl != nil {
 		n.cl.start()
@@ -503,6 +506,9 @@ func (n *Node) Close() error {
 	}
 	if n.chs != nil {
 		errs = append(errs, n.chs.Shutdown(ctx))
+	}
+	if n.pts != nil {
+		errs = append(errs, n.pts.Shutdown(ctx))
 	}
 	n.stopS3()
 	n.access.close()

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"sync/atomic"
+
+	"github.com/cairn-fs/cairn/internal/transport"
 )
 
 // certReloader holds the public listener's certificate, read from
@@ -36,14 +38,25 @@ func (r *certReloader) reload() error {
 }
 
 // config is the listener's TLS configuration: HTTP/2 and HTTP/1.1 by
-// ALPN (net/http adds them), TLS 1.2 at least.
-func (r *certReloader) config() *tls.Config {
-	return &tls.Config{
+// ALPN (net/http adds them), TLS 1.2 at least. With cluster (the
+// node-to-node TLS configuration, or nil), a peer that asks for the
+// cluster's server name gets it instead: RPC shares the HTTPS port.
+func (r *certReloader) config(cluster *tls.Config) *tls.Config {
+	c := &tls.Config{
 		MinVersion: tls.VersionTLS12,
 		GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) {
 			return r.cur.Load(), nil
 		},
 	}
+	if cluster != nil {
+		c.GetConfigForClient = func(hello *tls.ClientHelloInfo) (*tls.Config, error) {
+			if hello.ServerName == transport.ClusterServerName {
+				return cluster, nil
+			}
+			return nil, nil
+		}
+	}
+	return c
 }
 
 // ReloadTLS reads the certificate and key files again (cairn server does

@@ -4,8 +4,11 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"hash"
 	"io"
@@ -123,6 +126,9 @@ func New(cfg Config) (*HTTPClient, error) {
 		WriteBufferSize:     64 << 10,
 		ReadBufferSize:      64 << 10,
 	}
+	if cfg.TLS != nil {
+		c.tr.TLSClientConfig = cfg.TLS.clientConfig()
+	}
 	c.rt = c.tr
 	return c, nil
 }
@@ -177,7 +183,11 @@ func (c *HTTPClient) do(ctx context.Context, cl *call) (*http.Response, error) {
 	if c.ctx.Err() != nil {
 		return nil, ErrClosed
 	}
-	req, err := http.NewRequestWithContext(ctx, cl.method, cl.base+cl.uri, cl.body)
+	base := cl.base
+	if c.cfg.TLS != nil && strings.HasPrefix(base, "http://") {
+		base = "https://" + base[len("http://"):]
+	}
+	req, err := http.NewRequestWithContext(ctx, cl.method, base+cl.uri, cl.body)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s%s: %w", ErrBadRequest, cl.base, cl.uri, err)
 	}
@@ -200,7 +210,24 @@ func (c *HTTPClient) do(ctx context.Context, cl *call) (*http.Response, error) {
 				return nil, serr
 			}
 		}
-		return nil, fmt.Errorf("%w: %s %s: %w", ErrUnavailable, cl.method, cl.base+cl.uri, err)
+		var rh tls.RecordHeaderError
+		if errors.As(err, &rh) {
+			return nil, fmt.Errorf("%w: %s %s: the peer does not speak TLS: %w", ErrTLSRequired, cl.method, base+cl.uri, err)
+		}
+		var ua x509.UnknownAuthorityError
+		if errors.As(err, &ua) {
+			// A CA derived from another secret, on either side.
+			return nil, fmt.Errorf("%w: %s %s: certificate not of this cluster's CA (another cluster secret): %w",
+				ErrUnauthorized, cl.method, base+cl.uri, err)
+		}
+		return nil, fmt.Errorf("%w: %s %s: %w", ErrUnavailable, cl.method, base+cl.uri, err)
+	}
+	if c.cfg.TLS != nil && cl.to != 0 {
+		if id, err := PeerID(resp.TLS); err != nil || id != cl.to {
+			discard(resp)
+			return nil, fmt.Errorf("%w: %s %s: answered by a certificate of node %v (%v), not of node %v",
+				ErrUnauthorized, cl.method, base+cl.uri, id, err, cl.to)
+		}
 	}
 	if resp.StatusCode/100 == 2 {
 		return resp, nil
@@ -228,6 +255,8 @@ func sentinelOf(status int) error {
 		return ErrBadRequest
 	case http.StatusServiceUnavailable, http.StatusBadGateway, http.StatusGatewayTimeout:
 		return ErrUnavailable
+	case http.StatusUpgradeRequired:
+		return ErrTLSRequired
 	}
 	return ErrRemote
 }

@@ -116,6 +116,15 @@ type Config struct {
 	// blob.MaxSize (4 MiB).
 	MaxBlobBytes int64
 
+	// TLS, when not nil, encrypts every RPC and authenticates both ends
+	// with certificates of the cluster CA (tls.go): the client dials
+	// https (an http:// base URL is upgraded) and checks that the answer
+	// comes from the node it addressed; the server refuses RPCs that did
+	// not come over TLS with a verified client certificate of the node
+	// named by Cairn-From (426, ErrTLSRequired). nil: plain HTTP, the
+	// HMAC alone (--cluster-tls=off).
+	TLS *Identity
+
 	// Now is the wall clock used for request timestamps and their check.
 	// Default time.Now.
 	Now func() time.Time

@@ -161,9 +161,24 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		httpError(w, http.StatusMethodNotAllowed, "method not allowed")
 		return
 	}
+	var peer NodeID
+	if s.cfg.TLS != nil {
+		id, err := PeerID(r.TLS)
+		if err != nil {
+			s.cfg.Logger.Debug("rpc rejected", "path", p, "remote", r.RemoteAddr, "err", err)
+			httpError(w, http.StatusUpgradeRequired, "this node requires node-to-node TLS with a certificate of its cluster "+
+				"(--cluster-tls=on, the default): every node of a cluster needs the same --cluster-tls setting and secret")
+			return
+		}
+		peer = id
+	}
 	v, err := s.sign.check(r, s.cfg.NodeID, s.cfg.Now(), s.cfg.MaxClockSkew, s.replay, p == pathJoin)
 	if err != nil {
 		s.reject(w, r, err)
+		return
+	}
+	if s.cfg.TLS != nil && peer != v.from {
+		s.reject(w, r, fmt.Errorf("%w: request signed as node %v came with the certificate of node %v", errAuth, v.from, peer))
 		return
 	}
 	switch {

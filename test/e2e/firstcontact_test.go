@@ -34,7 +34,7 @@ func TestJoinWrongSecretExits(t *testing.T) {
 		if !errors.As(err, &ee) || ee.ExitCode() != 1 {
 			t.Fatalf("exit: %v, want status 1\n%s", err, &logs)
 		}
-		want := "cairn: join " + member.url + ": node: the member rejected this node's cluster secret (401): every node needs the same CAIRN_CLUSTER_SECRET / --secret-file"
+		want := "cairn: join " + member.url + ": node: the member rejected this node's cluster secret: every node needs the same CAIRN_CLUSTER_SECRET / --secret-file"
 		if !strings.Contains(logs.String(), want) {
 			t.Fatalf("output lacks %q:\n%s", want, &logs)
 		}

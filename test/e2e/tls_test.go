@@ -76,7 +76,7 @@ func TestHTTPS(t *testing.T) {
 	}
 
 	addr := freeAddr(t)
-	s := startServerTLS(t, filepath.Join(dir, "data"), addr, client(), "--tls-cert", certFile, "--tls-key", keyFile)
+	s := startServerTLS(t, filepath.Join(dir, "data"), addr, client(), nil, "--tls-cert", certFile, "--tls-key", keyFile)
 
 	old := client()
 	get := func(c *http.Client, path string) (*http.Response, string) {
@@ -132,14 +132,14 @@ func TestHTTPS(t *testing.T) {
 	}
 }
 
-// startServerTLS is startServer for a node serving HTTPS: it waits for
-// health through c.
-func startServerTLS(t *testing.T, dir, addr string, c *http.Client, extra ...string) *server {
+// startServerTLS is startServer for a node serving HTTPS, with env added
+// to its environment: it waits for health through c.
+func startServerTLS(t *testing.T, dir, addr string, c *http.Client, env []string, extra ...string) *server {
 	t.Helper()
 	s := &server{t: t, dir: dir, addr: addr, url: "https://" + addr, logs: &bytes.Buffer{}}
 	args := append([]string{"server", "--data", dir, "--listen", addr}, extra...)
 	s.cmd = exec.Command(cairnBin, args...)
-	s.cmd.Env = append(os.Environ(), "CAIRN_ADMIN_KEY="+adminKey)
+	s.cmd.Env = append(append(os.Environ(), "CAIRN_ADMIN_KEY="+adminKey), env...)
 	s.cmd.Stdout, s.cmd.Stderr = s.logs, s.logs
 	if err := s.cmd.Start(); err != nil {
 		t.Fatal(err)
