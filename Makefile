@@ -4,7 +4,7 @@ GO ?= go
 export CGO_ENABLED ?= 0
 GOFLAGS_BUILD := -trimpath
 
-.PHONY: all build run test test-unit test-race test-e2e test-s3 s3-clients fuse3 dav-tools bench soak vet clean
+.PHONY: all build run test test-unit test-race test-e2e test-s3 s3-clients fuse3 dav-tools ui-tools ui-screenshots bench soak vet clean
 
 all: build
 
@@ -20,7 +20,7 @@ vet:
 
 # Unit, package and end-to-end tests (the e2e test runs the real binary),
 # then the race detector over the concurrent packages.
-test: build vet fuse3 dav-tools
+test: build vet fuse3 dav-tools ui-tools
 	$(GO) test -count=1 -timeout 12m ./...
 	@$(MAKE) --no-print-directory test-s3
 	@$(MAKE) --no-print-directory test-race
@@ -36,6 +36,31 @@ dav-tools:
 		apt-get install -y -q $$missing >/dev/null || { apt-get update -q >/dev/null && apt-get install -y -q $$missing >/dev/null; } \
 			|| echo "make: apt-get install$$missing failed: the WebDAV tests will fail or skip"; \
 	fi
+
+# The admin page test (test/e2e/ui_test.go) drives Debian's Chromium with
+# playwright-core, pinned in test/ui/package.json and package-lock.json and
+# installed with npm ci into test/ui/node_modules (git-ignored). As root
+# with apt-get, chromium is installed when missing. Without a browser the
+# test skips with a message, except under CI=true, where it fails.
+CHROMIUM ?= /usr/bin/chromium
+ui-tools:
+	@if [ ! -x "$(CHROMIUM)" ] && [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+		echo "make: installing chromium with apt-get for the admin page test"; \
+		export DEBIAN_FRONTEND=noninteractive; \
+		apt-get install -y -q chromium >/dev/null || { apt-get update -q >/dev/null && apt-get install -y -q chromium >/dev/null; } \
+			|| echo "make: apt-get install chromium failed: the admin page test will fail (CI=true) or skip"; \
+	fi
+	@if ! command -v npm >/dev/null 2>&1; then \
+		echo "make: no npm: the admin page test will fail (CI=true) or skip"; \
+	elif ! cmp -s test/ui/package-lock.json test/ui/node_modules/.cairn-lock; then \
+		echo "make: installing the pinned playwright-core in test/ui/node_modules (npm ci)"; \
+		(cd test/ui && npm ci --no-audit --no-fund --loglevel=error) && cp test/ui/package-lock.json test/ui/node_modules/.cairn-lock; \
+	fi
+
+# The screenshots in docs/admin-ui.md, taken by the admin page test on a
+# 3-node cluster with traffic (about a minute).
+ui-screenshots: build ui-tools
+	CAIRN_UI_SCREENSHOTS="$(abspath docs)" $(GO) test -count=1 -timeout 5m -run 'TestUI$$' ./test/e2e
 
 # Real S3 clients (boto3, the aws CLI, rclone, s3cmd) against a 3-node
 # cluster of bin/cairn (test/s3). The Python clients are pinned in
@@ -115,4 +140,4 @@ soak: build
 	CAIRN_SOAK=1 $(GO) test -count=1 -timeout 60m ./...
 
 clean:
-	rm -rf bin $(S3_VENV)
+	rm -rf bin $(S3_VENV) test/ui/node_modules

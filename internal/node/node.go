@@ -124,6 +124,7 @@ type Node struct {
 	s3         nodeS3        // s3.go
 	dav        *http.Server  // --webdav-listen, or nil
 	tls        *certReloader // --tls-cert/--tls-key, or nil (tls.go)
+	ui         nodeUI        // the admin page's log ring and metrics history (ui.go)
 }
 
 // LoadOrCreateAdminKey returns the key in dir/admin.key, creating it (mode
@@ -179,6 +180,8 @@ func Start(cfg Config) (_ *Node, err error) {
 		return nil, err
 	}
 	n := &Node{cfg: cfg, served: make(chan error, 1), fatal: make(chan error, 1)}
+	cfg.Logger = n.ui.captureLogs(cfg.Logger) // recent warnings for /_cairn/logs (ui.go)
+	n.cfg.Logger = cfg.Logger
 	defer func() {
 		if err != nil {
 			if n.ln != nil {
@@ -388,6 +391,10 @@ func Start(cfg Config) (_ *Node, err error) {
 		acfg.ExtraHandlers = n.rpcHandlers() // all RPC, or only join with --cluster-listen (clusterlisten.go)
 	}
 	acfg.ExtraHandlers = n.adminHandlers(acfg.ExtraHandlers, n.access.auth) // /_cairn/nodes (admin.go)
+	// The admin page, its metrics history and log ring (ui.go).
+	if acfg.ExtraHandlers, err = n.uiHandlers(acfg.ExtraHandlers, n.access.auth, metrics); err != nil {
+		return nil, err
+	}
 	acfg.HealthFunc = n.health
 	n.api, err = httpapi.New(acfg)
 	if err != nil {
@@ -517,6 +524,7 @@ func (n *Node) Close() error {
 }
 
 func (n *Node) closeStores() error {
+	n.stopUI()
 	var errs []error
 	if n.store != nil {
 		errs = append(errs, n.store.Close())

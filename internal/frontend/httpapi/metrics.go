@@ -61,6 +61,7 @@ func methodIndex(m string) int {
 //	node_* gauges                           from Config.StatsFunc, at scrape time
 type Metrics struct {
 	requests   *prometheus.CounterVec
+	duration   *prometheus.HistogramVec
 	durations  [len(methodNames)]prometheus.Observer
 	bytesIn    prometheus.Counter
 	bytesOut   prometheus.Counter
@@ -105,6 +106,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		Help:    "Time from request start until the handler returned, by method.",
 		Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
 	}, []string{"method"})
+	m.duration = dur
 	for _, c := range []prometheus.Collector{m.requests, m.bytesIn, m.bytesOut, m.logDropped, m.fsync, dur} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("httpapi: register metrics: %w", err)
@@ -114,6 +116,14 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		m.durations[i] = dur.WithLabelValues(name)
 	}
 	return m, nil
+}
+
+// RequestCollectors returns the collectors of cairn_http_requests_total
+// and cairn_http_request_duration_seconds, for the node's in-process
+// history (internal/admin) to gather on a registry of its own without
+// collecting every other metric.
+func (m *Metrics) RequestCollectors() []prometheus.Collector {
+	return []prometheus.Collector{m.requests, m.duration}
 }
 
 // ObserveFsync records the latency of one fsync. For the store to call.

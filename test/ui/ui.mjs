@@ -1,0 +1,155 @@
+// Drives Cairn's admin page (/_cairn/ui) in headless Chromium with
+// playwright-core. Run by test/e2e/ui_test.go, which starts a 3-node
+// cluster and talks with this script in lines:
+//
+//   script → Go   ALIVE3                 logged in, three nodes alive in the page
+//   Go → script   KILLED <id> DRAIN <id>  node <id> was SIGKILLed; drain the other one
+//   script → Go   DEAD <ms>              the killed node showed dead, <ms> after KILLED
+//   script → Go   DRAINED <id>           drained through the page (confirmation accepted)
+//   Go → script   OK                     the API says it is draining
+//   script → Go   DONE                   every check passed
+//
+// Any failure prints "FAIL <why>" and exits 1. Other lines are log.
+//
+// Environment: CAIRN_UI_URL (a node's base URL), CAIRN_UI_KEY (the admin
+// key), CHROMIUM (default /usr/bin/chromium), CAIRN_UI_SCREENSHOTS (a
+// directory: save admin-ui-desktop.png at 1280×800 and admin-ui-phone.png
+// at 390 px once the charts have CAIRN_UI_SCREENSHOT_WAIT seconds of data,
+// default 40).
+import { chromium } from 'playwright-core';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createInterface } from 'node:readline';
+
+const base = process.env.CAIRN_UI_URL;
+const key = process.env.CAIRN_UI_KEY;
+const shots = process.env.CAIRN_UI_SCREENSHOTS || '';
+const shotWait = Number(process.env.CAIRN_UI_SCREENSHOT_WAIT || 40);
+if (!base || !key) {
+  console.log('FAIL CAIRN_UI_URL and CAIRN_UI_KEY are required');
+  process.exit(1);
+}
+
+const lines = createInterface({ input: process.stdin });
+const queue = [];
+let waiter = null;
+lines.on('line', (l) => { if (waiter) { const w = waiter; waiter = null; w(l); } else queue.push(l); });
+function readLine(timeoutMs) {
+  if (queue.length) return Promise.resolve(queue.shift());
+  return new Promise((resolve, reject) => {
+    const t = setTimeout(() => { waiter = null; reject(new Error('no answer from the Go side in ' + timeoutMs + ' ms')); }, timeoutMs);
+    waiter = (l) => { clearTimeout(t); resolve(l); };
+  });
+}
+const say = (s) => console.log(s);
+
+const profile = mkdtempSync(join(tmpdir(), 'cairn-ui-chromium-'));
+let browser;
+const seenURLs = [];
+
+function checkNoKey(page, where) {
+  if (page.url().includes(key)) throw new Error('the admin key is in the page URL ' + where);
+  for (const u of seenURLs) if (u.includes(key)) throw new Error('the admin key was in a request URL: ' + u.replace(key, '<KEY>'));
+}
+
+async function main() {
+  // A fresh profile directory (launchPersistentContext passes it as --user-data-dir).
+  browser = await chromium.launchPersistentContext(profile, {
+    executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
+    headless: true,
+    viewport: { width: 1280, height: 800 },
+    args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking',
+      '--disable-component-update', '--disable-sync'],
+  });
+  const page = await browser.newPage();
+  page.on('request', (r) => seenURLs.push(r.url()));
+  const consoleErrors = [];
+  page.on('console', (m) => { if (m.type() === 'error' && !/Failed to load resource/.test(m.text())) consoleErrors.push(m.text()); });
+  page.on('pageerror', (e) => consoleErrors.push(String(e)));
+
+  // The page answers with a strict CSP.
+  const resp = await page.goto(base + '/_cairn/ui');
+  const csp = resp.headers()['content-security-policy'] || '';
+  if (!csp.includes("default-src 'none'") || !csp.includes("script-src 'self'")) throw new Error('weak or missing CSP: ' + csp);
+
+  // A wrong key is refused in plain words.
+  await page.fill('#key', 'not-the-admin-key-0123456789');
+  await page.click('#login button[type=submit]');
+  await page.waitForSelector('#login-error:not([hidden])', { timeout: 5000 });
+  const refused = await page.textContent('#login-error');
+  if (!/refused/i.test(refused)) throw new Error('a wrong key got: ' + refused);
+
+  // Log in through the form.
+  await page.fill('#key', key);
+  await page.click('#login button[type=submit]');
+  await page.waitForSelector('#app:not([hidden])', { timeout: 10000 });
+  checkNoKey(page, 'after login');
+  const stored = await page.evaluate(() => sessionStorage.getItem('cairn.adminKey'));
+  if (stored !== key) throw new Error('the key is not in sessionStorage');
+
+  // Three nodes alive.
+  await page.waitForFunction(() => document.querySelectorAll('#nodes tr[data-liveness="alive"]').length === 3, null, { timeout: 30000 });
+  say('saw three nodes alive');
+
+  if (shots) {
+    say('collecting ' + shotWait + ' s of history for the screenshots');
+    await page.waitForTimeout(shotWait * 1000);
+    await page.evaluate(() => window.scrollTo(0, 0));
+    await page.screenshot({ path: join(shots, 'admin-ui-desktop.png') });
+    await page.setViewportSize({ width: 390, height: 844 });
+    await page.waitForTimeout(2500); // a refresh redraws the charts at the new width
+    await page.screenshot({ path: join(shots, 'admin-ui-phone.png') });
+    await page.screenshot({ path: join(shots, 'admin-ui-phone-full.png'), fullPage: true });
+    await page.setViewportSize({ width: 1280, height: 800 });
+    say('screenshots saved in ' + shots);
+  }
+  say('ALIVE3');
+
+  // Go kills a node; the page shows it dead within 5 s.
+  const killed = (await readLine(60000)).trim().split(/\s+/);
+  if (killed[0] !== 'KILLED' || killed[2] !== 'DRAIN') throw new Error('unexpected line from Go: ' + killed.join(' '));
+  const deadID = killed[1], drainID = killed[3];
+  const t0 = Date.now();
+  await page.waitForSelector(`#nodes tr[data-node-id="${deadID}"][data-liveness="dead"]`, { timeout: 5000 });
+  say('DEAD ' + (Date.now() - t0));
+
+  // Drain a node through the page, accepting the confirmation.
+  await page.click(`#nodes button[data-action="drain"][data-node="${drainID}"]`);
+  await page.waitForSelector('#confirm[open]', { timeout: 5000 });
+  const text = await page.textContent('#confirm-text');
+  if (!text.includes(drainID)) throw new Error('the confirmation does not name the node: ' + text);
+  await page.click('#confirm-ok');
+  await page.waitForSelector(`#nodes tr[data-node-id="${drainID}"][data-state="draining"]`, { timeout: 10000 });
+  say('DRAINED ' + drainID);
+  const ok = (await readLine(30000)).trim();
+  if (ok !== 'OK') throw new Error('Go did not confirm the drain: ' + ok);
+
+  // The sections render data.
+  const charts = await page.$$eval('canvas', (cs) => cs.length);
+  if (charts !== 3) throw new Error('want 3 charts, have ' + charts);
+  await page.waitForSelector('#buckets tr[data-bucket]', { timeout: 10000 });
+  await page.waitForSelector('#logs tbody tr', { timeout: 10000 });
+
+  // Cancel really cancels: activate, then cancel, and the node stays draining.
+  await page.click(`#nodes button[data-action="activate"][data-node="${drainID}"]`);
+  await page.waitForSelector('#confirm[open]', { timeout: 5000 });
+  await page.click('#confirm-cancel');
+  await page.waitForTimeout(2500);
+  if (!(await page.$(`#nodes tr[data-node-id="${drainID}"][data-state="draining"]`))) throw new Error('cancel did not cancel');
+
+  checkNoKey(page, 'at the end');
+  if (consoleErrors.length) throw new Error('console errors: ' + [...new Set(consoleErrors)].join(' | ').slice(0, 1000));
+  say('DONE');
+}
+
+main().then(async () => {
+  await browser.close();
+  rmSync(profile, { recursive: true, force: true });
+  process.exit(0);
+}, async (e) => {
+  say('FAIL ' + (e && e.message ? e.message.split('\n')[0] : e));
+  if (browser) await browser.close().catch(() => {});
+  rmSync(profile, { recursive: true, force: true });
+  process.exit(1);
+});
