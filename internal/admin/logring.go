@@ -18,6 +18,12 @@ type LogRecord struct {
 	Level   string    `json:"level"` // WARN, ERROR (or ERROR+n)
 	Message string    `json:"msg"`
 	Attrs   []LogAttr `json:"attrs,omitempty"`
+	// Count is how many records in a row had this level and message (the
+	// ring keeps one for a burst, so that a storm of the same warning
+	// does not push out what caused it): Time and Attrs are the last
+	// one's, First the first one's time.
+	Count int       `json:"count"`
+	First time.Time `json:"first"`
 }
 
 // LogAttr is one attribute of a kept record; Key is qualified by its
@@ -133,6 +139,15 @@ func (r *ring) add(rec LogRecord) {
 	defer r.mu.Unlock()
 	r.seq++
 	rec.Seq = r.seq
+	if n := len(r.recs); n > 0 {
+		last := &r.recs[(r.next+n-1)%n]
+		if last.Level == rec.Level && last.Message == rec.Message {
+			rec.Count, rec.First = last.Count+1, last.First
+			*last = rec
+			return
+		}
+	}
+	rec.Count, rec.First = 1, rec.Time
 	if len(r.recs) < cap(r.recs) {
 		r.recs = append(r.recs, rec)
 		return

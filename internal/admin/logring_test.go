@@ -61,3 +61,21 @@ func TestLogRingAttrsAndGroups(t *testing.T) {
 		t.Error("Enabled: warn must be, info must not be with a discarding inner handler")
 	}
 }
+
+// TestLogRingBursts: the same warning many times in a row takes one place
+// (with a count), so it cannot push out the record that caused it.
+func TestLogRingBursts(t *testing.T) {
+	ring := NewLogRing(slog.DiscardHandler, 3)
+	log := slog.New(ring)
+	log.Error("disk failed", "dev", "sda")
+	for i := range 500 {
+		log.Warn("request failed", "n", i)
+	}
+	got := ring.Records()
+	if len(got) != 2 || got[0].Message != "disk failed" || got[0].Count != 1 {
+		t.Fatalf("records: %+v", got)
+	}
+	if got[1].Count != 500 || got[1].Attrs[0].Value != "499" || got[1].First.After(got[1].Time) || got[1].Seq != 501 {
+		t.Errorf("burst: %+v", got[1])
+	}
+}

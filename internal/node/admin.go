@@ -34,7 +34,7 @@ func (n *Node) adminHandlers(m map[string]http.Handler, auth *access.Authorizer)
 	if m == nil {
 		m = map[string]http.Handler{}
 	}
-	h := &adminHandler{n: n, auth: auth, log: n.cfg.Logger, hc: &http.Client{Timeout: adminTimeout + 10*time.Second}}
+	h := &adminHandler{n: n, auth: auth, log: n.cfg.Logger}
 	m[nodesPath] = h
 	m[nodesPath+"/"] = h
 	m[statusPath] = h
@@ -59,7 +59,6 @@ type adminHandler struct {
 	n    *Node
 	auth *access.Authorizer
 	log  *slog.Logger
-	hc   *http.Client // forwards a forced removal of this node to another member
 }
 
 // nodeJSON is one member as GET /_cairn/nodes shows it. IDs are decimal
@@ -446,7 +445,7 @@ func (h *adminHandler) forwardRemoval(w http.ResponseWriter, r *http.Request, c 
 		}
 		req.Header.Set("Authorization", r.Header.Get("Authorization"))
 		req.Header.Set("User-Agent", "cairn-node")
-		resp, err := h.hc.Do(req)
+		resp, err := h.n.peerDo(req, nd.ID)
 		if err != nil {
 			cancel()
 			errs = append(errs, fmt.Errorf("node %d at %s: %w", nd.ID, nd.URL, err))

@@ -2,7 +2,6 @@ package node
 
 import (
 	"context"
-	"net/http"
 	"sync"
 	"time"
 
@@ -58,7 +57,7 @@ func (n *Node) clusterCapacity(ctx context.Context) (total, free uint64, err err
 				defer wg.Done()
 				pctx, cancel := context.WithTimeout(ctx, time.Second)
 				defer cancel()
-				rep, err := getLocalStatus(pctx, http.DefaultClient, nd.URL, "Bearer "+n.AdminKey)
+				rep, err := n.getLocalStatus(pctx, nd.ID, nd.URL, "Bearer "+n.AdminKey)
 				if err != nil || rep.Disk.TotalBytes <= 0 {
 					return
 				}

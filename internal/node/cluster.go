@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/cairn-fs/cairn/internal/blob"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -33,6 +34,7 @@ type clusterNode struct {
 	client *transport.HTTPClient
 	server *transport.Server
 	ident  *transport.Identity // node-to-node TLS; nil with --cluster-tls=off (clustertls.go)
+	peerHC *http.Client        // calls to members' public API (peerDo, clustertls.go)
 	rep    *replica.Replicator
 	repair *replica.Repairer
 	reader *meta.Reader
@@ -118,6 +120,7 @@ func startCluster(n *Node, cfg Config, onApply func(uint64, []meta.Command, []me
 		}
 		tcfg.TLS = c.ident
 	}
+	c.peerHC = newPeerClient(c.ident)
 	tcfg.OnUnreachable = func(to transport.NodeID, err error) {
 		if r := c.raft; r != nil {
 			r.ReportUnreachable(uint64(to))

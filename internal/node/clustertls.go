@@ -17,10 +17,13 @@ package node
 
 import (
 	"crypto/tls"
+	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
 	"time"
+
+	"github.com/cairn-fs/cairn/internal/transport"
 )
 
 // clusterTLSConfig is the server configuration of node-to-node TLS, or
@@ -41,11 +44,10 @@ func (n *Node) publicListener(firstByte, idle time.Duration) net.Listener {
 		return n.ln
 	}
 	sp := newSplitListener(n.ln, firstByte, n.cfg.Logger)
-	mux := http.NewServeMux()
-	for p, h := range n.rpcHandlers() {
-		mux.Handle(p, h)
-	}
-	n.pts = rpcServer(mux, idle, n.cfg.Logger)
+	// The TLS half serves what the port serves in clear (RPC, or only
+	// join with --cluster-listen, and the API that members' calls of
+	// peerDo reach), never the fast path.
+	n.pts = rpcServer(n.api, idle, n.cfg.Logger)
 	srv, ln := n.pts, tls.NewListener(sp.tls, cfg)
 	go func() {
 		if err := srv.Serve(ln); err != nil && err != http.ErrServerClosed {
@@ -62,4 +64,44 @@ func (n *Node) publicListener(firstByte, idle time.Duration) net.Listener {
 func rpcServer(h http.Handler, idle time.Duration, log *slog.Logger) *http.Server {
 	return &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: idle,
 		MaxHeaderBytes: 64 << 10, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug)}
+}
+
+// peerTimeout bounds a call of peerDo whose context has no deadline.
+const peerTimeout = adminTimeout + 10*time.Second
+
+// newPeerClient is the HTTP client of a node's calls to other members'
+// public API (their local status for cairn status and a mount's statfs,
+// a forced removal forwarded): over node-to-node TLS with the node's
+// certificate when ident is not nil, so that the credentials these calls
+// carry (the admin key) never cross the network in clear.
+func newPeerClient(ident *transport.Identity) *http.Client {
+	tr := &http.Transport{MaxIdleConnsPerHost: 4, IdleConnTimeout: 90 * time.Second, DisableCompression: true}
+	if ident != nil {
+		tr.TLSClientConfig = ident.ClientConfig()
+	}
+	return &http.Client{Transport: tr, Timeout: peerTimeout}
+}
+
+// peerDo sends req to member id at the public URL in req: over cluster
+// TLS (an http:// URL is upgraded) unless --cluster-tls=off, refusing an
+// answer from another node than id.
+func (n *Node) peerDo(req *http.Request, id uint64) (*http.Response, error) {
+	c := n.cl
+	if c == nil {
+		return nil, errNotACluster
+	}
+	if c.ident != nil && req.URL.Scheme == "http" {
+		u := *req.URL
+		u.Scheme = "https"
+		req.URL = &u
+	}
+	resp, err := c.peerHC.Do(req)
+	if err != nil || c.ident == nil {
+		return resp, err
+	}
+	if got, err := transport.PeerID(resp.TLS); err != nil || uint64(got) != id {
+		resp.Body.Close()
+		return nil, fmt.Errorf("%s answered with the certificate of node %v (%v), not of node %d", req.URL.Host, got, err, id)
+	}
+	return resp, nil
 }

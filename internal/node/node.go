@@ -508,14 +508,14 @@ func (n *Node) Close() error {
 	if n.dav != nil {
 		errs = append(errs, n.dav.Shutdown(ctx))
 	}
+	if n.pts != nil { // before n.api: they share the split listener (sniff.go)
+		errs = append(errs, n.pts.Shutdown(ctx))
+	}
 	if n.api != nil {
 		errs = append(errs, n.api.Shutdown(ctx))
 	}
 	if n.chs != nil {
 		errs = append(errs, n.chs.Shutdown(ctx))
-	}
-	if n.pts != nil {
-		errs = append(errs, n.pts.Shutdown(ctx))
 	}
 	n.stopS3()
 	n.access.close()

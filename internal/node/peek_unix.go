@@ -30,8 +30,12 @@ func peekByte(c net.Conn, timeout time.Duration) (byte, error) {
 	var n int
 	var rerr error
 	err = rc.Read(func(fd uintptr) bool {
-		n, _, rerr = unix.Recvfrom(int(fd), b[:], unix.MSG_PEEK)
-		return rerr != unix.EAGAIN && rerr != unix.EINTR
+		for {
+			n, _, rerr = unix.Recvfrom(int(fd), b[:], unix.MSG_PEEK)
+			if rerr != unix.EINTR {
+				return rerr != unix.EAGAIN // EAGAIN: wait for the socket to be readable
+			}
+		}
 	})
 	if err == nil {
 		err = rerr

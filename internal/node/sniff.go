@@ -30,10 +30,14 @@ type splitListener struct {
 	log       *slog.Logger
 	closeOnce sync.Once
 	done      chan struct{}
+
+	mu      sync.Mutex
+	peeking map[net.Conn]struct{} // waiting for their first byte: closed by close
 }
 
 func newSplitListener(ln net.Listener, timeout time.Duration, log *slog.Logger) *splitListener {
-	s := &splitListener{ln: ln, timeout: timeout, log: log, done: make(chan struct{})}
+	s := &splitListener{ln: ln, timeout: timeout, log: log, done: make(chan struct{}),
+		peeking: map[net.Conn]struct{}{}}
 	s.plain = &chanListener{s: s, ch: make(chan net.Conn)}
 	s.tls = &chanListener{s: s, ch: make(chan net.Conn)}
 	go s.run()
@@ -68,7 +72,20 @@ func (s *splitListener) run() {
 
 // deal waits for c's first byte and hands c to the listener it is for.
 func (s *splitListener) deal(c net.Conn) {
+	s.mu.Lock()
+	select {
+	case <-s.done:
+		s.mu.Unlock()
+		c.Close()
+		return
+	default:
+	}
+	s.peeking[c] = struct{}{}
+	s.mu.Unlock()
 	b, err := peekByte(c, s.timeout)
+	s.mu.Lock()
+	delete(s.peeking, c)
+	s.mu.Unlock()
 	if err != nil {
 		c.Close() // closed or silent: nothing to serve
 		return
@@ -86,7 +103,12 @@ func (s *splitListener) deal(c net.Conn) {
 
 func (s *splitListener) close() {
 	s.closeOnce.Do(func() {
+		s.mu.Lock()
 		close(s.done)
+		for c := range s.peeking {
+			c.Close()
+		}
+		s.mu.Unlock()
 		s.ln.Close()
 	})
 }

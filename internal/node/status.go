@@ -185,7 +185,7 @@ func (h *adminHandler) serveStatus(w http.ResponseWriter, r *http.Request) {
 			wg.Add(1)
 			go func() { // ns is this goroutine's copy; only it writes v.Nodes[i] now
 				defer wg.Done()
-				rep, err := h.fetchLocalStatus(r, nd.URL)
+				rep, err := h.fetchLocalStatus(r, nd.ID, nd.URL)
 				if err != nil {
 					ns.Error = err.Error()
 				} else {
@@ -208,22 +208,22 @@ func (h *adminHandler) serveStatus(w http.ResponseWriter, r *http.Request) {
 
 // fetchLocalStatus asks the member at base for its local report, with the
 // caller's credentials.
-func (h *adminHandler) fetchLocalStatus(r *http.Request, base string) (localStatusJSON, error) {
+func (h *adminHandler) fetchLocalStatus(r *http.Request, id uint64, base string) (localStatusJSON, error) {
 	ctx, cancel := context.WithTimeout(r.Context(), statusPeerTimeout)
 	defer cancel()
-	return getLocalStatus(ctx, h.hc, base, r.Header.Get("Authorization"))
+	return h.n.getLocalStatus(ctx, id, base, r.Header.Get("Authorization"))
 }
 
-// getLocalStatus GETs the local report of the member at base with the
-// Authorization header auth.
-func getLocalStatus(ctx context.Context, hc *http.Client, base, auth string) (localStatusJSON, error) {
+// getLocalStatus GETs the local report of member id at base with the
+// Authorization header auth (over cluster TLS: peerDo).
+func (n *Node) getLocalStatus(ctx context.Context, id uint64, base, auth string) (localStatusJSON, error) {
 	var v localStatusJSON
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+statusPath+"?local=1", nil)
 	if err != nil {
 		return v, err
 	}
 	req.Header.Set("Authorization", auth)
-	resp, err := hc.Do(req)
+	resp, err := n.peerDo(req, id)
 	if err != nil {
 		return v, fmt.Errorf("unreachable: %w", err)
 	}

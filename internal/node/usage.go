@@ -41,6 +41,7 @@ type usageJSON struct {
 type usageCache struct {
 	mu   sync.Mutex
 	last usageJSON
+	at   time.Time // monotonic: when last was computed (Computed is wall time, UTC)
 }
 
 // serveUsage answers GET /_cairn/usage (authorized by adminOnly).
@@ -49,7 +50,7 @@ func (n *Node) serveUsage(h *adminHandler) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		c.mu.Lock()
 		defer c.mu.Unlock()
-		if time.Since(c.last.Computed) > usageTTL {
+		if c.at.IsZero() || time.Since(c.at) > usageTTL {
 			ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), usageTimeout)
 			u, err := countUsage(ctx, n.store)
 			cancel()
@@ -57,7 +58,7 @@ func (n *Node) serveUsage(h *adminHandler) http.HandlerFunc {
 				h.fail(w, r, err)
 				return
 			}
-			c.last = u
+			c.last, c.at = u, time.Now()
 		}
 		h.writeJSON(w, r, http.StatusOK, c.last)
 	}
@@ -71,6 +72,9 @@ func countUsage(ctx context.Context, st *store.Local) (usageJSON, error) {
 	}
 	u := usageJSON{Buckets: []bucketUsageJSON{}}
 	for _, b := range bs {
+		if ctx.Err() != nil {
+			break // not counted at all: left out (the page shows …), not reported as 0 files
+		}
 		bu := bucketUsageJSON{Name: b.Name, Complete: true}
 		after := ""
 		for {

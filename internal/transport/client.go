@@ -127,7 +127,7 @@ func New(cfg Config) (*HTTPClient, error) {
 		ReadBufferSize:      64 << 10,
 	}
 	if cfg.TLS != nil {
-		c.tr.TLSClientConfig = cfg.TLS.clientConfig()
+		c.tr.TLSClientConfig = cfg.TLS.ClientConfig()
 	}
 	c.rt = c.tr
 	return c, nil
@@ -214,8 +214,17 @@ func (c *HTTPClient) do(ctx context.Context, cl *call) (*http.Response, error) {
 		if errors.As(err, &rh) {
 			return nil, fmt.Errorf("%w: %s %s: the peer does not speak TLS: %w", ErrTLSRequired, cl.method, base+cl.uri, err)
 		}
+		var cv *tls.CertificateVerificationError
+		if c.cfg.TLS != nil && errors.As(err, &cv) && len(cv.UnverifiedCertificates) > 0 {
+			if _, nerr := nodeOf(cv.UnverifiedCertificates[0]); nerr != nil {
+				// Not a Cairn node certificate at all (a public --tls-cert):
+				// the peer does not serve node-to-node TLS.
+				return nil, fmt.Errorf("%w: %s %s: the peer answered with a certificate that is not a Cairn node's: %w",
+					ErrTLSRequired, cl.method, base+cl.uri, err)
+			}
+		}
 		var ua x509.UnknownAuthorityError
-		if errors.As(err, &ua) {
+		if c.cfg.TLS != nil && errors.As(err, &ua) {
 			// A CA derived from another secret, on either side.
 			return nil, fmt.Errorf("%w: %s %s: certificate not of this cluster's CA (another cluster secret): %w",
 				ErrUnauthorized, cl.method, base+cl.uri, err)
@@ -224,7 +233,7 @@ func (c *HTTPClient) do(ctx context.Context, cl *call) (*http.Response, error) {
 	}
 	if c.cfg.TLS != nil && cl.to != 0 {
 		if id, err := PeerID(resp.TLS); err != nil || id != cl.to {
-			discard(resp)
+			resp.Body.Close() // unread: the connection is not reused for this node
 			return nil, fmt.Errorf("%w: %s %s: answered by a certificate of node %v (%v), not of node %v",
 				ErrUnauthorized, cl.method, base+cl.uri, id, err, cl.to)
 		}

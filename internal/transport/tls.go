@@ -14,6 +14,7 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/hkdf"
+	"crypto/pbkdf2"
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/tls"
@@ -94,11 +95,28 @@ func NewIdentity(secret []byte, id NodeID, now func() time.Time) (*Identity, err
 	return ident, nil
 }
 
-// deriveCAKey turns the secret into a P-256 private key: a scalar in
-// [1, N-1] from 48 bytes of HKDF-SHA256 output (the extra bytes make the
-// modular bias negligible).
+// caKeyIterations is the PBKDF2-SHA256 work factor of the CA key
+// derivation (OWASP's figure for PBKDF2-HMAC-SHA256): about 0.1 s of one
+// core here, once per process. The CA's public key is in every handshake,
+// so it is a way to test guesses of the secret offline; this makes each
+// guess cost that much (design 0003, "The cost").
+const caKeyIterations = 600_000
+
+var caKeys sync.Map // SHA-256 of a secret → *ecdsa.PrivateKey (the derivation is slow on purpose)
+
+// deriveCAKey turns the secret into a P-256 private key: PBKDF2-SHA256
+// (caKeyIterations), then 48 bytes of HKDF-SHA256 reduced to a scalar in
+// [1, N-1] (the extra bytes make the modular bias negligible).
 func deriveCAKey(secret []byte) (*ecdsa.PrivateKey, error) {
-	okm, err := hkdf.Key(sha256.New, secret, nil, caKeyLabel, 48)
+	id := sha256.Sum256(secret)
+	if k, ok := caKeys.Load(id); ok {
+		return k.(*ecdsa.PrivateKey), nil
+	}
+	prk, err := pbkdf2.Key(sha256.New, string(secret), []byte(caKeyLabel), caKeyIterations, 32)
+	if err != nil {
+		return nil, fmt.Errorf("transport: derive the cluster CA key: %w", err)
+	}
+	okm, err := hkdf.Expand(sha256.New, prk, caKeyLabel, 48)
 	if err != nil {
 		return nil, fmt.Errorf("transport: derive the cluster CA key: %w", err)
 	}
@@ -110,6 +128,7 @@ func deriveCAKey(secret []byte) (*ecdsa.PrivateKey, error) {
 	if err != nil {
 		return nil, fmt.Errorf("transport: derive the cluster CA key: %w", err)
 	}
+	caKeys.Store(id, k)
 	return k, nil
 }
 
@@ -221,12 +240,12 @@ func (i *Identity) Listener(ln net.Listener) net.Listener {
 	return tls.NewListener(ln, i.ServerConfig())
 }
 
-// clientConfig is the TLS configuration of the RPC client: the node
-// certificate as client certificate, and a server certificate checked
-// against the cluster CA (not the system roots, not by host name: peers
-// are named by node ID; HTTPClient checks the ID against the request's
-// target).
-func (i *Identity) clientConfig() *tls.Config {
+// ClientConfig is the TLS configuration of a node-to-node client: the
+// node certificate as client certificate, and a server certificate
+// checked against the cluster CA (not the system roots, not by host
+// name: peers are named by node ID; the caller checks PeerID of the
+// answer against the node it addressed, as HTTPClient does).
+func (i *Identity) ClientConfig() *tls.Config {
 	return &tls.Config{
 		MinVersion: tls.VersionTLS13,
 		NextProtos: []string{"http/1.1"},

@@ -85,8 +85,11 @@ async function main() {
   await page.click('#login button[type=submit]');
   await page.waitForSelector('#app:not([hidden])', { timeout: 10000 });
   checkNoKey(page, 'after login');
-  const stored = await page.evaluate(() => sessionStorage.getItem('cairn.adminKey'));
-  if (stored !== key) throw new Error('the key is not in sessionStorage');
+  // The key is in the script's memory only: no storage of the origin
+  // (which a bucket's HTML file could read) holds it.
+  const stored = await page.evaluate((k) => [sessionStorage, localStorage].some((st) =>
+    Object.keys(st).some((n) => (st.getItem(n) || '').includes(k))), key);
+  if (stored) throw new Error('the key is in web storage');
 
   // Three nodes alive.
   await page.waitForFunction(() => document.querySelectorAll('#nodes tr[data-liveness="alive"]').length === 3, null, { timeout: 30000 });
@@ -138,6 +141,32 @@ async function main() {
   await page.waitForTimeout(2500);
   if (!(await page.$(`#nodes tr[data-node-id="${drainID}"][data-state="draining"]`))) throw new Error('cancel did not cancel');
 
+  // No sideways scrolling at desktop or phone width.
+  for (const [w, h] of [[1280, 800], [390, 844]]) {
+    await page.setViewportSize({ width: w, height: h });
+    await page.waitForTimeout(2500); // a refresh at this width
+    const [sw, iw] = await page.evaluate(() => [document.documentElement.scrollWidth, window.innerWidth]);
+    if (sw > iw) throw new Error(`the page scrolls sideways at ${w} px: ${sw} > ${iw}`);
+  }
+  await page.setViewportSize({ width: 1280, height: 800 });
+
+  // Keyboard focus on an action button survives the 2 s refresh.
+  await page.focus(`#nodes button[data-action="activate"][data-node="${drainID}"]`);
+  await page.waitForTimeout(2600);
+  const focused = await page.evaluate(() => document.activeElement ? document.activeElement.getAttribute('data-action') : null);
+  if (focused !== 'activate') throw new Error('keyboard focus lost by a refresh: now on ' + focused);
+
+  // A bucket's HTML file on the same origin, opened in the same tab,
+  // cannot read the key.
+  const probe = '<!doctype html><title>x</title><script>document.title = "KEYS:" + ' +
+    'JSON.stringify([Object.entries(sessionStorage), Object.entries(localStorage)]);</script>';
+  const put = await fetch(base + '/web/probe.html', { method: 'PUT', body: probe,
+    headers: { Authorization: 'Bearer ' + key, 'Content-Type': 'text/html' } });
+  if (put.status !== 201 && put.status !== 200) throw new Error('PUT probe.html: ' + put.status);
+  await page.goto(base + '/web/probe.html');
+  await page.waitForFunction(() => document.title.startsWith('KEYS:'), null, { timeout: 5000 });
+  if ((await page.title()).includes(key)) throw new Error('a bucket page read the admin key');
+  say('a bucket page on the same origin could not read the key');
   checkNoKey(page, 'at the end');
   if (consoleErrors.length) throw new Error('console errors: ' + [...new Set(consoleErrors)].join(' | ').slice(0, 1000));
   say('DONE');

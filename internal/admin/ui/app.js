@@ -1,12 +1,15 @@
 // Cairn admin page. Plain JavaScript, no build step, no external resource.
-// The admin key lives in sessionStorage (this tab only) and goes in the
+// The admin key lives in this script's memory only (not in sessionStorage
+// or localStorage, which any page of the same origin — a bucket's HTML
+// file — could read; a reload asks for it again) and goes in the
 // Authorization header of every data call; it is never put in a URL.
 'use strict';
 
 (function () {
-  const KEY = 'cairn.adminKey';
+  let adminKey = '';      // memory only: see above
   const REFRESH_MS = 2000;      // status, history, logs
   const SLOW_REFRESH_MS = 15000; // keys, rules, bucket usage
+  const API_TIMEOUT_MS = 15000;  // a black-holed node must not freeze the page
 
   const $ = (sel) => document.querySelector(sel);
   let timer = null;
@@ -67,9 +70,10 @@
 
   // api calls an admin endpoint with the key in the Authorization header.
   async function api(method, path, body) {
-    const key = sessionStorage.getItem(KEY);
+    const key = adminKey;
     if (!key) throw new ApiError('You are logged out.', 401);
-    const opts = { method, headers: { 'Authorization': 'Bearer ' + key }, cache: 'no-store', credentials: 'omit' };
+    const opts = { method, headers: { 'Authorization': 'Bearer ' + key }, cache: 'no-store', credentials: 'omit',
+      signal: AbortSignal.timeout(API_TIMEOUT_MS) };
     if (body !== undefined) {
       opts.headers['Content-Type'] = 'application/json';
       opts.body = JSON.stringify(body);
@@ -127,12 +131,12 @@
     const input = $('#key');
     const k = input.value.trim();
     if (!k) return;
-    sessionStorage.setItem(KEY, k);
+    adminKey = k;
     input.value = '';
     try {
       await api('GET', '/_cairn/status');
     } catch (e) {
-      sessionStorage.removeItem(KEY);
+      adminKey = '';
       showLogin(e.status === 401 || e.status === 403 ? 'That key was refused: use the cluster\'s admin key.' : e.message);
       return;
     }
@@ -140,7 +144,7 @@
   }
 
   function logout() {
-    sessionStorage.removeItem(KEY);
+    adminKey = '';
     showLogin('Logged out.');
   }
 
@@ -171,7 +175,7 @@
       buckets: api('GET', '/_cairn/buckets'),
     };
     if (slow) {
-      calls.usage = api('GET', '/_cairn/usage');
+      refreshUsage();
       calls.keys = api('GET', '/_cairn/keys');
       calls.rules = api('GET', '/_cairn/rules');
       slowAt = Date.now() + SLOW_REFRESH_MS;
@@ -189,7 +193,7 @@
       }
     });
     if (unauthorized) {
-      sessionStorage.removeItem(KEY);
+      adminKey = '';
       showLogin('The admin key was refused (it may have changed). Log in again.');
       return;
     }
@@ -200,7 +204,33 @@
     if (!$('#app').hidden) timer = setTimeout(refresh, REFRESH_MS);
   }
 
+  // refreshUsage counts the buckets' files and bytes apart from the 2 s
+  // refresh: a count of a large store may take seconds.
+  let usageBusy = false;
+  async function refreshUsage() {
+    if (usageBusy) return;
+    usageBusy = true;
+    try {
+      last.usage = await api('GET', '/_cairn/usage');
+      if (!$('#app').hidden) renderBuckets(last.buckets, last.usage);
+    } catch (e) {
+      // the next slow refresh tries again; the 2 s refresh shows errors
+    } finally {
+      usageBusy = false;
+    }
+  }
+
   function render() {
+    const a = document.activeElement;
+    const keep = a && a.dataset && a.dataset.action ? [a.dataset.action, a.dataset.node] : null;
+    renderAll();
+    if (keep) {
+      const b = document.querySelector('button[data-action="' + CSS.escape(keep[0]) + '"][data-node="' + CSS.escape(keep[1] || '') + '"]');
+      if (b) b.focus();
+    }
+  }
+
+  function renderAll() {
     renderSummary(last.status);
     renderNodes(last.status);
     renderCharts(last.history);
@@ -379,7 +409,8 @@
       tb.append(el('tr', {},
         el('td', { text: new Date(r.time).toLocaleString('en-GB', { hour12: false }) }),
         el('td', {}, badge(r.level.startsWith('ERROR') ? 'ERROR' : 'WARN')),
-        el('td', {}, el('div', { text: r.msg }), attrs ? el('div', { class: 'attrs mono', text: attrs }) : null)));
+        el('td', {}, el('div', { text: r.msg + (r.count > 1 ? ' (×' + num(r.count) + ' since ' + clock(r.first) + ')' : '') }),
+          attrs ? el('div', { class: 'attrs mono', text: attrs }) : null)));
     }
   }
 
@@ -571,8 +602,7 @@
 
   async function act(what, fn) {
     try {
-      await fn();
-      banner('');
+      banner((await fn()) || '');
     } catch (e) {
       banner(what + ' failed. ' + e.message);
       window.scrollTo(0, 0);
@@ -608,7 +638,7 @@
     if (!ok) return;
     act('Starting a scrub', async () => {
       const r = await api('POST', '/_cairn/scrub');
-      if (r && !r.started) banner('A scrub pass was already running on this node.');
+      return r && !r.started ? 'A scrub pass was already running on this node.' : '';
     });
   }
 
@@ -679,6 +709,6 @@
     });
     $('#secret').addEventListener('close', () => { $('#secret-value').textContent = ''; });
     window.addEventListener('resize', () => renderCharts(last.history));
-    if (sessionStorage.getItem(KEY)) showApp(); else showLogin('');
+    showLogin('');
   });
 })();

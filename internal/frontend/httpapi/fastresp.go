@@ -329,7 +329,7 @@ func (s *Server) fastFinish(fc *fastConn, req *fastReq, a *fastAnswer) fastOutco
 	if req.http10 {
 		proto = "HTTP/1.0"
 	}
-	s.metrics.observeRequest(method, a.status, 0, a.bytes, time.Since(a.start))
+	s.metrics.observeRequest(method, a.status, 0, a.bytes, time.Since(a.start), false) // never a node path
 	s.fast.served.Add(1)
 	if s.alog != nil {
 		if fc.remote == "" {

@@ -60,13 +60,20 @@ func methodIndex(m string) int {
 //	fsync_duration_seconds                  histogram, fed by ObserveFsync
 //	node_* gauges                           from Config.StatsFunc, at scrape time
 type Metrics struct {
-	requests   *prometheus.CounterVec
-	duration   *prometheus.HistogramVec
-	durations  [len(methodNames)]prometheus.Observer
+	all        requestSet // registered: every request
+	data       requestSet // not registered: requests outside NodePrefix, for RequestCollectors
 	bytesIn    prometheus.Counter
 	bytesOut   prometheus.Counter
 	logDropped prometheus.Counter
 	fsync      prometheus.Histogram
+}
+
+// requestSet is cairn_http_requests_total and
+// cairn_http_request_duration_seconds of one set of requests.
+type requestSet struct {
+	requests  *prometheus.CounterVec
+	duration  *prometheus.HistogramVec
+	durations [len(methodNames)]prometheus.Observer
 
 	// counters caches requests' children by method and status-100, so that
 	// the request path does not hash label values.
@@ -75,14 +82,44 @@ type Metrics struct {
 
 type counterRef struct{ c prometheus.Counter }
 
+func (r *requestSet) init() {
+	r.requests = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "cairn_http_requests_total",
+		Help: "HTTP requests served, by method and status code.",
+	}, []string{"method", "code"})
+	r.duration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "cairn_http_request_duration_seconds",
+		Help:    "Time from request start until the handler returned, by method.",
+		Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
+	}, []string{"method"})
+	for i, name := range methodNames {
+		r.durations[i] = r.duration.WithLabelValues(name)
+	}
+}
+
+func (r *requestSet) observe(mi, status int, d time.Duration) {
+	r.counter(mi, status).Inc()
+	r.durations[mi].Observe(d.Seconds())
+}
+
+func (r *requestSet) counter(mi, status int) prometheus.Counter {
+	if status < 100 || status > 599 {
+		return r.requests.WithLabelValues(methodNames[mi], strconv.Itoa(status))
+	}
+	slot := &r.counters[mi][status-100]
+	if ref := slot.Load(); ref != nil {
+		return ref.c
+	}
+	// Racing creators get the same child from the vec; either store is fine.
+	ref := &counterRef{c: r.requests.WithLabelValues(methodNames[mi], strconv.Itoa(status))}
+	slot.Store(ref)
+	return ref.c
+}
+
 // NewMetrics creates the metrics and registers them on reg. It fails if
 // any is already registered there.
 func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	m := &Metrics{
-		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "cairn_http_requests_total",
-			Help: "HTTP requests served, by method and status code.",
-		}, []string{"method", "code"}),
 		bytesIn: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "cairn_http_request_bytes_total",
 			Help: "Request body bytes read.",
@@ -101,59 +138,43 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Buckets: []float64{.00005, .0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5},
 		}),
 	}
-	dur := prometheus.NewHistogramVec(prometheus.HistogramOpts{
-		Name:    "cairn_http_request_duration_seconds",
-		Help:    "Time from request start until the handler returned, by method.",
-		Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
-	}, []string{"method"})
-	m.duration = dur
-	for _, c := range []prometheus.Collector{m.requests, m.bytesIn, m.bytesOut, m.logDropped, m.fsync, dur} {
+	m.all.init()
+	m.data.init()
+	for _, c := range []prometheus.Collector{m.all.requests, m.bytesIn, m.bytesOut, m.logDropped, m.fsync, m.all.duration} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("httpapi: register metrics: %w", err)
 		}
 	}
-	for i, name := range methodNames {
-		m.durations[i] = dur.WithLabelValues(name)
-	}
 	return m, nil
 }
 
-// RequestCollectors returns the collectors of cairn_http_requests_total
-// and cairn_http_request_duration_seconds, for the node's in-process
-// history (internal/admin) to gather on a registry of its own without
-// collecting every other metric.
+// RequestCollectors returns collectors named and labelled as
+// cairn_http_requests_total and cairn_http_request_duration_seconds but
+// counting only the requests outside NodePrefix (no admin calls, health
+// checks, metric scrapes or node-to-node RPC), for the node's in-process
+// history (internal/admin) to gather on a registry of its own: the
+// traffic an operator wants to see on the admin page, not the page's own.
 func (m *Metrics) RequestCollectors() []prometheus.Collector {
-	return []prometheus.Collector{m.requests, m.duration}
+	return []prometheus.Collector{m.data.requests, m.data.duration}
 }
 
 // ObserveFsync records the latency of one fsync. For the store to call.
 func (m *Metrics) ObserveFsync(d time.Duration) { m.fsync.Observe(d.Seconds()) }
 
-// observeRequest records one finished request.
-func (m *Metrics) observeRequest(method string, status int, in, out int64, d time.Duration) {
+// observeRequest records one finished request; node marks a request for
+// a path under NodePrefix.
+func (m *Metrics) observeRequest(method string, status int, in, out int64, d time.Duration, node bool) {
 	mi := methodIndex(method)
-	m.requestCounter(mi, status).Inc()
-	m.durations[mi].Observe(d.Seconds())
+	m.all.observe(mi, status, d)
+	if !node {
+		m.data.observe(mi, status, d)
+	}
 	if in > 0 {
 		m.bytesIn.Add(float64(in))
 	}
 	if out > 0 {
 		m.bytesOut.Add(float64(out))
 	}
-}
-
-func (m *Metrics) requestCounter(mi, status int) prometheus.Counter {
-	if status < 100 || status > 599 {
-		return m.requests.WithLabelValues(methodNames[mi], strconv.Itoa(status))
-	}
-	slot := &m.counters[mi][status-100]
-	if ref := slot.Load(); ref != nil {
-		return ref.c
-	}
-	// Racing creators get the same child from the vec; either store is fine.
-	ref := &counterRef{c: m.requests.WithLabelValues(methodNames[mi], strconv.Itoa(status))}
-	slot.Store(ref)
-	return ref.c
 }
 
 // statsCollector exports NodeStats at scrape time.

@@ -207,7 +207,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if status == 0 {
 		status = http.StatusOK
 	}
-	s.metrics.observeRequest(r.Method, status, rs.body.n, rs.rw.n, time.Since(rs.start))
+	p := r.URL.Path
+	s.metrics.observeRequest(r.Method, status, rs.body.n, rs.rw.n, time.Since(rs.start),
+		strings.HasPrefix(p, NodePrefix) || p == "/_cairn")
 	if s.alog != nil {
 		ln := logLine{
 			remoteAddr: r.RemoteAddr, user: rs.principal.Name, t: rs.start,
