@@ -15,16 +15,50 @@ import (
 // An entry is the immutable *object Open returns (inode plus ObjectInfo),
 // so that opening a cached file neither allocates nor rebuilds its
 // ObjectInfo; directories are cached the same way (Open refuses them).
+//
+// Paths found missing are cached too (absent, with the error their
+// lookup returned), apart and bounded at a quarter of max so that a
+// crawler's storm of 404s cannot push out the hot files: a repeated miss
+// — a checksum sidecar answered from its file's digests, a favicon that
+// is not there — costs a map lookup, not a KV read per path component
+// and two error allocations. The same applied commands drop them (a
+// command that creates a path lists it in Result.Changed, as one that
+// removes it does).
 type pathCache struct {
 	mu      sync.RWMutex
 	max     int
 	gen     uint64
 	paths   map[string]*object
+	absent  map[string]error
 	buckets map[string]*meta.Bucket
 }
 
 func newPathCache(max int) *pathCache {
-	return &pathCache{max: max, paths: make(map[string]*object), buckets: make(map[string]*meta.Bucket)}
+	return &pathCache{max: max, paths: make(map[string]*object), absent: make(map[string]error),
+		buckets: make(map[string]*meta.Bucket)}
+}
+
+// getAbsent reports whether key is cached as missing, with the error its
+// lookup returned.
+func (c *pathCache) getAbsent(key []byte) (error, bool) {
+	c.mu.RLock()
+	err, ok := c.absent[string(key)]
+	c.mu.RUnlock()
+	return err, ok
+}
+
+// putAbsent caches key as missing (err: its lookup's error) unless an
+// apply came between the lookup and now (gen).
+func (c *pathCache) putAbsent(key string, err error, gen uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if gen != c.gen {
+		return
+	}
+	if len(c.absent) >= max(c.max/4, 1) {
+		c.absent = make(map[string]error)
+	}
+	c.absent[key] = err
 }
 
 // get looks key ("bucket/path") up; the conversion of the byte slice does
@@ -76,6 +110,7 @@ func (c *pathCache) drop(key string) {
 	c.mu.Lock()
 	c.gen++
 	delete(c.paths, key)
+	delete(c.absent, key)
 	c.mu.Unlock()
 }
 
@@ -83,6 +118,7 @@ func (c *pathCache) clear() {
 	c.mu.Lock()
 	c.gen++
 	c.paths = make(map[string]*object)
+	c.absent = make(map[string]error)
 	c.buckets = make(map[string]*meta.Bucket)
 	c.mu.Unlock()
 }

@@ -217,3 +217,48 @@ func TestLocalBytes(t *testing.T) {
 		t.Fatal("lent from an in-memory file system")
 	}
 }
+
+// TestOpenCachesMisses: a path found missing is cached (a repeated miss
+// neither allocates nor reads the namespace) and becomes visible at once
+// when a file is put there, renamed there (alone or with its directory),
+// and missing again when it is deleted.
+func TestOpenCachesMisses(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	missing := func(p string) {
+		t.Helper()
+		if _, err := e.s.Open(ctx, "bkt", p); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("Open %s: %v, want ErrNotFound", p, err)
+		}
+	}
+	missing("d/f.md5")
+	missing("d/f.md5")
+	if allocs := testing.AllocsPerRun(100, func() { _, _ = e.s.Open(ctx, "bkt", "d/f.md5") }); allocs != 0 {
+		t.Fatalf("a repeated miss allocates %v times", allocs)
+	}
+	mustPut(t, e.s, "d/f.md5", []byte("sum"))
+	if got := readAll(t, e.s, "d/f.md5"); string(got) != "sum" {
+		t.Fatalf("after the put: %q", got)
+	}
+	if err := e.s.Delete(ctx, "bkt", "d/f.md5", ""); err != nil {
+		t.Fatal(err)
+	}
+	missing("d/f.md5")
+
+	missing("x/g.md5")
+	mustPut(t, e.s, "y/g.md5", []byte("moved"))
+	if err := e.s.Rename(ctx, "bkt", "y", "x"); err != nil { // a directory
+		t.Fatal(err)
+	}
+	if got := readAll(t, e.s, "x/g.md5"); string(got) != "moved" {
+		t.Fatalf("after the directory rename: %q", got)
+	}
+	missing("z.md5")
+	mustPut(t, e.s, "w.md5", []byte("file"))
+	if err := e.s.Rename(ctx, "bkt", "w.md5", "z.md5"); err != nil {
+		t.Fatal(err)
+	}
+	if got := readAll(t, e.s, "z.md5"); string(got) != "file" {
+		t.Fatalf("after the file rename: %q", got)
+	}
+}

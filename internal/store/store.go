@@ -524,6 +524,9 @@ func (s *Local) lookupObject(ctx context.Context, bucket, path string, check boo
 	if o, ok := s.cache.get(key); ok {
 		return o, nil
 	}
+	if err, ok := s.cache.getAbsent(key); ok {
+		return nil, err
+	}
 	cacheable := true
 	if check {
 		if err := checkPath(bucket, path); err != nil {
@@ -537,7 +540,11 @@ func (s *Local) lookupObject(ctx context.Context, bucket, path string, check boo
 	gen := s.cache.generation()
 	ino, err := s.meta.Lookup(bucket, path)
 	if err != nil {
-		return nil, mapErr(err)
+		err = mapErr(err)
+		if cacheable && errors.Is(err, ErrNotFound) {
+			s.cache.putAbsent(string(key), err, gen)
+		}
+		return nil, err
 	}
 	o := s.newObject(bucket, path, ino)
 	if cacheable {

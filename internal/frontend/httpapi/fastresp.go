@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -140,6 +141,12 @@ func (s *Server) serveFast(fc *fastConn, req *fastReq) fastOutcome {
 			return fastHandoff
 		}
 		s.fastError(fc, req, &a, res.err)
+		return s.fastFinish(fc, req, &a)
+	case readSidecar:
+		if dav || presignedQuery != nil {
+			return fastHandoff
+		}
+		s.fastSidecar(fc, req, &a, &res, t)
 		return s.fastFinish(fc, req, &a)
 	case readObject:
 	default:
@@ -449,6 +456,10 @@ type headMemo struct {
 	cacheControl string
 	size         int64
 	fields       []byte
+	// sidecars are the answers to NAME.md5 and NAME.sha256 (sidecar*),
+	// built at their first request: the fields and the body. An empty
+	// answer: the file has no such digest.
+	sidecars [2]atomic.Pointer[[]byte]
 }
 
 // plainRead reports whether rh can only lead to a 200 with the whole file:
@@ -554,4 +565,71 @@ func hasS3Headers(x map[string][]byte) bool {
 		}
 	}
 	return false
+}
+
+// Sidecar kinds, the index of headMemo.sidecars.
+const (
+	sidecarMD5 = iota
+	sidecarSHA256
+)
+
+// fastSidecar answers NAME.md5 or NAME.sha256 of a bucket with
+// --checksum-sidecars from NAME's digests, as serveSidecar does (same
+// bytes), with the fields and body kept in NAME's head memo: a cached
+// file's sidecar costs two map lookups (the missing sidecar is a cached
+// miss) and a copy. When NAME is not a file with that digest, it answers
+// res.err (the sidecar's own 404).
+func (s *Server) fastSidecar(fc *fastConn, req *fastReq, a *fastAnswer, res *readResult, t target) {
+	base := sidecarBase(t.path)
+	kind := sidecarSHA256
+	if strings.HasSuffix(t.path, ".md5") {
+		kind = sidecarMD5
+	}
+	var answer []byte
+	if obj, err := s.store.Open(context.Background(), t.bucket, base); err == nil {
+		memo := objectMemo(obj, &res.bucket, fc.planBuf[:0])
+		if memo == nil {
+			memo = &headMemo{} // an object without a memo slot: build it each time
+		}
+		answer = memo.sidecar(kind, obj.Info(), &res.bucket)
+		obj.Close()
+	}
+	if len(answer) == 0 {
+		s.fastError(fc, req, a, res.err)
+		return
+	}
+	a.status = http.StatusOK
+	b := fc.writeBuf()
+	b = appendStatusLine(b, req.http10, http.StatusOK)
+	n := bytes.Index(answer, []byte("\r\n\r\n")) + 2
+	b = append(b, answer[:n]...)
+	b = appendHeadEnd(b, req, s.fast.date.get(a.start))
+	if !req.head {
+		b = append(b, answer[n+2:]...)
+		a.bytes = int64(len(answer) - n - 2)
+	}
+	*fc.wbuf = b
+}
+
+// sidecar returns the memo's answer of kind for the file info, building
+// it at the first call: the fields serveSidecar sets, in net/http's
+// order, a blank line, and the body.
+func (m *headMemo) sidecar(kind int, info store.ObjectInfo, b *store.BucketInfo) []byte {
+	if p := m.sidecars[kind].Load(); p != nil {
+		return *p
+	}
+	answer := []byte{}
+	if body, ok := sidecarBody(info, kind == sidecarMD5); ok {
+		if b.CacheControl != "" {
+			answer = appendFieldString(answer, "Cache-Control: ", b.CacheControl)
+		}
+		answer = appendFieldString(answer, "Content-Length: ", strconv.Itoa(len(body)))
+		answer = append(answer, "Content-Type: text/plain; charset=utf-8\r\n"...)
+		if !info.ModTime.IsZero() {
+			answer = appendFieldString(answer, "Last-Modified: ", info.ModTime.UTC().Format(http.TimeFormat))
+		}
+		answer = append(append(answer, "\r\n"...), body...)
+	}
+	m.sidecars[kind].Store(&answer)
+	return answer
 }

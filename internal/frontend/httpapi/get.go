@@ -511,19 +511,14 @@ func (s *Server) serveSidecar(rs *reqState, b store.BucketInfo, t target) bool {
 	if base == "" {
 		return false
 	}
-	md5 := strings.HasSuffix(t.path, ".md5")
 	info, err := s.store.Stat(rs.req.Context(), t.bucket, base)
 	if err != nil || info.IsDir {
 		return false
 	}
-	sum := info.SHA256
-	if md5 {
-		sum = info.ETag
-	}
-	if !isHex(sum) || (md5 && len(sum) != 32) || (!md5 && len(sum) != 64) {
+	body, ok := sidecarBody(info, strings.HasSuffix(t.path, ".md5"))
+	if !ok {
 		return false
 	}
-	body := sum + "  " + path.Base(base) + "\n"
 	h := rs.w.Header()
 	h[hdrContentType] = []string{"text/plain; charset=utf-8"}
 	h[hdrContentLength] = []string{strconv.Itoa(len(body))}
@@ -538,6 +533,20 @@ func (s *Server) serveSidecar(rs *reqState, b store.BucketInfo, t target) bool {
 		_, _ = rs.dl.Write([]byte(body))
 	}
 	return true
+}
+
+// sidecarBody is the body of the checksum sidecar of the file info, as
+// md5sum and sha256sum print it ("SUM  NAME\n"), or false when the file
+// has no such digest (md5: its ETag, when it is one).
+func sidecarBody(info store.ObjectInfo, md5 bool) (string, bool) {
+	sum := info.SHA256
+	if md5 {
+		sum = info.ETag
+	}
+	if !isHex(sum) || (md5 && len(sum) != 32) || (!md5 && len(sum) != 64) {
+		return "", false
+	}
+	return sum + "  " + path.Base(info.Path) + "\n", true
 }
 
 // sidecarBase returns NAME for a path NAME.md5 or NAME.sha256 that could be

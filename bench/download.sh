@@ -1,0 +1,226 @@
+#!/usr/bin/env bash
+# shellcheck source-path=SCRIPTDIR
+# bench/download.sh: the download server of issue 12 — files of 2050 KB,
+# each fetched with its .md5 by 1–9 clients that check the sum, while new
+# files replace old ones — on a 3-node cluster (R=3, --checksum-sidecars,
+# reads through node 2) against nginx serving the same files and stored
+# .md5 files from the local disk.
+#
+# Parts, in order:
+#   1. reads: for each CLIENTS count, bench/download readers against nginx
+#      and against Cairn (node 2), alternating (nginx first in odd rounds),
+#      ROUNDS rounds of DURATION s: files/s (a file and its .md5 checked)
+#      and MB/s, best round and mean.
+#   2. sidecars: wrk (SIDECAR_CONNS connections) on random NAME.md5 only:
+#      Cairn answers them from NAME's digests, nginx serves stored files.
+#   3. large: wrk (LARGE_CONNS connections) on random 2050 KB files only.
+#   4. churn: CHURN_CLIENTS readers through node 2 for CHURN_DURATION s while
+#      a writer adds new 2050 KB files through node 1 and deletes the oldest
+#      at CHURN_RATE files/s; the readers' files/s against part 1's rate for
+#      the same client count (Cairn, no churn), 0 errors and 0 bad bodies
+#      required (a reader checks that a body names its file and matches its
+#      .md5), and every node's data directory size every DISK_EVERY s.
+#
+# Settings (environment): FILES=200 SIZE=2099200 (2050 KiB) CLIENTS="1 3 5 9"
+# DURATION=15 ROUNDS=2 SIDECAR_CONNS="2 20" LARGE_CONNS="2 8 20"
+# WRK_DURATION=8 CHURN_CLIENTS=5 CHURN_RATE=10 CHURN_DURATION=300
+# DISK_EVERY=10 PARTS="reads sidecars large churn" CAIRN_BIN=path KEEP=1
+# SERVER_ARGS="..." (extra node flags; default "--gc-grace 1m
+# --gc-interval 10s": deleted files' blobs are kept --gc-grace, 15 min by
+# default, so that downloads in progress finish; at 20 MB/s of churn the
+# default needs 15 min and about 18 GB more before the disk use levels off)
+# Output: tables on stdout and in bench/.data/results/download-DATE/.
+set -euo pipefail
+. "$(dirname "$0")/lib.sh"
+# shellcheck source=bench/lib-cluster.sh
+. "$(dirname "$0")/lib-cluster.sh"
+
+FILES=${FILES:-200}
+SIZE=${SIZE:-2099200}
+CLIENTS=${CLIENTS:-"1 3 5 9"}
+DURATION=${DURATION:-15}
+ROUNDS=${ROUNDS:-2}
+SIDECAR_CONNS=${SIDECAR_CONNS:-"2 20"}
+LARGE_CONNS=${LARGE_CONNS:-"2 8 20"}
+WRK_DURATION=${WRK_DURATION:-8}
+CHURN_CLIENTS=${CHURN_CLIENTS:-5}
+CHURN_RATE=${CHURN_RATE:-10}
+CHURN_DURATION=${CHURN_DURATION:-300}
+DISK_EVERY=${DISK_EVERY:-10}
+PARTS=${PARTS:-"reads sidecars large churn"}
+PROFILE=0
+SERVER_ARGS=${SERVER_ARGS:---gc-grace 1m --gc-interval 10s}
+CLUSTER_SECRET=${CAIRN_CLUSTER_SECRET:-cairn-bench-cluster-secret-0000000000}
+ADMIN_KEY=${CAIRN_ADMIN_KEY:-cairn-bench-admin-key-0000000000}
+export CAIRN_ADMIN_KEY=$ADMIN_KEY
+
+need_tools curl:curl wrk:wrk nginx:nginx
+trap cluster_cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+resolve_cairn_bin
+
+OUT=$DATA_DIR/results/download-$(date +%Y%m%d-%H%M%S)
+mkdir -p "$OUT" "$DATA_DIR/bin"
+(cd "$REPO_DIR" && go build -o "$DATA_DIR/bin/download" ./bench/download) >&2 || die "go build ./bench/download failed"
+DL=$DATA_DIR/bin/download
+REV=$(git -C "$REPO_DIR" rev-parse --short HEAD 2>/dev/null || echo unknown)
+TABLE=$OUT/table.md
+: >"$TABLE"
+emit() { printf '%s\n' "$@" | tee -a "$TABLE"; }
+
+CORPUS=$DATA_DIR/download-$FILES-$SIZE
+if [ ! -f "$CORPUS/done" ]; then
+	log "writing $FILES files of $SIZE bytes and their .md5 to $CORPUS"
+	rm -rf -- "$CORPUS"
+	"$DL" -mode gen -dir "$CORPUS" -n "$FILES" -size "$SIZE"
+	touch "$CORPUS/done"
+fi
+sed 's/$/.md5/' "$CORPUS/names.txt" >"$OUT/md5-paths.txt"
+
+NGINX_PORT=$(pick_low_port)
+nginx_start "$CORPUS/all" "$NGINX_PORT"
+NGINX_URL=http://127.0.0.1:$NGINX_PORT
+
+cluster_start download
+bucket_create downloads 3 --checksum-sidecars
+log "loading the corpus into bucket downloads (cairn sync through node 1)"
+ccli 1 sync "$CORPUS/bin" downloads --no-progress >>"$OUT/cli.log" 2>&1 || die "cairn sync failed (see $OUT/cli.log)"
+CAIRN_URL=${NODE_URL[2]}/downloads
+# The readers check every body; a spot check first proves both sides serve
+# the corpus and the sidecars.
+for s in "$NGINX_URL" "$CAIRN_URL"; do
+	"$DL" -mode read -url "$s" -names "$CORPUS/names.txt" -clients 1 -duration 1s >/dev/null ||
+		die "spot check of $s failed"
+done
+
+# dl_run URL CLIENTS SECS [churn args...]: one reader run; prints its
+# DOWNLOAD line (and returns non-zero on an error or a bad body).
+dl_run() {
+	local url=$1 c=$2 secs=$3
+	shift 3
+	"$DL" -mode read -url "$url" -names "$CORPUS/names.txt" -clients "$c" -duration "${secs}s" "$@"
+}
+field() { sed -n "s/.* $1=\([^ ]*\).*/\1/p" <<<"$2"; }
+
+machine_info >"$OUT/machine.txt" 2>/dev/null || true
+FAILED=0
+declare -A CAIRN_RATE # clients → mean Cairn files/s of part 1
+
+if [[ " $PARTS " == *" reads "* ]]; then
+	csv=$OUT/reads.csv
+	echo "round,clients,server,files_per_s,mb_per_s,errors,bad" >"$csv"
+	for r in $(seq 1 "$ROUNDS"); do
+		for c in $CLIENTS; do
+			order="nginx cairn"
+			[ $((r % 2)) -eq 1 ] || order="cairn nginx"
+			for srv in $order; do
+				url=$NGINX_URL
+				[ "$srv" = nginx ] || url=$CAIRN_URL
+				line=$(dl_run "$url" "$c" "$DURATION") || FAILED=1
+				log "round $r, $c clients, $srv: $line"
+				echo "$r,$c,$srv,$(field files_per_s "$line"),$(field mb_per_s "$line"),$(field errors "$line"),$(field bad "$line")" >>"$csv"
+			done
+		done
+	done
+	emit "### Downloads: a 2050 KB file and its .md5, checked, per client" ""
+	emit "$FILES files of $SIZE bytes; Cairn: 3 nodes on 127.0.0.1, bucket --replicas 3 --checksum-sidecars, read through node 2; nginx: the same files and stored .md5 files on the local disk. $ROUNDS rounds of ${DURATION}s alternating; best round and mean. git $REV." ""
+	emit "| clients | nginx files/s | Cairn files/s | nginx MB/s | Cairn MB/s | **Cairn/nginx (best)** | (mean) | errors |" \
+		"|---:|---:|---:|---:|---:|---:|---:|---:|"
+	for c in $CLIENTS; do
+		row=$(awk -F, -v c="$c" 'NR > 1 && $2 == c {
+			n[$3]++; s[$3] += $4; if ($4 > b[$3]) { b[$3] = $4; m[$3] = $5 }; e += $6 + $7 }
+			END { printf "%.1f %.1f %.0f %.0f %.2f %.2f %d %.1f", b["nginx"], b["cairn"], m["nginx"], m["cairn"],
+				b["cairn"] / b["nginx"], (s["cairn"] / n["cairn"]) / (s["nginx"] / n["nginx"]), e, s["cairn"] / n["cairn"] }' "$csv")
+		read -r bn bc mn mc rb rm e mean <<<"$row"
+		CAIRN_RATE[$c]=$mean
+		emit "| $c | $bn | $bc | $mn | $mc | **$rb** | $rm | $e |"
+	done
+	emit ""
+fi
+
+# wrk_pair WHAT PATHS CONNS...: wrk on random PATHS from nginx and from
+# Cairn (node 2), 2 rounds alternating, WRK_DURATION s; a table row per
+# connection count (best round).
+wrk_pair() {
+	local what=$1 paths=$2 c r srv base prefix t line rps p99 bn bc pn pc
+	shift 2
+	emit "| conns | nginx req/s | Cairn req/s | **Cairn/nginx** | nginx p99 ms | Cairn p99 ms |" "|---:|---:|---:|---:|---:|---:|"
+	for c in "$@"; do
+		bn=0 bc=0 pn=0 pc=0
+		for r in 1 2; do
+			for srv in nginx cairn; do
+				base=$NGINX_URL prefix=/
+				[ "$srv" = nginx ] || { base=${NODE_URL[2]}; prefix=/downloads/; }
+				t=$((c < 2 ? c : 2))
+				wrk -t"$t" -c"$c" -d"${WRK_DURATION}s" --latency -s "$BENCH_DIR/wrk/random.lua" "$base" \
+					-- "$paths" "$prefix" "$r" >"$OUT/$what-$srv-c$c-r$r.txt" 2>&1 || FAILED=1
+				line=$(grep '^BENCH_RESULT ' "$OUT/$what-$srv-c$c-r$r.txt" || echo "BENCH_RESULT rps=0 p99_ms=0")
+				rps=$(sed -n 's/.* rps=\([^ ]*\).*/\1/p' <<<"$line")
+				p99=$(sed -n 's/.* p99_ms=\([^ ]*\).*/\1/p' <<<"$line")
+				if [ "$srv" = nginx ]; then
+					awk -v a="$rps" -v b="$bn" 'BEGIN { exit !(a > b) }' && { bn=$rps; pn=$p99; }
+				else
+					awk -v a="$rps" -v b="$bc" 'BEGIN { exit !(a > b) }' && { bc=$rps; pc=$p99; }
+				fi
+			done
+		done
+		emit "| $c | $bn | $bc | **$(awk -v a="$bc" -v b="$bn" 'BEGIN { printf "%.2f", (b > 0 ? a / b : 0) }')** | $pn | $pc |"
+	done
+	emit ""
+}
+
+if [[ " $PARTS " == *" sidecars "* ]]; then
+	emit "### Checksum sidecars: GET NAME.md5 only (wrk, random names)" ""
+	emit "Cairn answers from NAME's digests (--checksum-sidecars), through node 2; nginx serves stored .md5 files. wrk -t2, ${WRK_DURATION}s, 2 rounds alternating; best round. git $REV." ""
+	# shellcheck disable=SC2086 # a list of counts
+	wrk_pair sidecar "$OUT/md5-paths.txt" $SIDECAR_CONNS
+fi
+
+if [[ " $PARTS " == *" large "* ]]; then
+	emit "### The 2050 KB files alone (wrk, random names, no check)" ""
+	emit "Through node 2 against nginx; wrk -t2, ${WRK_DURATION}s, 2 rounds alternating; best round. git $REV." ""
+	# shellcheck disable=SC2086 # a list of counts
+	wrk_pair large "$CORPUS/names.txt" $LARGE_CONNS
+fi
+
+if [[ " $PARTS " == *" churn "* ]]; then
+	# The rate without churn: part 1's mean for this client count, else a
+	# run now (before the writer replaces the corpus).
+	base=${CAIRN_RATE[$CHURN_CLIENTS]:-}
+	if [ -z "$base" ]; then
+		base=$(field files_per_s "$(dl_run "$CAIRN_URL" "$CHURN_CLIENTS" "$DURATION")")
+	fi
+	disk=$OUT/disk.csv
+	echo "t_s,node1_bytes,node2_bytes,node3_bytes" >"$disk"
+	t0=$SECONDS
+	(
+		while true; do
+			printf '%d' $((SECONDS - t0))
+			for i in 1 2 3; do printf ',%s' "$(du -sb "$CL_DIR/n$i" 2>/dev/null | cut -f1)"; done
+			echo
+			sleep "$DISK_EVERY"
+		done
+	) >>"$disk" &
+	DU_PID=$!
+	BENCH_PIDS+=("$DU_PID")
+	log "churn: $CHURN_CLIENTS readers through node 2, a writer through node 1 at $CHURN_RATE files/s, ${CHURN_DURATION}s"
+	line=$(dl_run "$CAIRN_URL" "$CHURN_CLIENTS" "$CHURN_DURATION" -write "${NODE_URL[1]}/downloads" \
+		-key "$ADMIN_KEY" -rate "$CHURN_RATE" -size "$SIZE") || FAILED=1
+	sleep 1
+	kill "$DU_PID" 2>/dev/null || true
+	log "churn: $line"
+	got=$(field files_per_s "$line")
+	emit "### Downloads under churn" ""
+	emit "$CHURN_CLIENTS readers through node 2 for ${CHURN_DURATION}s while a writer adds 2050 KB files through node 1 and deletes the oldest at $CHURN_RATE files/s each way; nodes with ${SERVER_ARGS:-the defaults}. git $REV." ""
+	emit "| files/s without churn | files/s under churn | **ratio** | reader errors | bad bodies | files put | files deleted | writer errors |" \
+		"|---:|---:|---:|---:|---:|---:|---:|---:|"
+	emit "| $base | $got | **$(awk -v a="$got" -v b="$base" 'BEGIN { printf "%.2f", (b > 0 ? a / b : 0) }')** | $(field errors "$line") | $(field bad "$line") | $(field puts "$line") | $(field deletes "$line") | $(field write_errors "$line") |"
+	emit "" "Data directory size per node (du -sb), MB:" "" "| t s | node 1 | node 2 | node 3 |" "|---:|---:|---:|---:|"
+	awk -F, 'NR > 1 && NF == 4 { printf "| %s | %.0f | %.0f | %.0f |\n", $1, $2 / 1e6, $3 / 1e6, $4 / 1e6 }' "$disk" | tee -a "$TABLE"
+	emit ""
+fi
+
+cluster_stop
+log "tables in $TABLE"
+exit "$FAILED"
