@@ -1,6 +1,7 @@
 package store
 
 import (
+	"strings"
 	"sync"
 
 	"github.com/cairn-fs/cairn/internal/blob"
@@ -23,7 +24,8 @@ import (
 // is not there — costs a map lookup, not a KV read per path component
 // and two error allocations. The same applied commands drop them (a
 // command that creates a path lists it in Result.Changed, as one that
-// removes it does).
+// removes it does, and the parents it creates with it are the path's
+// ancestors, dropped with it).
 type pathCache struct {
 	mu      sync.RWMutex
 	max     int
@@ -110,7 +112,19 @@ func (c *pathCache) drop(key string) {
 	c.mu.Lock()
 	c.gen++
 	delete(c.paths, key)
-	delete(c.absent, key)
+	if len(c.absent) > 0 {
+		// A command that creates a path creates its missing parent
+		// directories too, and lists only the path: its ancestors are no
+		// longer missing either.
+		for k := key; ; {
+			delete(c.absent, k)
+			i := strings.LastIndexByte(k, '/')
+			if i < 0 {
+				break
+			}
+			k = k[:i]
+		}
+	}
 	c.mu.Unlock()
 }
 

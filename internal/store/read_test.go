@@ -253,6 +253,15 @@ func TestOpenCachesMisses(t *testing.T) {
 	if got := readAll(t, e.s, "x/g.md5"); string(got) != "moved" {
 		t.Fatalf("after the directory rename: %q", got)
 	}
+	// A put creates its missing parents: they are no longer missing.
+	missing("p/q")
+	missing("p")
+	mustPut(t, e.s, "p/q/r.txt", []byte("deep"))
+	for _, dir := range []string{"p", "p/q"} {
+		if _, err := e.s.Open(ctx, "bkt", dir); !errors.Is(err, ErrIsDir) {
+			t.Fatalf("Open %s after a put below it: %v, want ErrIsDir", dir, err)
+		}
+	}
 	missing("z.md5")
 	mustPut(t, e.s, "w.md5", []byte("file"))
 	if err := e.s.Rename(ctx, "bkt", "w.md5", "z.md5"); err != nil {
