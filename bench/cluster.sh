@@ -96,6 +96,7 @@ need_tools curl:curl wrk:wrk nginx:nginx tar:tar sha256sum:coreutils
 trap cluster_cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
+check_quiet
 resolve_cairn_bin
 
 OUT=$DATA_DIR/results/cluster-$(date +%Y%m%d-%H%M%S)

@@ -58,6 +58,7 @@ need_tools curl:curl wrk:wrk nginx:nginx
 trap cluster_cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
+check_quiet
 resolve_cairn_bin
 
 OUT=$DATA_DIR/results/download-$(date +%Y%m%d-%H%M%S)

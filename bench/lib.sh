@@ -282,12 +282,26 @@ sample_lines() {
 machine_info() {
 	local cpu
 	cpu=$(grep -m1 'model name' /proc/cpuinfo 2>/dev/null | cut -d: -f2- | sed 's/^ *//')
-	printf 'host %s, %s CPUs (%s), %s MB RAM, kernel %s; %s; %s; git %s\n' \
+	printf 'host %s, %s CPUs (%s), %s MB RAM, kernel %s; %s; %s; git %s; load average before the run %s\n' \
 		"$(hostname)" "$(nproc)" "${cpu:-unknown CPU}" \
 		"$(awk '/MemTotal/ {print int($2/1024)}' /proc/meminfo)" "$(uname -r)" \
 		"$("$(nginx_bin)" -v 2>&1 | sed 's/.*: //')" \
 		"$(wrk -v 2>&1 | head -n1 | awk '{print $1, $2}')" \
-		"$(git -C "$REPO_DIR" rev-parse --short HEAD 2>/dev/null || echo unknown)"
+		"$(git -C "$REPO_DIR" rev-parse --short HEAD 2>/dev/null || echo unknown)" \
+		"${BENCH_START_LOAD:-unknown}"
+}
+
+# check_quiet: warn when the machine is busy before a benchmark starts (the
+# 1-minute load average above 1 on this machine's cores): other processes
+# share the cores with the client and the servers and move the ratios by
+# tens of percent (bench/README.md, "One method").
+check_quiet() {
+	local load
+	load=$(cut -d' ' -f1 /proc/loadavg 2>/dev/null || echo 0)
+	BENCH_START_LOAD=$load
+	if awk -v l="$load" 'BEGIN { exit !(l > 1.0) }'; then
+		log "WARNING: load average $load before the benchmark: other work shares the cores; ratios from this run are not comparable (bench/README.md, \"One method\")"
+	fi
 }
 
 # cairn_count_at URL BUCKET: the number of files in BUCKET, listed through

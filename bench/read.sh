@@ -95,6 +95,7 @@ DAV=${DAV:-0}
 if [ "$NGINX_ONLY" = 1 ]; then
 	SERVERS=nginx
 else
+	check_quiet
 	resolve_cairn_bin
 	if [ "$RULES_B" -gt 0 ] && [ -z "${CAIRN_BIN_B:-}" ]; then
 		CAIRN_BIN_B=$CAIRN_BIN
