@@ -361,3 +361,38 @@ func TestFastShutdownLetsAnswerFinish(t *testing.T) {
 		t.Fatal("connection left open after Shutdown")
 	}
 }
+
+// TestFastSlowSendfileSurvives: a body sent with sendfile in one loop (not
+// in deadline-sized chunks) to a slow but steady reader, for much longer
+// than WriteTimeout, arrives whole: the deadline is extended at each wait
+// that follows progress. (A stall is cut by the deadline as before:
+// TestFastStalledDownloadIsCut.)
+func TestFastSlowSendfileSurvives(t *testing.T) {
+	e, addr := fastEnv(t, func(c *Config) { c.WriteTimeout = time.Second })
+	const size = 24 << 20 // beyond the kernel's loopback buffers
+	e.put("/pub/one-blob", strings.Repeat("s", size))
+	c := dial(t, addr)
+	must(t, c.(*net.TCPConn).SetReadBuffer(16<<10))
+	fmt.Fprintf(c, "GET /pub/one-blob HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	must(t, err)
+	var got int64
+	start := time.Now()
+	var rerr error
+	for {
+		n, err := io.CopyN(io.Discard, resp.Body, 1<<20)
+		got += n
+		if err != nil {
+			rerr = err
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	c.Close()
+	if got != size || time.Since(start) < 2*time.Second {
+		t.Fatalf("steady reader: %d of %d bytes in %v (want all, over more than 2 write timeouts): %v", got, size, time.Since(start), rerr)
+	}
+	if e.s.fast.sentFile.Load() == 0 {
+		t.Fatal("the body did not leave with sendfile")
+	}
+}
