@@ -44,6 +44,27 @@ func startCairn(t *testing.T, subcmd, dir, addr string, args ...string) *server 
 	return s
 }
 
+// startThreeNodes starts a 3-node cluster of `cairn server` (nodes 2 and
+// 3 join node 1) with args for every node, under base, waits for three
+// voters, and creates bucket (a JSON body of POST /_cairn/buckets).
+func startThreeNodes(t *testing.T, base, bucket string, args ...string) ([]*server, clusterView) {
+	t.Helper()
+	var nodes []*server
+	for i := 1; i <= 3; i++ {
+		a := args
+		if i > 1 {
+			a = append(append([]string{}, args...), "--join", nodes[0].url)
+		}
+		nodes = append(nodes, startCairn(t, "server", filepath.Join(base, fmt.Sprint("n", i)), freeAddr(t), a...))
+	}
+	v := waitMembers(t, nodes[0], 3, nodes...)
+	waitFor(t, 30*time.Second, "bucket creation", func() bool {
+		resp, _ := do(t, "POST", nodes[0].url+"/_cairn/buckets", []byte(bucket), auth()...)
+		return resp.StatusCode == 201 || resp.StatusCode == 409
+	}, nodes...)
+	return nodes, v
+}
+
 func containsArg(args []string, a string) bool {
 	for _, x := range args {
 		if x == a {

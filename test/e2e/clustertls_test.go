@@ -35,19 +35,7 @@ func peerCert(t *testing.T, addr string) []*x509.Certificate {
 // --cluster-tls=off cannot join it and says why.
 func TestClusterTLS(t *testing.T) {
 	base := t.TempDir()
-	var nodes []*server
-	for i := 1; i <= 3; i++ {
-		var args []string
-		if i > 1 {
-			args = []string{"--join", nodes[0].url}
-		}
-		nodes = append(nodes, startCairn(t, "server", filepath.Join(base, fmt.Sprint("n", i)), freeAddr(t), args...))
-	}
-	v := waitMembers(t, nodes[0], 3, nodes...)
-	waitFor(t, 30*time.Second, "bucket creation", func() bool {
-		resp, _ := do(t, "POST", nodes[0].url+"/_cairn/buckets", []byte(`{"name":"web","public":true}`), auth()...)
-		return resp.StatusCode == 201 || resp.StatusCode == 409
-	}, nodes...)
+	nodes, v := startThreeNodes(t, base, `{"name":"web","public":true}`)
 	big := bytes.Repeat([]byte("encrypted between nodes "), 300_000) // 7.2 MB: two blobs
 	putOK(t, nodes[1].url+"/web/big.bin", big, nodes...)
 	for _, s := range nodes {

@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 )
 
 // TestResumeThroughAnotherNode: a download cut short on one node is
@@ -27,20 +26,7 @@ func TestResumeThroughAnotherNode(t *testing.T) {
 			t.Skipf("SKIPPED: %s not installed", tool)
 		}
 	}
-	base := t.TempDir()
-	var nodes []*server
-	for i := 1; i <= 3; i++ {
-		var args []string
-		if i > 1 {
-			args = []string{"--join", nodes[0].url}
-		}
-		nodes = append(nodes, startCairn(t, "server", filepath.Join(base, fmt.Sprint("n", i)), freeAddr(t), args...))
-	}
-	waitMembers(t, nodes[0], 3, nodes...)
-	waitFor(t, 30*time.Second, "bucket creation", func() bool {
-		resp, _ := do(t, "POST", nodes[0].url+"/_cairn/buckets", []byte(`{"name":"downloads","public":true,"checksum_sidecars":true}`), auth()...)
-		return resp.StatusCode == 201 || resp.StatusCode == 409
-	}, nodes...)
+	nodes, _ := startThreeNodes(t, t.TempDir(), `{"name":"downloads","public":true,"checksum_sidecars":true}`)
 	data := make([]byte, 2050*1024+17) // the download server's files: 2050 KB
 	rand.Read(data)
 	putOK(t, nodes[0].url+"/downloads/pkg.tar.gz", data, nodes...)
