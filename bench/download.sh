@@ -23,7 +23,7 @@
 #
 # Settings (environment): FILES=200 SIZE=2099200 (2050 KiB) CLIENTS="1 3 5 9"
 # DURATION=15 ROUNDS=2 SIDECAR_CONNS="2 20" LARGE_CONNS="2 8 20"
-# WRK_DURATION=8 CHURN_CLIENTS=5 CHURN_RATE=10 CHURN_DURATION=300
+# WRK_DURATION=8 WRK_ROUNDS=3 CHURN_CLIENTS=5 CHURN_RATE=10 CHURN_DURATION=300
 # DISK_EVERY=10 PARTS="reads sidecars large churn" CAIRN_BIN=path KEEP=1
 # SERVER_ARGS="..." (extra node flags; default "--gc-grace 1m
 # --gc-interval 10s": deleted files' blobs are kept --gc-grace, 15 min by
@@ -43,6 +43,7 @@ ROUNDS=${ROUNDS:-2}
 SIDECAR_CONNS=${SIDECAR_CONNS:-"2 20"}
 LARGE_CONNS=${LARGE_CONNS:-"2 8 20"}
 WRK_DURATION=${WRK_DURATION:-8}
+WRK_ROUNDS=${WRK_ROUNDS:-3}
 CHURN_CLIENTS=${CHURN_CLIENTS:-5}
 CHURN_RATE=${CHURN_RATE:-10}
 CHURN_DURATION=${CHURN_DURATION:-300}
@@ -141,16 +142,20 @@ if [[ " $PARTS " == *" reads "* ]]; then
 fi
 
 # wrk_pair WHAT PATHS CONNS...: wrk on random PATHS from nginx and from
-# Cairn (node 2), 2 rounds alternating, WRK_DURATION s; a table row per
-# connection count (best round).
+# Cairn (node 2), WRK_ROUNDS rounds alternating (nginx first in odd
+# rounds), WRK_DURATION s each; a table row per connection count: the best
+# round of each and the ratio of the means.
 wrk_pair() {
-	local what=$1 paths=$2 c r srv base prefix t line rps p99 bn bc pn pc
+	local what=$1 paths=$2 c r srv base prefix t line rps p99 order csv
 	shift 2
-	emit "| conns | nginx req/s | Cairn req/s | **Cairn/nginx** | nginx p99 ms | Cairn p99 ms |" "|---:|---:|---:|---:|---:|---:|"
+	csv=$OUT/$what.csv
+	echo "round,conns,server,rps,p99_ms" >"$csv"
+	emit "| conns | nginx req/s (best) | Cairn req/s (best) | **Cairn/nginx (best)** | (mean) | nginx p99 ms | Cairn p99 ms |" "|---:|---:|---:|---:|---:|---:|---:|"
 	for c in "$@"; do
-		bn=0 bc=0 pn=0 pc=0
-		for r in 1 2; do
-			for srv in nginx cairn; do
+		for r in $(seq 1 "$WRK_ROUNDS"); do
+			order="nginx cairn"
+			[ $((r % 2)) -eq 1 ] || order="cairn nginx"
+			for srv in $order; do
 				base=$NGINX_URL prefix=/
 				[ "$srv" = nginx ] || { base=${NODE_URL[2]}; prefix=/downloads/; }
 				t=$((c < 2 ? c : 2))
@@ -159,28 +164,28 @@ wrk_pair() {
 				line=$(grep '^BENCH_RESULT ' "$OUT/$what-$srv-c$c-r$r.txt" || echo "BENCH_RESULT rps=0 p99_ms=0")
 				rps=$(sed -n 's/.* rps=\([^ ]*\).*/\1/p' <<<"$line")
 				p99=$(sed -n 's/.* p99_ms=\([^ ]*\).*/\1/p' <<<"$line")
-				if [ "$srv" = nginx ]; then
-					awk -v a="$rps" -v b="$bn" 'BEGIN { exit !(a > b) }' && { bn=$rps; pn=$p99; }
-				else
-					awk -v a="$rps" -v b="$bc" 'BEGIN { exit !(a > b) }' && { bc=$rps; pc=$p99; }
-				fi
+				echo "$r,$c,$srv,$rps,$p99" >>"$csv"
 			done
 		done
-		emit "| $c | $bn | $bc | **$(awk -v a="$bc" -v b="$bn" 'BEGIN { printf "%.2f", (b > 0 ? a / b : 0) }')** | $pn | $pc |"
+		awk -F, -v c="$c" 'NR > 1 && $2 == c {
+			n[$3]++; s[$3] += $4; if ($4 > b[$3]) { b[$3] = $4; p[$3] = $5 } }
+			END { printf "| %s | %.0f | %.0f | **%.2f** | %.2f | %s | %s |\n", c, b["nginx"], b["cairn"],
+				(b["nginx"] > 0 ? b["cairn"] / b["nginx"] : 0), (s["nginx"] > 0 ? (s["cairn"] / n["cairn"]) / (s["nginx"] / n["nginx"]) : 0),
+				p["nginx"], p["cairn"] }' "$csv" | tee -a "$TABLE"
 	done
 	emit ""
 }
 
 if [[ " $PARTS " == *" sidecars "* ]]; then
 	emit "### Checksum sidecars: GET NAME.md5 only (wrk, random names)" ""
-	emit "Cairn answers from NAME's digests (--checksum-sidecars), through node 2; nginx serves stored .md5 files. wrk -t2, ${WRK_DURATION}s, 2 rounds alternating; best round. git $REV." ""
+	emit "Cairn answers from NAME's digests (--checksum-sidecars), through node 2; nginx serves stored .md5 files. wrk -t2, ${WRK_DURATION}s, $WRK_ROUNDS rounds alternating; best round and ratio of means. git $REV." ""
 	# shellcheck disable=SC2086 # a list of counts
 	wrk_pair sidecar "$OUT/md5-paths.txt" $SIDECAR_CONNS
 fi
 
 if [[ " $PARTS " == *" large "* ]]; then
 	emit "### The 2050 KB files alone (wrk, random names, no check)" ""
-	emit "Through node 2 against nginx; wrk -t2, ${WRK_DURATION}s, 2 rounds alternating; best round. git $REV." ""
+	emit "Through node 2 against nginx; wrk -t2, ${WRK_DURATION}s, $WRK_ROUNDS rounds alternating; best round and ratio of means. git $REV." ""
 	# shellcheck disable=SC2086 # a list of counts
 	wrk_pair large "$CORPUS/names.txt" $LARGE_CONNS
 fi
