@@ -255,15 +255,9 @@ func NewSampler(cfg SamplerConfig) (*Sampler, error) {
 
 // Start takes the first snapshot now and schedules the next each
 // Interval on the clock, until Stop. It does not block.
-func (s *Sampler) Start() {
-	s.Sample()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if !s.closed {
-		s.stop = s.cfg.Clock.AfterFunc(s.cfg.Interval, s.tick)
-	}
-}
+func (s *Sampler) Start() { s.tick() }
 
+// tick takes a snapshot and schedules the next one, unless stopped.
 func (s *Sampler) tick() {
 	s.Sample()
 	s.mu.Lock()

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"math/rand"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -29,15 +30,22 @@ func startClusterNode(t *testing.T, dir, addr, join string) *server {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.stop() })
-	waitFor(t, 30*time.Second, "node "+addr+" healthy", func() bool {
-		resp, err := httpc.Get(s.url + "/_cairn/health")
+	waitHealthy(t, s, httpc, "node "+addr)
+	return s
+}
+
+// waitHealthy waits until s answers 200 to GET /_cairn/health through c
+// (what names it in the failure).
+func waitHealthy(t *testing.T, s *server, c *http.Client, what string) {
+	t.Helper()
+	waitFor(t, 30*time.Second, what+" healthy", func() bool {
+		resp, err := c.Get(s.url + "/_cairn/health")
 		if err != nil {
 			return false
 		}
 		resp.Body.Close()
 		return resp.StatusCode == 200
 	}, s)
-	return s
 }
 
 // waitFor polls cond (the processes under test are not ours to signal)

@@ -33,14 +33,7 @@ func startCairn(t *testing.T, subcmd, dir, addr string, args ...string) *server 
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.stop() })
-	waitFor(t, 30*time.Second, subcmd+" "+addr+" healthy", func() bool {
-		resp, err := httpc.Get(s.url + "/_cairn/health")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == 200
-	}, s)
+	waitHealthy(t, s, httpc, subcmd+" "+addr)
 	return s
 }
 

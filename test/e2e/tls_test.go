@@ -145,13 +145,6 @@ func startServerTLS(t *testing.T, dir, addr string, c *http.Client, env []string
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.stop() })
-	waitFor(t, 30*time.Second, "HTTPS health", func() bool {
-		resp, err := c.Get(s.url + "/_cairn/health")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == 200
-	}, s)
+	waitHealthy(t, s, c, "HTTPS "+addr)
 	return s
 }
