@@ -137,6 +137,7 @@ bench: build
 	bash bench/ingest.sh
 	bash bench/cluster.sh
 	bash bench/mount.sh
+	bash bench/download.sh
 
 # Longer randomized and crash runs.
 soak: build

@@ -33,6 +33,7 @@ cluster_start() {
 			NODE_DEBUG[i]=127.0.0.1:$(pick_low_port)
 			join+=(--debug-listen "${NODE_DEBUG[i]}")
 		fi
+		# shellcheck disable=SC2086 # SERVER_ARGS: words
 		CAIRN_CLUSTER_SECRET=$CLUSTER_SECRET "$CAIRN_BIN" server --data "$CL_DIR/n$i" \
 			--listen "127.0.0.1:$port" "${join[@]}" $SERVER_ARGS >"${NODE_LOG[i]}" 2>&1 &
 		NODE_PID[i]=$!

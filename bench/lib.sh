@@ -304,6 +304,18 @@ check_quiet() {
 	fi
 }
 
+# shellcheck disable=SC2034 # used by the scripts that source this
+CLK_TCK=$(getconf CLK_TCK)
+# pid_ticks PID...: CPU clock ticks (utime + stime, CLK_TCK a second) used
+# so far by the processes PID... (0 for one that is gone).
+pid_ticks() {
+	local p t=0
+	for p in "$@"; do
+		t=$((t + $(awk '{print $14 + $15}' "/proc/$p/stat" 2>/dev/null || echo 0)))
+	done
+	echo "$t"
+}
+
 # cairn_count_at URL BUCKET: the number of files in BUCKET, listed through
 # the node at URL (every page of a recursive listing).
 cairn_count_at() {

@@ -200,16 +200,13 @@ check_alive() {
 	fi
 }
 
-CLK_TCK=$(getconf CLK_TCK)
 # server_cpu SERVER: CPU clock ticks (utime + stime) used so far by the
 # server's processes (nginx: its workers, not the idle master).
 server_cpu() {
-	local pids p t=0
+	local pids
 	if [ "$1" = nginx ]; then pids=$(pgrep -P "$NGINX_PID" || true); else pids=${PID_OF[$1]}; fi
-	for p in $pids; do
-		t=$((t + $(awk '{print $14 + $15}' "/proc/$p/stat" 2>/dev/null || echo 0)))
-	done
-	echo "$t"
+	# shellcheck disable=SC2086 # a list of PIDs
+	pid_ticks $pids
 }
 
 # run_wrk SERVER PROFILE CONNS SECONDS OUTFILE: one wrk run; prints the

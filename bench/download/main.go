@@ -10,15 +10,18 @@
 //	    can tell a file's bytes from another's.
 //
 //	download -mode read -url BASE -names FILE [-clients 5] [-duration 20s]
-//	         [-write URL -key KEY -rate 10 -size 2099200]
+//	         [-write URL -key KEY -rate 10 -size 2099200] [-names-out FILE]
+//	         [-cpuprofile FILE]
 //	    Runs -clients readers for -duration: each picks a random live file,
 //	    GETs BASE/NAME and BASE/NAME.md5, and checks that the body names
 //	    NAME in its first line and that its MD5 is the sidecar's. With
 //	    -write, a writer adds new files through that node (PUT, Bearer -key)
 //	    and deletes the oldest ones at -rate files/s, both ways: a new file
 //	    joins the readers' choice once -url serves it, and a file leaves it
-//	    before its DELETE, which waits until no reader is fetching it. Prints one "DOWNLOAD" line: files/s and MB/s
-//	    read, errors, bad bodies, and the writer's puts, deletes and errors.
+//	    before its DELETE, which waits until no reader is fetching it.
+//	    -names-out writes the live names at the end (the -names of the next
+//	    run after churn). Prints one "DOWNLOAD" line: files/s and MB/s read,
+//	    errors, bad bodies, and the writer's puts, deletes and errors.
 //
 // Every loop is bounded in count and time; every request has a timeout.
 package main
@@ -29,6 +32,7 @@ import (
 	"crypto/md5"
 	"encoding/binary"
 	"encoding/hex"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -36,13 +40,19 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 )
 
-func main() {
+func main() { os.Exit(run()) }
+
+// errFailed: the run saw errors or bad bodies (its DOWNLOAD line says how many).
+var errFailed = errors.New("errors or bad bodies")
+
+func run() int {
 	mode := flag.String("mode", "", "gen or read")
 	dir := flag.String("dir", "", "gen: corpus directory")
 	n := flag.Int("n", 200, "gen: files")
@@ -54,36 +64,57 @@ func main() {
 	write := flag.String("write", "", "read: base URL to write new files through (churn); empty: no writer")
 	key := flag.String("key", "", "read: admin key for the writer")
 	rate := flag.Float64("rate", 10, "read: files added and deleted per second by the writer")
+	namesOut := flag.String("names-out", "", "read: write the live names at the end to this file (the -names of a later run after churn)")
+	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of this process to this file")
 	flag.Parse()
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err == nil {
+			err = pprof.StartCPUProfile(f)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "download:", err)
+			return 1
+		}
+		defer func() { pprof.StopCPUProfile(); f.Close() }()
+	}
 	var err error
 	switch *mode {
 	case "gen":
 		err = gen(*dir, *n, *size)
 	case "read":
-		err = read(*base, *names, *clients, *duration, *write, *key, *rate, *size)
+		err = read(*base, *names, *namesOut, *clients, *duration, *write, *key, *rate, *size)
 	default:
 		err = fmt.Errorf("-mode gen or read")
 	}
-	if err != nil {
+	switch {
+	case errors.Is(err, errFailed):
+		return 2
+	case err != nil:
 		fmt.Fprintln(os.Stderr, "download:", err)
-		os.Exit(1)
+		return 1
 	}
+	return 0
 }
 
 // content returns the bytes of file name: a first line naming it, then
 // pseudo-random bytes seeded by the name.
-func content(name string, size int) []byte {
-	b := make([]byte, size)
-	head := fmt.Sprintf("cairn-download-bench %s %d\n", name, size)
-	n := copy(b, head)
+func content(name string, size int) []byte { return fill(make([]byte, size), name) }
+
+// fill writes file name's bytes (see content) into b, all of it, and
+// returns b. The writer reuses one buffer: its cost in the clients' CPU,
+// which the readers share, stays small.
+func fill(b []byte, name string) []byte {
+	n := copy(b, fmt.Sprintf("cairn-download-bench %s %d\n", name, len(b)))
 	var seed [8]byte
 	copy(seed[:], name)
 	r := rand.New(rand.NewPCG(uint64(len(name)), binary.LittleEndian.Uint64(seed[:])))
-	for i := n; i < size; i += 8 {
-		v := r.Uint64()
-		for j := 0; j < 8 && i+j < size; j++ {
-			b[i+j] = byte(v >> (8 * j))
-		}
+	i := n
+	for ; i+8 <= len(b); i += 8 {
+		binary.LittleEndian.PutUint64(b[i:], r.Uint64())
+	}
+	for v := r.Uint64(); i < len(b); i, v = i+1, v>>8 {
+		b[i] = byte(v)
 	}
 	return b
 }
@@ -172,7 +203,7 @@ func (l *live) add(name string) {
 	l.mu.Unlock()
 }
 
-func read(base, namesFile string, clients int, d time.Duration, write, key string, rate float64, size int) error {
+func read(base, namesFile, namesOut string, clients int, d time.Duration, write, key string, rate float64, size int) error {
 	if base == "" || namesFile == "" {
 		return fmt.Errorf("-url and -names are required")
 	}
@@ -259,8 +290,13 @@ func read(base, namesFile string, clients int, d time.Duration, write, key strin
 	fmt.Printf("DOWNLOAD clients=%d secs=%.1f files=%d files_per_s=%.1f mb_per_s=%.1f errors=%d bad=%d puts=%d deletes=%d write_errors=%d first_error=%q\n",
 		clients, secs, files.Load(), float64(files.Load())/secs, float64(bytesRead.Load())/secs/1e6,
 		errs.Load(), bad.Load(), puts.Load(), dels.Load(), werrs.Load(), fe)
+	if namesOut != "" {
+		if err := os.WriteFile(namesOut, []byte(strings.Join(l.names, "\n")+"\n"), 0o644); err != nil {
+			return err
+		}
+	}
 	if errs.Load() > 0 || bad.Load() > 0 || werrs.Load() > 0 {
-		os.Exit(2)
+		return errFailed
 	}
 	return nil
 }
@@ -269,6 +305,8 @@ func read(base, namesFile string, clients int, d time.Duration, write, key strin
 // until deadline, one of each at a time.
 func churn(hc *http.Client, l *live, write, read, key string, rate float64, size int, deadline time.Time,
 	puts, dels, errs *atomic.Int64, firstErr *atomic.Value) {
+	buf := make([]byte, size)
+	run := time.Now().UnixNano()
 	tick := time.NewTicker(time.Duration(float64(time.Second) / rate))
 	defer tick.Stop()
 	do := func(method, url string, body []byte) error {
@@ -290,8 +328,9 @@ func churn(hc *http.Client, l *live, write, read, key string, rate float64, size
 	}
 	for i := 0; time.Now().Before(deadline); i++ {
 		<-tick.C
-		name := fmt.Sprintf("n%06d-%d.bin", i, time.Now().UnixNano()%1e6)
-		if err := do(http.MethodPut, write+"/"+name, content(name, size)); err != nil {
+		name := fmt.Sprintf("n%d-%06d.bin", run, i) // unique across runs
+		if err := do(http.MethodPut, write+"/"+name, fill(buf, name)); err != nil {
+			buf = make([]byte, size) // the transport may still read the old one
 			errs.Add(1)
 			firstErr.CompareAndSwap(nil, err.Error())
 			continue
