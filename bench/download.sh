@@ -277,13 +277,13 @@ if [[ " $PARTS " == *" churn "* ]]; then
 	kill "$DU_PID" 2>/dev/null || true
 	emit "### Downloads under churn" ""
 	emit "Readers through node 2: for ${CHURN_BASE}s without churn for each client count, then for ${CHURN_DURATION}s each, back to back, while a writer (in the readers' process) adds 2050 KB files through node 1 and deletes the oldest at $CHURN_RATE files/s each way; nodes with ${SERVER_ARGS:-the defaults}; nodes 1 and 3 at nice $CHURN_NICE during churn. git $REV." ""
-	emit "| readers | files/s without churn | files/s under churn | **ratio** | reader errors | bad bodies | files put | files deleted | writer errors |" \
-		"|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+	emit "| readers | files/s without churn | files/s under churn | **ratio** | reader errors | bad bodies | files put | files deleted | files/s written | writer errors |" \
+		"|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
 	for c in $CHURN_CLIENTS; do
 		base=$(field files_per_s "${BLINE[$c]}")
 		got=$(field files_per_s "${CLINE[$c]}")
 		line=${CLINE[$c]}
-		emit "| $c | $base | $got | **$(awk -v a="$got" -v b="$base" 'BEGIN { printf "%.2f", (b > 0 ? a / b : 0) }')** | $(field errors "$line") | $(field bad "$line") | $(field puts "$line") | $(field deletes "$line") | $(field write_errors "$line") |"
+		emit "| $c | $base | $got | **$(awk -v a="$got" -v b="$base" 'BEGIN { printf "%.2f", (b > 0 ? a / b : 0) }')** | $(field errors "$line") | $(field bad "$line") | $(field puts "$line") | $(field deletes "$line") | $(awk -v p="$(field puts "$line")" -v d="$(field secs "$line")" 'BEGIN { printf "%.1f", (d > 0 ? p / d : 0) }') | $(field write_errors "$line") |"
 	done
 	emit "" "CPU of each process (cores: CPU seconds over the run's seconds), and per file read and per file written (ms; the writer's share: the CPU under churn less the reads' CPU at the rate without churn's cost per file):" "" \
 		"| readers | process | cores without churn | cores under churn | ms per file read, without | ms per file read, under churn | ms per file written |" \

@@ -50,6 +50,7 @@ export SYNC_JOBS
 
 need_tools curl:curl tar:tar xz:xz-utils sha256sum:coreutils
 bench_traps
+check_quiet
 [ "$BASELINE_ONLY" = 1 ] || resolve_cairn_bin
 
 KDIR=$DATA_DIR/kernel

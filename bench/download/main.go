@@ -16,7 +16,8 @@
 //	    GETs BASE/NAME and BASE/NAME.md5, and checks that the body names
 //	    NAME in its first line and that its MD5 is the sidecar's. With
 //	    -write, a writer adds new files through that node (PUT, Bearer -key)
-//	    and deletes the oldest ones at -rate files/s, both ways: a new file
+//	    and deletes the oldest ones at -rate files/s, both ways (up to 4
+//	    add-and-delete cycles at once, so the rate holds): a new file
 //	    joins the readers' choice once -url serves it, and a file leaves it
 //	    before its DELETE, which waits until no reader is fetching it.
 //	    -names-out writes the live names at the end (the -names of the next
@@ -301,14 +302,19 @@ func read(base, namesFile, namesOut string, clients int, d time.Duration, write,
 	return nil
 }
 
+// churnWriters is how many of the writer's add-and-delete cycles may be in
+// flight: one at a time falls behind -rate when a cycle takes longer than
+// 1/rate under load.
+const churnWriters = 4
+
 // churn adds a new file and deletes the oldest one rate times a second
-// until deadline, one of each at a time.
+// until deadline: cycle i is due at i/rate seconds from the start, and up
+// to churnWriters cycles run at once, so that a slow cycle delays no other
+// and the rate holds on average (a late cycle starts as soon as a writer
+// is free).
 func churn(hc *http.Client, l *live, write, read, key string, rate float64, size int, deadline time.Time,
 	puts, dels, errs *atomic.Int64, firstErr *atomic.Value) {
-	buf := make([]byte, size)
 	run := time.Now().UnixNano()
-	tick := time.NewTicker(time.Duration(float64(time.Second) / rate))
-	defer tick.Stop()
 	do := func(method, url string, body []byte) error {
 		req, err := http.NewRequest(method, url, bytes.NewReader(body))
 		if err != nil {
@@ -326,14 +332,15 @@ func churn(hc *http.Client, l *live, write, read, key string, rate float64, size
 		}
 		return nil
 	}
-	for i := 0; time.Now().Before(deadline); i++ {
-		<-tick.C
+	fail := func(err string) {
+		errs.Add(1)
+		firstErr.CompareAndSwap(nil, err)
+	}
+	cycle := func(buf []byte, i int) []byte {
 		name := fmt.Sprintf("n%d-%06d.bin", run, i) // unique across runs
 		if err := do(http.MethodPut, write+"/"+name, fill(buf, name)); err != nil {
-			buf = make([]byte, size) // the transport may still read the old one
-			errs.Add(1)
-			firstErr.CompareAndSwap(nil, err.Error())
-			continue
+			fail(err.Error())
+			return make([]byte, size) // the transport may still read the old one
 		}
 		puts.Add(1)
 		// Readers read through another node: the file joins their choice
@@ -347,8 +354,7 @@ func churn(hc *http.Client, l *live, write, read, key string, rate float64, size
 				}
 			}
 			if time.Now().After(seen) {
-				errs.Add(1)
-				firstErr.CompareAndSwap(nil, "not visible through the readers' node within 5 s: "+name)
+				fail("not visible through the readers' node within 5 s: " + name)
 				break
 			}
 			time.Sleep(time.Millisecond)
@@ -356,10 +362,33 @@ func churn(hc *http.Client, l *live, write, read, key string, rate float64, size
 		l.add(name)
 		old := l.retire()
 		if err := do(http.MethodDelete, write+"/"+old, nil); err != nil {
-			errs.Add(1)
-			firstErr.CompareAndSwap(nil, err.Error())
-			continue
+			fail(err.Error())
+			return buf
 		}
 		dels.Add(1)
+		return buf
 	}
+	due := make(chan int, 1024)
+	var wg sync.WaitGroup
+	for range churnWriters {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			buf := make([]byte, size)
+			for i := range due {
+				buf = cycle(buf, i)
+			}
+		}()
+	}
+	start := time.Now()
+	for i := 0; ; i++ {
+		at := start.Add(time.Duration(float64(i) / rate * float64(time.Second)))
+		if !at.Before(deadline) {
+			break
+		}
+		time.Sleep(time.Until(at))
+		due <- i
+	}
+	close(due)
+	wg.Wait()
 }
