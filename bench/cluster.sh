@@ -310,8 +310,6 @@ metric() {
 	curl -fsS --max-time 5 "${NODE_URL[$1]}/_cairn/metrics" 2>/dev/null |
 		awk -v n="$2" '$1 == n {v = $2} END {printf "%.0f", v + 0}'
 }
-# cpu_ticks PID: user + system CPU of PID so far, in clock ticks.
-cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat" 2>/dev/null || echo 0; }
 # machine_ticks: "busy total" clock ticks of all CPUs so far (/proc/stat; idle
 # and iowait count as not busy).
 machine_ticks() { awk '$1 == "cpu" {t = 0; for (i = 2; i <= NF; i++) t += $i; print t - $5 - $6, t}' /proc/stat; }
@@ -330,8 +328,7 @@ part_ingest() {
 	log "kernel: $files files, $links symlinks, $bytes bytes; reading tree and tarball once"
 	tar -cf - -C "$tree" . | cat >/dev/null
 	cat "$ktar" >/dev/null
-	local csv=$OUT/ingest.csv r t0 t1 dest got status leader="" c0 c1 f0 i tck
-	tck=$(getconf CLK_TCK)
+	local csv=$OUT/ingest.csv r t0 t1 dest got status leader="" c0 c1 f0 i
 	echo "round,method,seconds,status" >"$csv"
 	echo "round,n1_cpu_s,n2_cpu_s,n3_cpu_s,n1_fsyncs,n2_fsyncs,n3_fsyncs,batches,batched_blobs,client_cpu_s,machine_busy" >"$OUT/ingest-cpu.csv"
 	for r in $(seq 1 "$ROUNDS_INGEST"); do
@@ -353,7 +350,7 @@ part_ingest() {
 		sync
 		c0=() f0=()
 		for i in 1 2 3; do
-			c0[i]=$(cpu_ticks "${NODE_PID[i]}")
+			c0[i]=$(pid_ticks "${NODE_PID[i]}")
 			f0[i]=$(metric "$i" cairn_fsync_duration_seconds_count)
 		done
 		t0=$(now)
@@ -380,7 +377,7 @@ part_ingest() {
 		t1=$(now)
 		echo "$r,cairn sync,$(elapsed "$t0" "$t1"),$status" >>"$csv"
 		c1=$r
-		for i in 1 2 3; do c1+=,$(awk -v a="${c0[i]}" -v b="$(cpu_ticks "${NODE_PID[i]}")" -v t="$tck" 'BEGIN {printf "%.1f", (b - a) / t}'); done
+		for i in 1 2 3; do c1+=,$(awk -v a="${c0[i]}" -v b="$(pid_ticks "${NODE_PID[i]}")" -v t="$CLK_TCK" 'BEGIN {printf "%.1f", (b - a) / t}'); done
 		for i in 1 2 3; do c1+=,$(($(metric "$i" cairn_fsync_duration_seconds_count) - f0[i])); done
 		c1+=,$(metric 1 cairn_replica_put_batches_total),$(metric 1 cairn_replica_put_batched_blobs_total)
 		c1+=,$cli_cpu,$(awk -v a="$m0" -v b="$m1" 'BEGIN {split(a, x, " "); split(b, y, " "); if (y[2] > x[2]) printf "%.2f", (y[1] - x[1]) / (y[2] - x[2]); else print 0}')
