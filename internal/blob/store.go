@@ -576,10 +576,44 @@ func (s *Store) lookupRef(h *Hash, scratch []byte) (loc, *volRef, bool, error) {
 }
 
 // Has reports whether h is stored. It reads the needle header (one pread)
-// to rule out a hash-prefix collision; I/O errors report false.
+// to rule out a hash-prefix collision; I/O errors report false. A copy
+// whose append still waits for its fsync counts: see HasDurable.
 func (s *Store) Has(h Hash) bool {
 	_, err := s.Size(h)
 	return err == nil
+}
+
+// HasDurable reports whether h is stored durably: like Has, but a copy
+// whose append still waits for its group-commit fsync is waited for, and
+// does not count if that fsync fails. A peer that drops its own copy on
+// this node's word (a repair hand-off) must not count a copy that a crash
+// can still undo. It blocks at most one fsync.
+func (s *Store) HasDurable(h Hash) bool {
+	if s.closed.Load() {
+		return false
+	}
+	var scratch [volume.HeaderSize]byte
+	s.mu.Lock()
+	s.trimPending()
+	_, ok := s.findVerified(&h, scratch[:])
+	wait := s.pendingPut(h)
+	s.mu.Unlock()
+	if !ok {
+		return false
+	}
+	return wait == 0 || s.waitDurable(wait) == nil
+}
+
+// pendingPut returns the sequence number of the last append of h still
+// waiting for its fsync (0: none). Must hold s.mu.
+func (s *Store) pendingPut(h Hash) uint64 {
+	var seq uint64
+	for _, op := range s.pending {
+		if op.kind == opPut && op.h == h {
+			seq = op.seq
+		}
+	}
+	return seq
 }
 
 // Size returns the length of blob h, or ErrNotFound. One pread of the header.
@@ -1085,12 +1119,7 @@ func (s *Store) Put(h Hash, data []byte) error {
 	}
 	s.trimPending()
 	if _, ok := s.findVerified(&h, scratch[:]); ok {
-		var wait uint64
-		for _, op := range s.pending {
-			if op.kind == opPut && op.h == h {
-				wait = op.seq
-			}
-		}
+		wait := s.pendingPut(h)
 		s.mu.Unlock()
 		if wait == 0 {
 			return nil
@@ -1186,11 +1215,7 @@ func (s *Store) PutMany(hs []Hash, data [][]byte) []error {
 			continue
 		}
 		if _, ok := s.findVerified(&h, scratch[:]); ok {
-			for _, op := range s.pending {
-				if op.kind == opPut && op.h == h {
-					seqs[i] = op.seq
-				}
-			}
+			seqs[i] = s.pendingPut(h)
 			continue
 		}
 		need := volume.NeedleSize(len(data[i]))

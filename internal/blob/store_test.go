@@ -907,3 +907,56 @@ func TestOSFileSystem(t *testing.T) {
 	defer s.Close()
 	mustGet(t, s, h, d)
 }
+
+// HasDurable answers for a copy only once its fsync is done: a repair
+// hand-off drops its own copy on that answer, so a copy still waiting for
+// its group commit (Has already sees it) must not count, and one whose
+// fsync fails never does.
+func TestHasDurableWaitsForFsync(t *testing.T) {
+	e := newEnv(t, nil)
+	s := e.open()
+	data, h := blobN(7, 1000)
+	inSync := make(chan struct{})
+	release := make(chan struct{})
+	var once sync.Once
+	e.fs.SetFault(func(op vfs.Op, name string) error {
+		if op == vfs.OpSync && strings.HasSuffix(name, volSuffix) {
+			once.Do(func() { close(inSync) })
+			<-release
+			return syscall.EIO
+		}
+		return nil
+	})
+	putErr := make(chan error, 1)
+	go func() { putErr <- s.Put(h, data) }()
+	<-inSync // appended and indexed, its fsync held
+	if !s.Has(h) {
+		t.Fatal("setup: Has does not see the appended copy")
+	}
+	durable := make(chan bool, 1)
+	go func() { durable <- s.HasDurable(h) }()
+	select {
+	case v := <-durable:
+		t.Fatalf("HasDurable answered %v before the copy's fsync ended", v)
+	case <-time.After(50 * time.Millisecond):
+	}
+	close(release)
+	if v := <-durable; v {
+		t.Fatal("HasDurable counted a copy whose fsync failed")
+	}
+	if err := <-putErr; !errors.Is(err, ErrReadOnly) {
+		t.Fatalf("Put with failing fsync: %v, want ErrReadOnly", err)
+	}
+	e.fs.SetFault(nil)
+	// A durable copy counts at once.
+	s.Close()
+	e.fs.Crash()
+	s2 := e.open()
+	good, gh := blobN(8, 1000)
+	if err := s2.Put(gh, good); err != nil {
+		t.Fatal(err)
+	}
+	if !s2.HasDurable(gh) || s2.HasDurable(h) {
+		t.Fatal("HasDurable after recovery: want the acknowledged copy only")
+	}
+}

@@ -162,7 +162,7 @@ func Apply(b kv.Batch, index uint64, cmds []Command) ([]Result, error) {
 	for i := range cmds {
 		t := &txn{b: b, w: map[string][]byte{}}
 		a := &applier{t: t, r: NewReader(t), st: &st, index: index, cmd: &cmds[i], now: cmds[i].TimeNs}
-		if cmds[i].Op == OpReap {
+		if cmds[i].Op == OpReap || cmds[i].Op == OpReapOrphans {
 			st.reapedKnown = false // a reap writes and prunes markers
 		}
 		res, err := a.apply()
@@ -205,7 +205,8 @@ func ensureRoot(b kv.Batch) error {
 // applyState is what one Apply call learns once for all its commands.
 type applyState struct {
 	// reapedKnown: anyReaped says whether a reaped marker (x key) exists.
-	// Only OpReap writes or deletes markers; Apply forgets it before one.
+	// Only OpReap and OpReapOrphans write or delete markers; Apply
+	// forgets it before one.
 	reapedKnown, anyReaped bool
 }
 
@@ -253,6 +254,8 @@ func (a *applier) apply() (Result, error) {
 		return a.putRecord()
 	case OpDeleteRecord:
 		return a.deleteRecord()
+	case OpReapOrphans:
+		return a.reapOrphans()
 	default:
 		return Result{}, fmt.Errorf("%w: unknown op %d", ErrInvalid, a.cmd.Op)
 	}
@@ -976,14 +979,7 @@ func (a *applier) reap() (Result, error) {
 			return Result{}, err
 		}
 		a.t.del(refKey(h))
-		if prev, ok, err := a.r.get(reapedKey(h)); err != nil {
-			return Result{}, err
-		} else if ok && len(prev) == 8 {
-			a.t.del(reapedIndexKey(binary.BigEndian.Uint64(prev), h))
-		}
-		a.t.set(reapedKey(h), u64(a.index))
-		a.t.set(reapedIndexKey(a.index, h), nil)
-		if err := a.clearUnder(h); err != nil { // no copy is wanted any more
+		if err := a.markReaped(h); err != nil {
 			return Result{}, err
 		}
 		freed = append(freed, h)
@@ -992,6 +988,53 @@ func (a *applier) reap() (Result, error) {
 		return Result{}, err
 	}
 	return Result{Freed: freed}, nil
+}
+
+// reapOrphans approves deleting every blob of the command that has no
+// refcount entry: no file references it and it is not queued as garbage
+// (OpReap decides those). Such a copy is left by an upload that never
+// committed, or was spared by a replica put whose upload the log then
+// refused. The marker written at this index makes the log refuse any
+// upload that started before it and names the blob (checkReaped), so a
+// copy deleted on this word cannot be one an accepted file relies on; an
+// upload started after it put its copies through the reap guard, which
+// spares them.
+func (a *applier) reapOrphans() (Result, error) {
+	var freed []blob.Hash
+	for _, h := range a.cmd.Reap {
+		if _, ok, err := a.r.get(refKey(h)); err != nil {
+			return Result{}, err
+		} else if ok {
+			continue // referenced, or garbage that OpReap will decide
+		}
+		if at, ok, err := a.r.get(reapedKey(h)); err != nil {
+			return Result{}, err
+		} else if ok && len(at) == 8 && binary.BigEndian.Uint64(at) == a.index {
+			continue // listed twice
+		}
+		if err := a.markReaped(h); err != nil {
+			return Result{}, err
+		}
+		freed = append(freed, h)
+	}
+	if err := a.pruneMarkers(); err != nil {
+		return Result{}, err
+	}
+	return Result{Freed: freed}, nil
+}
+
+// markReaped records that the entry being applied approved deleting h
+// (its x marker, moved to this index, and y index key), and drops h's
+// under-replicated record: no copy is wanted any more.
+func (a *applier) markReaped(h blob.Hash) error {
+	if prev, ok, err := a.r.get(reapedKey(h)); err != nil {
+		return err
+	} else if ok && len(prev) == 8 {
+		a.t.del(reapedIndexKey(binary.BigEndian.Uint64(prev), h))
+	}
+	a.t.set(reapedKey(h), u64(a.index))
+	a.t.set(reapedIndexKey(a.index, h), nil)
+	return a.clearUnder(h)
 }
 
 // existing finds the entry at path (valid, not "") in the bucket whose

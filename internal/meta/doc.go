@@ -34,8 +34,8 @@
 //	g time(8) hash(32)       → empty: the blob's refcount fell to 0 at time
 //	h hash(32)               → time(8): reverse of the g key, so that a
 //	                           blob referenced again (0 → 1) leaves the queue
-//	x hash(32)               → index u64 of the OpReap that approved the
-//	                           blob's deletion
+//	x hash(32)               → index u64 of the OpReap or OpReapOrphans
+//	                           that last approved the blob's deletion
 //	y index(8) hash(32)      → empty: the x markers by index, for pruning
 //	n id(8)                  → cluster member (Node), encoded as below
 //	u hash(32)               → timeNs (varint), replicas (varint): the blob
@@ -102,6 +102,10 @@
 // end, also before any release, without a version bump: node records and
 // entries written before it do not decode.
 //
+// New ops keep the entry version: an entry holding OpReapOrphans (op 17)
+// is one a binary that predates it refuses to decode (unknown op), so it
+// stops applying instead of applying it differently.
+//
 // # Command semantics (choices not fixed by types.go)
 //
 //   - OpPutFile replacing a file keeps its inode number and link count and
@@ -120,8 +124,14 @@
 //     than ReapMarkerWindow entries old (the marker may have been pruned).
 //   - OpReap deletes the r, g and h keys of each approved blob and writes
 //     its x/y marker at the current index; then it prunes markers older
-//     than index - ReapMarkerWindow. Pruning runs only inside OpReap, so it
+//     than index - ReapMarkerWindow. Pruning runs only inside OpReap (and OpReapOrphans), so it
 //     is a pure function of the log.
+//   - OpReapOrphans approves the blobs of Reap that have no r entry (never
+//     referenced, or already reaped: copies left by uploads that never
+//     committed) and writes their x/y markers at the current index, like
+//     OpReap; a blob with an r entry (referenced, or count-0 garbage
+//     waiting for OpReap) is left alone. A node's orphan sweep proposes
+//     it for its own copies; every node deletes its copies on the entry.
 //   - OpDelete leaves empty parent directories in place (POSIX); an If-Match
 //     on a directory always fails (directories have no ETag).
 //   - OpRename: a file replaces a file; a directory replaces an empty

@@ -145,8 +145,11 @@ func (e *env) command(verb string, a args, now int64) (Command, bool) {
 		c.Op, c.DstPath = OpRename, a.arg(2)
 	case "setattr":
 		c.Op, c.File = OpSetAttr, file()
-	case "reap":
-		c.Op, c.ReapBefore = OpReap, a.num(e.t, "before")
+	case "reap", "reap-orphans":
+		c.Op = OpReapOrphans
+		if verb == "reap" {
+			c.Op, c.ReapBefore = OpReap, a.num(e.t, "before")
+		}
 		for _, n := range strings.Split(a.kv["blobs"], ",") {
 			if n != "" {
 				c.Reap = append(c.Reap, e.hash(n))

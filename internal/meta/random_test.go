@@ -78,6 +78,12 @@ func (g *gen) next(r *Reader, index uint64) Command {
 			}
 		}
 		c.Reap = append(c.Reap, g.hashes[g.rng.IntN(len(g.hashes))])
+	case p < 93:
+		// A node's orphan sweep: any known blob, referenced or not.
+		c.Op = OpReapOrphans
+		for range 1 + g.rng.IntN(3) {
+			c.Reap = append(c.Reap, g.hashes[g.rng.IntN(len(g.hashes))])
+		}
 	case p < 95:
 		c.Op, c.File = OpSetAttr, &Inode{Mode: uint32(g.rng.IntN(0o777)), Xattrs: map[string][]byte{"user.k": {byte(index)}}}
 	case p < 97:
@@ -220,7 +226,7 @@ func TestRefcountInvariants(t *testing.T) {
 				}
 			}
 			// The run must have exercised the interesting paths.
-			for _, op := range []Op{OpPutFile, OpDelete, OpRename, OpReap, OpMkdir} {
+			for _, op := range []Op{OpPutFile, OpDelete, OpRename, OpReap, OpReapOrphans, OpMkdir} {
 				if okByOp[op] == 0 {
 					t.Errorf("op %d never succeeded", op)
 				}

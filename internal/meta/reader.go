@@ -195,6 +195,15 @@ func (r *Reader) isEmptyDir(dir Ino) (bool, error) {
 // (0 if none).
 func (r *Reader) RefCount(h blob.Hash) (uint64, error) { return r.getU64(refKey(h)) }
 
+// Tracked reports whether h has a refcount entry: a file references it,
+// or its count fell to 0 and it waits in the garbage queue for an OpReap.
+// A blob that is not tracked was never referenced or was reaped: only an
+// OpReapOrphans may approve deleting its copies.
+func (r *Reader) Tracked(h blob.Hash) (bool, error) {
+	_, ok, err := r.get(refKey(h))
+	return ok, err
+}
+
 // Garbage returns up to limit (<= 0: all) blobs whose reference count fell
 // to zero before the time before (Unix ns), oldest first, that have not
 // been reaped or referenced again since.

@@ -155,8 +155,9 @@ const (
 	OpReserveInos                // Count: reserve that many inode numbers for a proposer's new files (Result.Inode.Ino is the first)
 	OpPutRecord                  // Record: create or replace a record; Name "" takes the kind's next sequence number (Result.Name)
 	OpDeleteRecord               // Record.Kind, Record.Name: remove a record (ErrNotFound if absent)
+	OpReapOrphans                // Reap: approve deletion of blobs no file references and no reap is pending for (orphans)
 
-	opLast = OpDeleteRecord
+	opLast = OpReapOrphans
 )
 
 // Valid reports whether op is a known command kind.
@@ -185,7 +186,8 @@ type Command struct {
 	// command fails with ErrBlobReaped and the proposer rewrites the blobs.
 	StartIndex uint64
 	// Reap lists blobs the proposer found with refcount 0 older than
-	// ReapBefore (OpReap).
+	// ReapBefore (OpReap), or copies it holds that nothing references
+	// (OpReapOrphans).
 	Reap       []blob.Hash
 	ReapBefore int64
 	// Node is the member record of OpSetNode and OpRemoveNode.
@@ -236,8 +238,8 @@ type Result struct {
 	Err     error
 	Created bool   // OpPutFile: no file existed before
 	Inode   *Inode // OpPutFile/OpMkdir/OpSetAttr: the new inode
-	// Freed lists, for OpReap, the blobs whose deletion was approved: the
-	// node may now delete its copies.
+	// Freed lists, for OpReap and OpReapOrphans, the blobs whose deletion
+	// was approved: every node may now delete its copies, and only now.
 	Freed []blob.Hash
 	// Changed lists paths ("bucket/path") whose resolution changed, for
 	// path caches; ChangedAll means "drop every cached path" (rename of a

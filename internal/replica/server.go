@@ -16,6 +16,8 @@ import (
 type BlobStore interface {
 	Local
 	Size(h blob.Hash) (int64, error)
+	// HasDurable is Has that counts a copy only once it is durable.
+	HasDurable(h blob.Hash) bool
 }
 
 // BlobServer answers the blob half of transport.Handler (PutBlob, GetBlob,
@@ -55,7 +57,9 @@ func (s BlobServer) GetBlob(ctx context.Context, from transport.NodeID, h blob.H
 func (s BlobServer) HasBlobs(ctx context.Context, from transport.NodeID, hs []blob.Hash) ([]bool, error) {
 	out := make([]bool, len(hs))
 	for i, h := range hs {
-		out[i] = s.Store.Has(h)
+		// A hand-off drops its copy on this answer: only a copy a crash
+		// cannot undo counts (docs/design/0004-blob-deletion.md).
+		out[i] = s.Store.HasDurable(h)
 	}
 	return out, nil
 }

@@ -28,4 +28,11 @@
 // Uploads pin the blobs they use, so a local copy an upload relies on is
 // never deleted under it; a reap that raced an upload is detected by the
 // command's StartIndex (meta.ErrBlobReaped) and the upload retries.
+//
+// Orphans (local copies no file references and no reap is pending for:
+// failed uploads, copies a replica put spared) are deleted on the log's
+// word too: the GC pass proposes meta.OpReapOrphans for those seen for
+// GCGrace, and the entry's approval goes through Applied, the reap guard
+// and the deleter like a reap's. No code path of this package deletes a
+// copy the log has not condemned (docs/design/0004-blob-deletion.md).
 package store

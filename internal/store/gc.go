@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"errors"
 	"time"
 
 	"github.com/cairn-fs/cairn/internal/blob"
@@ -12,7 +11,7 @@ import (
 // GCStats reports what one GC pass did.
 type GCStats struct {
 	Reaped    int // unreferenced blobs whose deletion the log approved
-	Orphans   int // blobs with no namespace record deleted (failed uploads)
+	Orphans   int // copies nothing referenced whose deletion the log approved (OpReapOrphans)
 	Compacted int // volumes compacted
 }
 
@@ -39,9 +38,10 @@ func (s *Local) gcLoop() {
 }
 
 // GC runs one garbage-collection pass: blobs unreferenced for longer than
-// GCGrace are reclaimed through the log, orphan blobs (written by uploads
-// that never committed) are deleted once seen for GCGrace, then volumes
-// with too much garbage are compacted. orphans carries first-seen times
+// GCGrace are reclaimed through the log (OpReap), orphan copies (written
+// by uploads that never committed) seen for GCGrace are reclaimed
+// through the log too (OpReapOrphans), then volumes with too much garbage
+// are compacted. No copy is deleted but on an applied entry's word. orphans carries first-seen times
 // between passes; pass nil to treat every orphan as old (tests).
 func (s *Local) GC(ctx context.Context) (GCStats, error) {
 	return s.gc(ctx, nil)
@@ -80,23 +80,33 @@ func (s *Local) gc(ctx context.Context, orphans map[blob.Hash]time.Time) (GCStat
 		}
 	}
 
-	// Orphans: present locally, no reference in the namespace, no upload
-	// holding them.
+	// Orphans: local copies that no file references and no reap is
+	// pending for (not tracked by meta), that no upload holds, seen for
+	// GCGrace since this node last stored them. The sweep never deletes
+	// one itself: it proposes OpReapOrphans, whose entry approves the
+	// blobs still untracked when it applies and marks them reaped, so
+	// the log refuses any upload that started before it and names one
+	// (docs/design/0004-blob-deletion.md). The deletions then run where
+	// every approved deletion runs: Applied, the reap guard, the deleter.
 	var cands []blob.Hash
 	s.blobs.Range(func(h blob.Hash, size int64) bool {
 		if !s.pins.isHeld(h) {
-			if n, err := s.meta.RefCount(h); err == nil && n == 0 {
+			if tracked, err := s.meta.Tracked(h); err == nil && !tracked {
 				cands = append(cands, h)
 			}
 		}
 		return ctx.Err() == nil
 	})
+	// Copies stored again since the last pass (replica puts) start their
+	// grace anew: an upload in flight is not refused needlessly.
+	fresh, allFresh := s.reap.takeStored()
 	seen := make(map[blob.Hash]bool, len(cands))
+	var due []blob.Hash
 	for _, h := range cands {
 		seen[h] = true
 		if orphans != nil {
 			first, ok := orphans[h]
-			if !ok {
+			if _, again := fresh[h]; !ok || again || allFresh {
 				orphans[h] = now
 				continue
 			}
@@ -104,24 +114,25 @@ func (s *Local) gc(ctx context.Context, orphans map[blob.Hash]time.Time) (GCStat
 				continue
 			}
 		}
-		if !s.pins.startDelete(h) {
-			continue
-		}
-		// Re-check under the deletion guard: an upload may have committed.
-		if n, err := s.meta.RefCount(h); err == nil && n == 0 {
-			if err := s.blobs.Delete(h); err == nil {
-				st.Orphans++
-			} else if !errors.Is(err, blob.ErrNotFound) {
-				s.cfg.Logger.Warn("delete orphan blob", "hash", h.String(), "err", err)
-			}
-		}
-		s.pins.endDelete(h)
-		delete(orphans, h)
+		due = append(due, h)
 	}
 	for h := range orphans {
 		if !seen[h] {
 			delete(orphans, h)
 		}
+	}
+	for len(due) > 0 {
+		part := due[:min(len(due), 1000)]
+		due = due[len(part):]
+		res, err := s.propose(ctx, meta.Command{Op: meta.OpReapOrphans, Reap: part})
+		if err != nil {
+			return st, err
+		}
+		st.Orphans += len(res.Freed)
+		for _, h := range part {
+			delete(orphans, h)
+		}
+		s.del.wait()
 	}
 
 	n, err := s.blobs.Compact()

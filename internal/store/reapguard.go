@@ -42,10 +42,29 @@ type reapGuard struct {
 	// put of such a blob syncs first, so the replay cannot happen after it.
 	reapedAt map[blob.Hash]uint64
 	synced   uint64
+	// stored: blobs put by a replica put since the orphan sweep last
+	// looked (takeStored); storedAll when more than maxStored were.
+	stored    map[blob.Hash]struct{}
+	storedAll bool
 }
 
+// maxStored bounds reapGuard.stored; past it the sweep treats every
+// orphan as stored again (it only waits longer).
+const maxStored = 1 << 16
+
 func newReapGuard() *reapGuard {
-	return &reapGuard{doomed: map[blob.Hash]struct{}{}, ahead: map[blob.Hash]uint64{}, reapedAt: map[blob.Hash]uint64{}}
+	return &reapGuard{doomed: map[blob.Hash]struct{}{}, ahead: map[blob.Hash]uint64{}, reapedAt: map[blob.Hash]uint64{},
+		stored: map[blob.Hash]struct{}{}}
+}
+
+// takeStored returns the blobs stored by replica puts since the last
+// call (all: too many were to remember) and forgets them.
+func (g *reapGuard) takeStored() (hs map[blob.Hash]struct{}, all bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	hs, all = g.stored, g.storedAll
+	g.stored, g.storedAll = map[blob.Hash]struct{}{}, false
+	return hs, all
 }
 
 // reaped records that the entry at index approved deleting hs; it returns
@@ -92,6 +111,11 @@ func (g *reapGuard) put(h blob.Hash, start uint64) {
 	// applied: cancel it (sparing is safe even for a reap past start,
 	// whose upload the log refuses: the copy becomes an orphan).
 	delete(g.doomed, h)
+	if len(g.stored) < maxStored {
+		g.stored[h] = struct{}{}
+	} else {
+		g.storedAll = true
+	}
 	if start <= g.applied {
 		return
 	}
