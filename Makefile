@@ -139,9 +139,12 @@ bench: build
 	bash bench/mount.sh
 	bash bench/download.sh
 
-# Longer randomized and crash runs.
+# Longer randomized and crash runs: internal/sim runs SOAK_SEEDS seeds
+# (1000, 1001, ...) beyond the 12 of make test, about 5 s each on 2 cores.
+SOAK_SEEDS ?= 200
+SOAK_TIMEOUT ?= 90m
 soak: build
-	CAIRN_SOAK=1 $(GO) test -count=1 -timeout 60m ./...
+	CAIRN_SOAK=1 CAIRN_SOAK_SEEDS=$(SOAK_SEEDS) $(GO) test -count=1 -timeout $(SOAK_TIMEOUT) ./...
 
 clean:
 	rm -rf bin $(S3_VENV) test/ui/node_modules

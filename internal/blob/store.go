@@ -521,6 +521,22 @@ func (s *Store) mapVolume(vr *volRef, active bool) {
 	}
 }
 
+// checkFailed names blob h in err, met reading its needle: a failed check
+// (volume.ErrCorrupt) wraps ErrCorrupt, which quarantines the copy; any
+// other error (an I/O error: a disk that may well answer the next read)
+// is returned as a read error, and the copy is left alone. Quarantining on
+// an I/O error deleted the only copy of an R=1 file on a transient EIO
+// (found by internal/sim's disk faults).
+func checkFailed(h *Hash, err error) error {
+	switch {
+	case errors.Is(err, ErrCorrupt):
+		return err
+	case errors.Is(err, volume.ErrCorrupt):
+		return fmt.Errorf("blob %s: %w: %w", h.String(), ErrCorrupt, err)
+	}
+	return fmt.Errorf("blob %s: read: %w", h.String(), err)
+}
+
 // acquire returns a reference to volume id, or nil if it is gone or retired.
 func (s *Store) acquire(id uint32) *volRef {
 	vr := (*s.vols.Load())[id]
@@ -558,10 +574,7 @@ func (s *Store) lookupRef(h *Hash, scratch []byte) (loc, *volRef, bool, error) {
 			if err != nil {
 				err = s.readFailed(vr, l, h, err)
 				vr.release()
-				if !errors.Is(err, ErrCorrupt) {
-					err = fmt.Errorf("blob %s: %w: %w", h.String(), ErrCorrupt, err)
-				}
-				return loc{}, nil, false, err
+				return loc{}, nil, false, checkFailed(h, err)
 			}
 			if match {
 				return l, vr, verified&(1<<i) != 0, nil
@@ -705,7 +718,7 @@ func (s *Store) readFrom(vr *volRef, l loc, h *Hash, p []byte, off int64) (n int
 	case err == volume.ErrNotMapped:
 		return s.preadFrom(vr, l, h, p, off, want)
 	case err != nil:
-		return 0, true, fmt.Errorf("blob %s: %w: %w", h.String(), ErrCorrupt, err)
+		return 0, true, checkFailed(h, err)
 	case !match:
 		return 0, false, nil
 	}
@@ -745,7 +758,7 @@ func (s *Store) preadFrom(vr *volRef, l loc, h *Hash, p []byte, off, want int64)
 	} else {
 		hd, err := vr.v.ReadHeader(base, buf)
 		if err != nil {
-			return 0, true, fmt.Errorf("blob %s: %w: %w", h.String(), ErrCorrupt, err)
+			return 0, true, checkFailed(h, err)
 		}
 		if hd.Hash != *h {
 			return 0, false, nil

@@ -7,6 +7,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -315,4 +316,55 @@ func TestCompactionSkipsCorruptVolume(t *testing.T) {
 		d, _ := blobN(i, 2000)
 		mustGet(t, s, hs[i], d)
 	}
+}
+
+// An I/O error reading a needle is not corruption: the copy is left as it
+// is (not quarantined, no tombstone), the read fails with the I/O error,
+// and once the disk answers again the copy reads back. Quarantining here
+// deleted the only copy of an R=1 file on a transient EIO (internal/sim,
+// disk faults).
+func TestReadEIOLeavesCopy(t *testing.T) {
+	e := newEnv(t, func(c *Config) { c.DisableMmap = true })
+	s := e.open()
+	small, hs := blobN(11, 900)
+	large, hl := blobN(12, 200<<10)
+	for _, b := range [][]byte{small, large} {
+		if err := s.Put(Sum(b), b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.fs.SetFault(func(op vfs.Op, name string) error {
+		if op == vfs.OpRead && strings.HasSuffix(name, volSuffix) {
+			return syscall.EIO
+		}
+		return nil
+	})
+	for _, c := range []struct {
+		name string
+		h    Hash
+		n    int
+		off  int64
+	}{{"small", hs, 100, 0}, {"large pread", hl, 100 << 10, 1000}, {"past the first read", hl, 10, 150 << 10}} {
+		_, err := s.ReadAt(c.h, make([]byte, c.n), c.off)
+		if err == nil || errors.Is(err, ErrCorrupt) || errors.Is(err, ErrNotFound) || !errors.Is(err, syscall.EIO) {
+			t.Fatalf("%s: ReadAt on a failing disk: %v, want an EIO that is neither corrupt nor not found", c.name, err)
+		}
+		if _, _, _, _, err := s.Locate(c.h); err == nil || errors.Is(err, ErrCorrupt) {
+			t.Fatalf("%s: Locate on a failing disk: %v, want an I/O error", c.name, err)
+		}
+		if _, err := s.Get(c.h, nil); err == nil || errors.Is(err, ErrCorrupt) {
+			t.Fatalf("%s: Get on a failing disk: %v, want an I/O error", c.name, err)
+		}
+	}
+	e.fs.SetFault(nil)
+	if n := s.Stats().CorruptCopies; n != 0 {
+		t.Fatalf("%d copies quarantined for an I/O error", n)
+	}
+	mustGet(t, s, hs, small)
+	mustGet(t, s, hl, large)
+	// And after a restart (no tombstone was written).
+	s.Close()
+	s = e.open()
+	mustGet(t, s, hs, small)
+	mustGet(t, s, hl, large)
 }

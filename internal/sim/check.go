@@ -98,6 +98,7 @@ func (s *Sim) finish() error {
 	clear(s.pausedUntil)
 	clear(s.downSince)
 	s.fmu.Unlock()
+	s.endDiskFaults(true)
 	s.heal()
 	for _, n := range s.nodes {
 		if n.inc == nil {
@@ -135,7 +136,7 @@ func (s *Sim) finish() error {
 		return err
 	}
 	s.res.AppliedIndex = idx
-	s.checkFiles()
+	s.checkFiles("after healing")
 	// Blob deletions after the reap run off the apply goroutine: give them
 	// time, and repair a last time.
 	var perr error
@@ -143,6 +144,7 @@ func (s *Sim) finish() error {
 		if perr = s.checkPlacement(); perr == nil {
 			break
 		}
+		s.cfg.Logf("placement not settled yet: %v", perr)
 		if err := s.settleRepair(); err != nil {
 			s.fail("%v", err)
 			break
@@ -309,7 +311,8 @@ func (s *Sim) checkNamespace() (uint64, error) {
 
 // checkFiles: invariant (a), every path holds an allowed value, read
 // through every node (a node lacking a blob fetches it from a replica).
-func (s *Sim) checkFiles() {
+// when says at which check, for the failure messages.
+func (s *Sim) checkFiles(when string) {
 	for _, key := range s.hist.keys() {
 		allowed := s.hist.allowed(key)
 		bucket, path, _ := cutKey(key)
@@ -328,18 +331,18 @@ func (s *Sim) checkFiles() {
 						hist += fmt.Sprintf("\n    blob %.12s (node 1 applied): %v", e.Hash.String(), s.blobHistory(e.Hash))
 					}
 				}
-				s.fail("after healing, %s is unreadable via node %d: %v; allowed %s; puts refused with ErrBlobReaped on this path: %d; writes:%s%s",
-					key, n.id, err, short(allowed), r, s.hist.describe(key), hist)
+				s.fail("%s, %s is unreadable via node %d: %v; allowed %s; puts refused with ErrBlobReaped on this path: %d; writes:%s%s",
+					when, key, n.id, err, short(allowed), r, s.hist.describe(key), hist)
 				continue
 			default:
 				got = hashHex(data)
 				if got != sum {
-					s.fail("after healing, %s via node %d: bytes hash to %.12s, inode says %.12s;%s", key, n.id, got, sum, s.blobDiag(n.inc, bucket, path))
+					s.fail("%s, %s via node %d: bytes hash to %.12s, inode says %.12s;%s", when, key, n.id, got, sum, s.blobDiag(n.inc, bucket, path))
 				}
 			}
 			if !slices.Contains(allowed, got) {
-				s.fail("after healing, %s via node %d holds %.12s; allowed %s; writes:%s",
-					key, n.id, got, short(allowed), s.hist.describe(key))
+				s.fail("%s, %s via node %d holds %.12s; allowed %s; writes:%s",
+					when, key, n.id, got, short(allowed), s.hist.describe(key))
 			}
 		}
 	}
@@ -426,16 +429,21 @@ func (s *Sim) sabotage() {
 			}
 		}
 	case "blob": // every copy of a referenced blob lost
-		var victim blob.Hash
-		found := false
-		s.nodes[0].inc.reader.ReferencedBlobs(store.DefaultReplicas, func(h blob.Hash, rf int) bool {
-			victim, found = h, true
-			return false
-		})
-		if found {
-			for _, n := range s.nodes {
-				n.inc.blobs.Delete(victim)
-			}
+		s.loseBlob()
+	}
+}
+
+// loseBlob deletes every copy of one referenced blob (sabotage).
+func (s *Sim) loseBlob() {
+	var victim blob.Hash
+	found := false
+	s.nodes[0].inc.reader.ReferencedBlobs(store.DefaultReplicas, func(h blob.Hash, rf int) bool {
+		victim, found = h, true
+		return false
+	})
+	if found {
+		for _, n := range s.nodes {
+			n.inc.blobs.Delete(victim)
 		}
 	}
 }

@@ -52,7 +52,23 @@
 // time. Execution skips an operation whose node is down or paused at that
 // moment, which the schedule itself decides.
 //
+// Disk faults (evDisk, drawn from an RNG of their own so that the rest of
+// a seed's schedule predates them): about one per 10 s, a node's blob
+// disk fails for 0.3 to 3 s through the vfs seam (vfs.Mem.SetFault):
+// half of its reads fail with EIO, or every write fails with EIO, or
+// with ENOSPC (sometimes after a part of it), or every fsync fails. A
+// store whose write or fsync failed turns read-only and is never retried;
+// when the fault ends, such a node is killed and restarted over its disks,
+// as an operator would. A put answered ErrNoSpace is "refused" in the
+// model: it must never take effect.
+//
 // # The invariants
+//
+// Whenever the last fault in force ends during the workload (a heal), the
+// driver holds the schedule, waits for every operation in flight to be
+// answered and every node to apply the same index, and checks (a) below
+// through every node, without repair, on every bucket including R=1;
+// then the schedule resumes where it stopped (Result.Heals counts them).
 //
 // After the workload, everything heals: links restored, paused nodes
 // resumed, crashed nodes restarted. The driver waits for every operation
@@ -89,8 +105,9 @@
 // With one seed and -v the faults are logged as they happen;
 // CAIRN_SIM_LOG=1 sends every component's debug log to stderr;
 // CAIRN_SIM_STACKS=1 dumps all goroutines when a wait times out. `make
-// test` runs the seeds in sim_test.go; CAIRN_SOAK=1 (make soak) adds 200
-// more; -short runs two short ones.
+// test` runs the 12 seeds in sim_test.go; CAIRN_SOAK=1 (make soak) adds
+// CAIRN_SOAK_SEEDS more (make soak SOAK_SEEDS=n; default 200); -short runs
+// two short ones.
 //
 // # What replays exactly, and what does not
 //
@@ -110,8 +127,8 @@
 // HTTP front ends and the real HTTP transport; memberlist itself (the
 // detector is simulated); join, the registration loop, membership changes
 // after bootstrap (adding, draining, removing nodes), promotion of learners
-// to replace a lost voter, force-new-cluster and witnesses; disk faults
-// other than crashes (EIO, ENOSPC, read-only stores); clock skew between
+// to replace a lost voter, force-new-cluster and witnesses; faults of the
+// Pebble disk other than crashes (the namespace's disk: EIO, ENOSPC); clock skew between
 // nodes (one fake clock); losing a disk for good; more than one node down
 // at once; linearizability of reads (test/e2e checks a recorded history
 // with porcupine on real processes under faults).

@@ -22,6 +22,7 @@ const (
 	pending outcome = iota
 	acked           // answered with success: it took effect
 	unknown         // answered with an error: it may or may not take effect, now or later
+	refused         // answered with store.ErrNoSpace: it never takes effect (no command was proposed)
 )
 
 // absent is the value of a path with no file.
@@ -43,6 +44,7 @@ type history struct {
 	writes                           map[string][]*write
 	written                          map[string]map[string]bool // key → every value a write ever tried
 	acked, unknowns, reads, readErrs int
+	refused                          int
 }
 
 func newHistory() *history {
@@ -68,8 +70,10 @@ func (h *history) begin(node uint64, key, value string) *write {
 }
 
 // end records the answer. A delete of a missing path is a success that
-// leaves the path absent; any other error leaves the outcome unknown (the
-// store cannot say whether a timed-out proposal will still apply).
+// leaves the path absent; a put refused for want of space (ErrNoSpace:
+// a blob could not be stored, so nothing was proposed) never takes
+// effect; any other error leaves the outcome unknown (the store cannot
+// say whether a timed-out proposal will still apply).
 func (h *history) end(w *write, err error) {
 	t := h.clock.Add(1)
 	h.mu.Lock()
@@ -78,6 +82,11 @@ func (h *history) end(w *write, err error) {
 	if err == nil || (w.value == absent && errors.Is(err, store.ErrNotFound)) {
 		w.outcome, w.end = acked, t
 		h.acked++
+		return
+	}
+	if w.value != absent && errors.Is(err, store.ErrNoSpace) {
+		w.outcome, w.end = refused, t
+		h.refused++
 		return
 	}
 	w.outcome = unknown
@@ -104,6 +113,9 @@ func (h *history) allowed(key string) []string {
 		out = append(out, absent)
 	}
 	for _, w := range ws {
+		if w.outcome == refused {
+			continue // the namespace never saw it
+		}
 		dominated := false
 		for _, a := range ws {
 			if a.outcome == acked && a.start > w.end {
@@ -147,7 +159,7 @@ func (h *history) describe(key string) string {
 		if len(v) > 12 {
 			v = v[:12]
 		}
-		o := map[outcome]string{pending: "pending", acked: "acked", unknown: "unknown"}[w.outcome]
+		o := map[outcome]string{pending: "pending", acked: "acked", unknown: "unknown", refused: "refused"}[w.outcome]
 		end := "∞"
 		if w.end != math.MaxInt64 {
 			end = fmt.Sprint(w.end)

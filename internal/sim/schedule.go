@@ -29,9 +29,26 @@ const (
 	evPause     // stop node a (no ticks, inbound held) for dur
 	evLossy     // raise the message fault rates for dur
 	evRepairAll // run a repair pass on every up node
+	evDisk      // node a's blob disk fails (disk) for dur
 )
 
-var evNames = [...]string{"put", "delete", "read", "isolate", "split", "oneway", "heal", "crash", "pause", "lossy", "repair"}
+var evNames = [...]string{"put", "delete", "read", "isolate", "split", "oneway", "heal", "crash", "pause", "lossy", "repair", "disk"}
+
+// diskFault is what a failing blob disk does (evDisk), through the vfs
+// seam (vfs.Mem.SetFault), as Pebble's errorfs does for its files.
+type diskFault int
+
+const (
+	diskReadEIO  diskFault = iota // half of the reads fail with EIO
+	diskWriteEIO                  // every write fails with EIO: the store turns read-only
+	diskNoSpace                   // every write fails with ENOSPC, sometimes after a part of it
+	diskSyncEIO                   // every fsync fails: the store turns read-only
+	diskFaults
+)
+
+var diskNames = [...]string{"read EIO", "write EIO", "ENOSPC", "fsync EIO"}
+
+func (d diskFault) String() string { return diskNames[d] }
 
 func (k evKind) String() string { return evNames[k] }
 
@@ -66,6 +83,7 @@ type event struct {
 	dur    time.Duration
 	torn   bool // crash: torn tails on the blob disk
 	pct    int  // crash: % of unsynced Pebble data kept
+	disk   diskFault
 }
 
 func (e event) String() string {
@@ -74,6 +92,8 @@ func (e event) String() string {
 		return fmt.Sprintf("%v put %s/%s (%d B) via %d", e.at, e.bucket, e.path, e.body.size, e.node)
 	case evDelete, evRead:
 		return fmt.Sprintf("%v %v %s/%s via %d", e.at, e.kind, e.bucket, e.path, e.node)
+	case evDisk:
+		return fmt.Sprintf("%v disk of %d: %v for %v", e.at, e.node, e.disk, e.dur)
 	default:
 		return fmt.Sprintf("%v %v %d %d for %v", e.at, e.kind, e.node, e.other, e.dur)
 	}
@@ -182,6 +202,7 @@ func makeSchedule(seed uint64, cfg Config, ids []uint64) []event {
 		}
 		t += d + time.Duration(200+rng.IntN(2000))*time.Millisecond
 	}
+	evs = append(evs, diskSchedule(seed, cfg, ids)...)
 	slices.SortStableFunc(evs, func(x, y event) int {
 		switch {
 		case x.at < y.at:
@@ -191,5 +212,28 @@ func makeSchedule(seed uint64, cfg Config, ids []uint64) []event {
 		}
 		return 0
 	})
+	return evs
+}
+
+// diskSchedule draws the blob-disk faults of a run: one per 10 s of
+// workload on average, each on one node for 0.3 to 3 s. They come from an
+// RNG of their own, so the rest of a seed's schedule is what it was
+// before disk faults existed.
+func diskSchedule(seed uint64, cfg Config, ids []uint64) []event {
+	rng := rand.New(rand.NewPCG(seed, 0xd15c0))
+	var evs []event
+	n := int(cfg.Duration / (10 * time.Second))
+	if rng.IntN(2) == 0 {
+		n++
+	}
+	for range n {
+		span := cfg.Duration - 2500*time.Millisecond
+		if span <= 0 {
+			break
+		}
+		evs = append(evs, event{at: 1500*time.Millisecond + time.Duration(rng.Int64N(int64(span))), kind: evDisk,
+			node: ids[rng.IntN(len(ids))], dur: time.Duration(300+rng.IntN(2700)) * time.Millisecond,
+			disk: diskFault(rng.IntN(int(diskFaults)))})
+	}
 	return evs
 }

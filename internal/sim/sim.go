@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	pvfs "github.com/cockroachdb/pebble/v2/vfs"
@@ -51,7 +52,8 @@ type Config struct {
 	Logf func(format string, args ...any)
 
 	// sabotage, for the harness's tests, breaks one invariant before the
-	// final checks: "namespace", "history" or "blob".
+	// final checks: "namespace", "history" or "blob"; "blob-heal" loses a
+	// blob before the first mid-run check.
 	sabotage string
 }
 
@@ -64,9 +66,13 @@ func DefaultConfig(seed uint64) Config {
 // Result summarizes a run that kept every invariant.
 type Result struct {
 	Acked, Unknown     int // writes
+	Refused            int // writes refused with ErrNoSpace (checked never to take effect)
 	Reads, ReadErrors  int
 	Crashes, Pauses    int
 	Partitions         int
+	Heals              int // mid-run checks of invariant (a), after every fault ended
+	DiskFaults         int // blob-disk fault windows (evDisk)
+	DiskRestarts       int // nodes restarted after their blob store turned read-only
 	AppliedIndex       uint64
 	ReferencedBlobs    int
 	Net                transport.MemStats
@@ -74,9 +80,9 @@ type Result struct {
 }
 
 func (r Result) String() string {
-	return fmt.Sprintf("writes %d acked / %d unknown, reads %d (%d failed), crashes %d, pauses %d, partitions %d, "+
-		"applied index %d, %d referenced blobs, net %+v, fake %v, real %v",
-		r.Acked, r.Unknown, r.Reads, r.ReadErrors, r.Crashes, r.Pauses, r.Partitions, r.AppliedIndex,
+	return fmt.Sprintf("writes %d acked / %d unknown / %d refused, reads %d (%d failed), crashes %d, pauses %d, partitions %d, "+
+		"disk faults %d (%d restarts), checked after %d heals, applied index %d, %d referenced blobs, net %+v, fake %v, real %v",
+		r.Acked, r.Unknown, r.Refused, r.Reads, r.ReadErrors, r.Crashes, r.Pauses, r.Partitions, r.DiskFaults, r.DiskRestarts, r.Heals, r.AppliedIndex,
 		r.ReferencedBlobs, r.Net, r.FakeTime, r.RealTime.Round(time.Millisecond))
 }
 
@@ -112,6 +118,8 @@ type Sim struct {
 	pausedUntil map[uint64]time.Time
 	downSince   map[uint64]time.Time // crashed or paused
 	cut         map[[2]uint64]time.Time
+	diskUntil   map[uint64]time.Time // blob disks failing (evDisk), until
+	faultRNG    *rand.Rand           // draws of the disk faults (under fmu)
 
 	failMu   sync.Mutex
 	failures []string
@@ -176,7 +184,8 @@ func Run(cfg Config) (Result, error) {
 	s := &Sim{cfg: cfg, clock: clock.NewFake(start), t0: start, byID: map[uint64]*node{},
 		diskRNG: rand.New(rand.NewPCG(cfg.Seed, 0xd15c)), hist: newHistory(),
 		faults:      netFaults{drop: 0.02, dup: 0.02, maxDelay: baseMaxDelay},
-		pausedUntil: map[uint64]time.Time{}, downSince: map[uint64]time.Time{}, cut: map[[2]uint64]time.Time{}}
+		pausedUntil: map[uint64]time.Time{}, downSince: map[uint64]time.Time{}, cut: map[[2]uint64]time.Time{},
+		diskUntil: map[uint64]time.Time{}, faultRNG: rand.New(rand.NewPCG(cfg.Seed, 0xfa17))}
 	s.net = transport.NewMemNetwork(transport.MemConfig{Seed: cfg.Seed, Fault: s.fault,
 		Schedule: func(d time.Duration, f func()) { s.clock.AfterFunc(d, f) }})
 	zones := []string{"z1", "z2", "z3"}
@@ -198,6 +207,7 @@ func Run(cfg Config) (Result, error) {
 	s.ops.Wait()
 	s.closers.Wait()
 	s.res.Acked, s.res.Unknown, s.res.Reads, s.res.ReadErrors = s.hist.acked, s.hist.unknowns, s.hist.reads, s.hist.readErrs
+	s.res.Refused = s.hist.refused
 	s.res.Net = s.net.Stats()
 	s.res.FakeTime = s.clock.Now().Sub(start)
 	s.res.RealTime = time.Since(realStart)
@@ -255,6 +265,7 @@ func (s *Sim) run() error {
 	evs := makeSchedule(s.cfg.Seed, s.cfg, s.ids())
 	t0 := s.clock.Now()
 	lastRepair := time.Duration(0)
+	faulty := false
 	for len(evs) > 0 || s.clock.Now().Sub(t0) < s.cfg.Duration {
 		el := s.clock.Now().Sub(t0)
 		for len(evs) > 0 && evs[0].at <= el {
@@ -266,9 +277,60 @@ func (s *Sim) run() error {
 			s.repairAll()
 		}
 		s.endFaults()
+		f := s.anyFault()
+		if faulty && !f {
+			// Every fault has ended: check the acknowledged writes now,
+			// not only at the end. The schedule resumes where it was.
+			p0 := s.clock.Now()
+			if err := s.checkHealed(); err != nil {
+				return err
+			}
+			t0 = t0.Add(s.clock.Now().Sub(p0))
+		}
+		faulty = f
 		s.step()
 	}
 	return s.finish()
+}
+
+// anyFault reports whether a fault is in force: a link cut, a node down
+// or paused, a lossy period.
+func (s *Sim) anyFault() bool {
+	if s.down() > 0 {
+		return true
+	}
+	s.fmu.Lock()
+	defer s.fmu.Unlock()
+	return len(s.cut) > 0 || !s.lossyUntil.IsZero() || len(s.diskUntil) > 0
+}
+
+// checkHealed runs invariant (a) in the middle of the workload, right after
+// the last fault in force ended: once every operation in flight is
+// answered and every node has applied the same index, every acknowledged
+// file reads back, with its bytes, through every node, in every bucket
+// (R=1 included). Repair has not run: a node lacking a blob reads it from
+// a replica. The network carries the reads without faults meanwhile.
+func (s *Sim) checkHealed() error {
+	s.res.Heals++
+	when := fmt.Sprintf("after heal %d (mid-run)", s.res.Heals)
+	if err := s.until("in-flight operations answered, "+when, 2*time.Minute, func() bool { return s.inOps.Load() == 0 }); err != nil {
+		return err
+	}
+	if err := s.until("logs converge, "+when, 2*time.Minute, s.logsConverged); err != nil {
+		return fmt.Errorf("%w (%s)", err, s.raftStates())
+	}
+	s.fmu.Lock()
+	saved := s.faults
+	s.faults = netFaults{}
+	s.fmu.Unlock()
+	if s.cfg.sabotage == "blob-heal" && s.res.Heals == 1 {
+		s.loseBlob()
+	}
+	s.checkFiles(when)
+	s.fmu.Lock()
+	s.faults = saved
+	s.fmu.Unlock()
+	return nil
 }
 
 // step advances the fake clock by one step, ticking Raft on the way, and
@@ -334,6 +396,9 @@ func (s *Sim) until(what string, limit time.Duration, cond func() bool) error {
 			return fmt.Errorf("%s: not reached after %v (%v of real time)", what, s.clock.Now().Sub(end)+limit, time.Since(realStart).Round(time.Millisecond))
 		}
 		s.step()
+	}
+	if d := s.clock.Now().Sub(end) + limit; d > 30*time.Second {
+		s.cfg.Logf("%s took %v of fake time (%v real)", what, d, time.Since(realStart).Round(time.Millisecond))
 	}
 	return nil
 }
@@ -560,9 +625,70 @@ func (s *Sim) endFaults() {
 	if len(resumed) > 0 {
 		s.livenessChanged()
 	}
+	s.endDiskFaults(false)
 	for _, n := range s.nodes {
 		if n.inc == nil && !n.restartAt.IsZero() && !n.restartAt.After(now) {
 			s.restart(n)
+		}
+	}
+}
+
+// startDiskFault makes n's blob disk fail as kind says until until.
+func (s *Sim) startDiskFault(n *node, kind diskFault, until time.Time) {
+	s.fmu.Lock()
+	s.diskUntil[n.id] = until
+	s.fmu.Unlock()
+	n.mem.SetFault(func(op vfs.Op, name string) error {
+		switch {
+		case kind == diskReadEIO && op == vfs.OpRead:
+			s.fmu.Lock()
+			fail := s.faultRNG.IntN(2) == 0
+			s.fmu.Unlock()
+			if fail {
+				return syscall.EIO
+			}
+		case kind == diskWriteEIO && op == vfs.OpWrite:
+			return syscall.EIO
+		case kind == diskNoSpace && op == vfs.OpWrite:
+			s.fmu.Lock()
+			part := s.faultRNG.IntN(3)
+			s.fmu.Unlock()
+			if part == 0 {
+				return vfs.ShortWrite(13, syscall.ENOSPC)
+			}
+			return syscall.ENOSPC
+		case kind == diskSyncEIO && op == vfs.OpSync:
+			return syscall.EIO
+		}
+		return nil
+	})
+}
+
+// endDiskFaults ends the blob-disk faults whose time is up (all of them
+// when all is set). A node whose blob store turned read-only meanwhile
+// (a failed write or fsync is never retried) is restarted, as an operator
+// would once the disk is fixed: killed, and started at once over the
+// same disks.
+func (s *Sim) endDiskFaults(all bool) {
+	now := s.clock.Now()
+	var ended []uint64
+	s.fmu.Lock()
+	for id, u := range s.diskUntil {
+		if all || !u.After(now) {
+			delete(s.diskUntil, id)
+			ended = append(ended, id)
+		}
+	}
+	s.fmu.Unlock()
+	slices.Sort(ended)
+	for _, id := range ended {
+		n := s.byID[id]
+		n.mem.SetFault(nil)
+		if n.inc != nil && n.inc.blobs.Stats().ReadOnly {
+			s.cfg.Logf("%v node %d restarted: its blob store is read-only after the disk fault", now.Sub(s.t0), id)
+			s.res.DiskRestarts++
+			s.crash(n, false, 0)
+			n.restartAt = now
 		}
 	}
 }
@@ -651,6 +777,16 @@ func (s *Sim) apply(e event) {
 		s.fmu.Unlock()
 	case evRepairAll:
 		s.repairAll()
+	case evDisk:
+		n := s.byID[e.node]
+		s.fmu.Lock()
+		_, busy := s.diskUntil[n.id]
+		s.fmu.Unlock()
+		if n.inc == nil || busy {
+			return
+		}
+		s.res.DiskFaults++
+		s.startDiskFault(n, e.disk, now.Add(e.dur))
 	}
 	s.cfg.Logf("%v", e)
 }

@@ -9,8 +9,9 @@ import (
 	"time"
 )
 
-// testSeeds run in `make test`; CAIRN_SOAK=1 (make soak) runs soakSeeds
-// more, CAIRN_SIM_SEED=n replays one.
+// testSeeds run in `make test`; CAIRN_SOAK=1 (make soak) runs
+// CAIRN_SOAK_SEEDS more (default soakSeeds: 1000, 1001, ...),
+// CAIRN_SIM_SEED=n replays one.
 var testSeeds = []uint64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}
 
 const soakSeeds = 200
@@ -27,8 +28,15 @@ func seeds(t *testing.T) []uint64 {
 		return testSeeds[:2]
 	}
 	if os.Getenv("CAIRN_SOAK") != "" {
+		n := uint64(soakSeeds)
+		if v := os.Getenv("CAIRN_SOAK_SEEDS"); v != "" {
+			var err error
+			if n, err = strconv.ParseUint(v, 10, 32); err != nil {
+				t.Fatalf("CAIRN_SOAK_SEEDS=%q: want a count of seeds: %v", v, err)
+			}
+		}
 		out := append([]uint64(nil), testSeeds...)
-		for i := range uint64(soakSeeds) {
+		for i := range n {
 			out = append(out, 1000+i)
 		}
 		return out
@@ -67,6 +75,7 @@ func TestSimDetects(t *testing.T) {
 		{"namespace", "namespace of node 2 differs"},
 		{"history", "allowed"},
 		{"blob", "unreadable"},
+		{"blob-heal", "after heal 1 (mid-run), "},
 	} {
 		t.Run(c.sabotage, func(t *testing.T) {
 			cfg := DefaultConfig(42)

@@ -244,10 +244,11 @@ func (o *object) Resident(off, n int64) bool {
 }
 
 // readBlob reads from the local copy, or, in a cluster, from a replica when
-// this node has none.
+// this node has none or cannot read its own (a disk I/O error: the
+// simulator's disk faults found reads failing that a replica could serve).
 func (s *Local) readBlob(h blob.Hash, p []byte, off int64) (int, error) {
 	n, err := s.blobs.ReadAt(h, p, off)
-	if err != nil && errors.Is(err, blob.ErrNotFound) && s.cfg.Replication != nil {
+	if err != nil && !(errors.Is(err, io.EOF) && n == len(p)) && s.cfg.Replication != nil {
 		// Remote reads are bounded by the replicator's own timeouts.
 		return s.cfg.Replication.ReadAt(context.Background(), h, p, off)
 	}

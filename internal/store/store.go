@@ -215,13 +215,16 @@ func (s *Local) Invalidate() { s.cache.clear(); s.notify(nil, true); s.recordsCh
 func (s *Local) deleteBlob(h blob.Hash) {
 	if !s.pins.startDelete(h) {
 		s.reap.take(h) // an upload holds it: skipped, forget it
+		s.cfg.Logger.Debug("approved deletion skipped: an upload holds the blob", "hash", h.String())
 		return
 	}
 	defer s.pins.endDelete(h)
 	if !s.reap.take(h) {
+		s.cfg.Logger.Debug("approved deletion skipped: a replica put spared the blob", "hash", h.String())
 		return // a replica put spared it since the reap (GuardReplicaPut)
 	}
 	if n, err := s.meta.RefCount(h); err != nil || n > 0 {
+		s.cfg.Logger.Debug("approved deletion skipped: referenced again", "hash", h.String(), "refs", n, "err", err)
 		return
 	}
 	if err := s.blobs.Delete(h); err != nil && !errors.Is(err, blob.ErrNotFound) {
