@@ -162,19 +162,32 @@ func (c *cluster) tickAll() {
 	c.net.Tick()
 }
 
-// until ticks until cond holds, failing after maxTicks.
+// untilFloor is the least real time until waits before it fails. Ticks
+// alone are no measure on a loaded machine: settle gives up after a bounded
+// number of yields, so 300 ticks could pass in 20 ms while the nodes'
+// goroutines had not run (TestPromoteFirst failed that way under -race
+// with two CPU hogs). The simulator has the same floor (sim.minRealWait).
+const untilFloor = 10 * time.Second
+
+// until ticks until cond holds, failing after maxTicks and at least
+// untilFloor of real time; past maxTicks it ticks once a millisecond.
 func (c *cluster) until(what string, maxTicks int, cond func() bool) {
 	c.t.Helper()
-	for range maxTicks {
+	start := time.Now()
+	ticks := 0
+	for ; ticks < maxTicks || time.Since(start) < untilFloor; ticks++ {
 		c.settle()
 		if cond() {
 			return
+		}
+		if ticks >= maxTicks {
+			time.Sleep(time.Millisecond)
 		}
 		c.tickAll()
 	}
 	c.settle()
 	if !cond() {
-		c.t.Fatalf("seed %d: %s: not reached after %d ticks", c.seed, what, maxTicks)
+		c.t.Fatalf("seed %d: %s: not reached after %d ticks and %v", c.seed, what, ticks, time.Since(start).Round(time.Millisecond))
 	}
 }
 
