@@ -296,7 +296,10 @@ func (s *Store) recover() error {
 					break
 				}
 			}
-			return fmt.Errorf("%w: %w", ErrCorrupt, err)
+			if errors.Is(err, volume.ErrSuperblock) || errors.Is(err, volume.ErrCorrupt) {
+				return fmt.Errorf("%w: %w", ErrCorrupt, err)
+			}
+			return err // an I/O error: the disk, not its content
 		}
 		vols[id] = &volRef{v: v, s: s}
 	}

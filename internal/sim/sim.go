@@ -627,10 +627,20 @@ func (s *Sim) endFaults() {
 	}
 	s.endDiskFaults(false)
 	for _, n := range s.nodes {
-		if n.inc == nil && !n.restartAt.IsZero() && !n.restartAt.After(now) {
+		if n.inc == nil && !n.restartAt.IsZero() && !n.restartAt.After(now) && !s.diskFailing(n.id) {
 			s.restart(n)
 		}
 	}
+}
+
+// diskFailing reports whether id's blob disk is failing (evDisk): a node
+// crashed meanwhile waits for the disk, as it would for an operator to
+// replace it (it would not start: blob.Open reads every volume).
+func (s *Sim) diskFailing(id uint64) bool {
+	s.fmu.Lock()
+	defer s.fmu.Unlock()
+	_, ok := s.diskUntil[id]
+	return ok
 }
 
 // startDiskFault makes n's blob disk fail as kind says until until.
