@@ -38,8 +38,9 @@ func (n *Node) adminHandlers(m map[string]http.Handler, auth *access.Authorizer)
 	m[nodesPath] = h
 	m[nodesPath+"/"] = h
 	m[statusPath] = h
-	m[scrubPath] = h // scrub.go
-	m[keysPath] = h  // access.go
+	m[scrubPath] = h  // scrub.go
+	m[mountsPath] = h // mountstats.go
+	m[keysPath] = h   // access.go
 	m[keysPath+"/"] = h
 	m[rulesPath] = h
 	m[rulesPath+"/"] = h
@@ -128,6 +129,10 @@ func (h *adminHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if r.URL.Path == scrubPath {
 		h.serveScrub(w, r)
+		return
+	}
+	if r.URL.Path == mountsPath {
+		h.serveMounts(w, r)
 		return
 	}
 	if r.URL.Path == keysPath || strings.HasPrefix(r.URL.Path, keysPath+"/") {

@@ -51,17 +51,22 @@ func (n *Node) startMounts() error {
 		if err != nil {
 			return fmt.Errorf("--mount %s: %w", spec, err)
 		}
+		n.mountsMu.Lock()
 		n.mounts = append(n.mounts, m)
+		n.mountsMu.Unlock()
 	}
 	return nil
 }
 
 // closeMounts unmounts every mount, last first.
 func (n *Node) closeMounts() error {
-	var errs []error
-	for i := len(n.mounts) - 1; i >= 0; i-- {
-		errs = append(errs, n.mounts[i].Close())
-	}
+	n.mountsMu.Lock()
+	ms := n.mounts
 	n.mounts = nil
+	n.mountsMu.Unlock()
+	var errs []error
+	for i := len(ms) - 1; i >= 0; i-- {
+		errs = append(errs, ms[i].Close())
+	}
 	return errors.Join(errs...)
 }

@@ -18,6 +18,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/cairn-fs/cairn/internal/access"
@@ -120,6 +121,7 @@ type Node struct {
 	served     chan error
 	fatal      chan error    // a reason to stop the node on its own (removed from the cluster)
 	mounts     []*fuse.Mount // mount.go
+	mountsMu   sync.Mutex    // guards mounts (read by the metrics and /_cairn/mounts)
 	access     *accessLoader // access.go
 	s3         nodeS3        // s3.go
 	dav        *http.Server  // --webdav-listen, or nil
@@ -230,6 +232,7 @@ func Start(cfg Config) (_ *Node, err error) {
 		return nil, fmt.Errorf("open blob store: %w", err)
 	}
 	reg.MustRegister(scrubCollector{n.blobs}) // scrub.go
+	reg.MustRegister(mountCollector{n})       // mountstats.go
 	n.kv, err = kv.OpenPebble(filepath.Join(cfg.DataDir, "meta"), kv.PebbleConfig{CacheSize: cfg.KVCacheBytes, Logger: cfg.Logger})
 	if err != nil {
 		return nil, fmt.Errorf("open namespace store: %w", err)

@@ -2,12 +2,14 @@ package e2e
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -29,6 +31,22 @@ func needFuse(t *testing.T) {
 			t.Skip("no fusermount3 (Debian package fuse3)")
 		}
 	}
+}
+
+// fuseUsable reports whether a FUSE mount can be made here (needFuse's
+// conditions), for tests that mount only where they can.
+func fuseUsable() bool {
+	if os.Geteuid() != 0 {
+		return false
+	}
+	if _, err := os.Stat("/dev/fuse"); err != nil {
+		return false
+	}
+	_, err := exec.LookPath("fusermount3")
+	if err != nil {
+		_, err = exec.LookPath("fusermount")
+	}
+	return err == nil
 }
 
 // waitFile waits until path holds want (nil: until it does not exist).
@@ -944,3 +962,107 @@ func asNobody(name string, args ...string) error {
 	}
 	return nil
 }
+
+// TestMountMetrics: the mount counts its FUSE calls per opcode with their
+// latency, and reports its write-back queue and publishes, as Prometheus
+// metrics (cairn_fuse_*) and at GET /_cairn/mounts (admin key). Each
+// metric is checked after calls that must move it.
+func TestMountMetrics(t *testing.T) {
+	needFuse(t)
+	base := t.TempDir()
+	if err := os.Chmod(base, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	mnt := filepath.Join(base, "mnt")
+	n := startCairn(t, "server", filepath.Join(base, "n1"), freeAddr(t), "--mount", "web:"+mnt)
+	t.Cleanup(func() { syscall.Unmount(mnt, syscall.MNT_DETACH) })
+	waitFor(t, 30*time.Second, "the mount", func() bool { return mounted(mnt) }, n)
+
+	f := filepath.Join(mnt, "dir", "a.txt")
+	if err := os.MkdirAll(filepath.Dir(f), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(f, []byte("some bytes"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	fh, err := os.OpenFile(f, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fh.WriteAt([]byte("SOME"), 0)
+	if err := fh.Sync(); err != nil { // waits for the publish
+		t.Fatal(err)
+	}
+	fh.Close()
+	if _, err := os.ReadFile(f); err != nil {
+		t.Fatal(err)
+	}
+	os.Stat(filepath.Join(mnt, "dir", "missing.php")) // an ENOENT lookup
+	os.ReadDir(filepath.Join(mnt, "dir"))
+	if err := os.Rename(f, f+".old"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(f + ".old"); err != nil {
+		t.Fatal(err)
+	}
+
+	_, scrape := do(t, "GET", n.url+"/_cairn/metrics", nil)
+	metrics := string(scrape)
+	lbl := fmt.Sprintf(`mount=%q`, mnt)
+	for _, op := range []string{"lookup", "getattr", "mkdir", "create", "write", "flush", "fsync", "release", "open", "read", "opendir", "rename", "unlink"} {
+		line := regexpFind(t, metrics, `cairn_fuse_requests_total\{`+regexpQuote(lbl)+`,op="`+op+`"\} ([0-9]+)`)
+		if line == "" || line == "0" {
+			t.Errorf("cairn_fuse_requests_total for %s: %q", op, line)
+		}
+		if c := regexpFind(t, metrics, `cairn_fuse_request_duration_seconds_count\{`+regexpQuote(lbl)+`,op="`+op+`"\} ([0-9]+)`); c != line {
+			t.Errorf("the latency histogram of %s counts %q calls, the counter %q", op, c, line)
+		}
+	}
+	if v := regexpFind(t, metrics, `cairn_fuse_request_errors_total\{`+regexpQuote(lbl)+`,op="lookup"\} ([0-9]+)`); v == "" || v == "0" {
+		t.Errorf("the ENOENT lookup is not counted as an error: %q", v)
+	}
+	for _, m := range []string{"cairn_fuse_writeback_queue_items", "cairn_fuse_writeback_queue_bytes", "cairn_fuse_writeback_oldest_seconds", "cairn_fuse_publish_errors_total"} {
+		if v := regexpFind(t, metrics, m+`\{`+regexpQuote(lbl)+`\} ([0-9.e+-]+)`); v != "0" {
+			t.Errorf("%s = %q, want 0 (the queue is drained, nothing failed)", m, v)
+		}
+	}
+	if v := regexpFind(t, metrics, `cairn_fuse_published_total\{`+regexpQuote(lbl)+`\} ([0-9]+)`); v == "" || v == "0" {
+		t.Errorf("cairn_fuse_published_total = %q, want the published files and directory", v)
+	}
+
+	resp, body := do(t, "GET", n.url+"/_cairn/mounts", nil)
+	expect(t, resp, body, 401)
+	resp, body = do(t, "GET", n.url+"/_cairn/mounts", nil, auth()...)
+	expect(t, resp, body, 200)
+	var view struct {
+		Mounts []struct {
+			Bucket, Dir string
+			Calls       uint64
+			Published   uint64
+			Ops         []struct {
+				Op    string
+				Calls uint64
+			}
+		}
+	}
+	if err := json.Unmarshal(body, &view); err != nil || len(view.Mounts) != 1 {
+		t.Fatalf("/_cairn/mounts: %v %s", err, body)
+	}
+	m := view.Mounts[0]
+	if m.Bucket != "web" || m.Dir != mnt || m.Calls == 0 || m.Published == 0 || len(m.Ops) < 10 {
+		t.Fatalf("/_cairn/mounts: %s", body)
+	}
+}
+
+// regexpFind returns the first submatch of expr in s ("" if none).
+func regexpFind(t *testing.T, s, expr string) string {
+	t.Helper()
+	m := regexp.MustCompile(expr).FindStringSubmatch(s)
+	if len(m) < 2 {
+		return ""
+	}
+	return m[1]
+}
+
+// regexpQuote is regexp.QuoteMeta.
+func regexpQuote(s string) string { return regexp.QuoteMeta(s) }

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -58,7 +59,19 @@ func TestUI(t *testing.T) {
 	base := t.TempDir()
 	a1, a2, a3 := freeAddr(t), freeAddr(t), freeAddr(t)
 	g1, g2, g3 := freeAddr(t), freeAddr(t), freeAddr(t)
+	// Node 1 mounts a bucket of its own where FUSE works, for the Mounts
+	// section (mounting web would create it, private, before the test).
+	mnt := ""
+	if fuseUsable() {
+		if err := os.Chmod(base, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		mnt = filepath.Join(base, "mnt")
+		t.Setenv("CAIRN_MOUNT", "site:"+mnt)
+		t.Cleanup(func() { syscall.Unmount(mnt, syscall.MNT_DETACH) })
+	}
 	n1 := startGossipNode(t, filepath.Join(base, "n1"), a1, g1, "")
+	os.Unsetenv("CAIRN_MOUNT")
 	n2 := startGossipNode(t, filepath.Join(base, "n2"), a2, g2, n1.url)
 	n3 := startGossipNode(t, filepath.Join(base, "n3"), a3, g3, n1.url)
 	nodes := []*server{n1, n2, n3}
@@ -101,6 +114,16 @@ func TestUI(t *testing.T) {
 		}
 	}()
 	t.Cleanup(func() { cancel(); wg.Wait() })
+	if mnt != "" { // some FUSE calls for the Mounts section
+		waitFor(t, 30*time.Second, "the mount", func() bool { return mounted(mnt) }, nodes...)
+		p := filepath.Join(mnt, "through-the-mount.txt")
+		if err := os.WriteFile(p, []byte("hello"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := os.ReadFile(p); err != nil {
+			t.Fatal(err)
+		}
+	}
 
 	id3 := nodeID(t, n3)
 	id2 := nodeID(t, n2)
@@ -110,6 +133,9 @@ func TestUI(t *testing.T) {
 	cmd := exec.CommandContext(rctx, nodeBin, filepath.Join(root, "test", "ui", "ui.mjs"))
 	cmd.Dir = filepath.Join(root, "test", "ui")
 	cmd.Env = append(os.Environ(), "CAIRN_UI_URL="+n1.url, "CAIRN_UI_KEY="+adminKey, "CHROMIUM="+chromium)
+	if mnt != "" {
+		cmd.Env = append(cmd.Env, "CAIRN_UI_MOUNT="+mnt)
+	}
 	if dir := os.Getenv("CAIRN_UI_SCREENSHOTS"); dir != "" {
 		abs, err := filepath.Abs(dir)
 		if err != nil {

@@ -133,6 +133,17 @@ async function main() {
   if (charts !== 3) throw new Error('want 3 charts, have ' + charts);
   await page.waitForSelector('#buckets tr[data-bucket]', { timeout: 10000 });
   await page.waitForSelector('#logs tbody tr', { timeout: 10000 });
+  if (process.env.CAIRN_UI_MOUNT) {
+    // The Mounts section: node 1's mount, its FUSE calls and its queue.
+    const m = `#mounts .mount[data-mount="${process.env.CAIRN_UI_MOUNT}"]`;
+    for (const op of ['lookup', 'create', 'write', 'read']) {
+      await page.waitForSelector(`${m} tr[data-op="${op}"]`, { timeout: 10000 });
+    }
+    const line = await page.textContent(m);
+    if (!/published/.test(line) || !/queued/.test(line)) throw new Error('the mount shows no write-back queue: ' + line);
+  } else if (!(await page.$eval('#mounts-card', (c) => c.hidden))) {
+    throw new Error('the Mounts section shows without a mount');
+  }
 
   // Cancel really cancels: activate, then cancel, and the node stays draining.
   await page.click(`#nodes button[data-action="activate"][data-node="${drainID}"]`);

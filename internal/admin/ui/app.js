@@ -173,6 +173,7 @@
       history: api('GET', '/_cairn/history'),
       logs: api('GET', '/_cairn/logs'),
       buckets: api('GET', '/_cairn/buckets'),
+      mounts: api('GET', '/_cairn/mounts'),
     };
     if (slow) {
       refreshUsage();
@@ -236,6 +237,7 @@
     renderCharts(last.history);
     renderBuckets(last.buckets, last.usage);
     renderMaintenance(last.status);
+    renderMounts(last.mounts);
     renderLogs(last.logs);
     renderKeys(last.keys);
     renderRules(last.rules);
@@ -358,6 +360,32 @@
         td('Size', el('span', { class: 'num', text: ub ? bytes(ub.bytes) + (ub.complete ? '' : '+') : '…' })),
         td('Access', b.public ? 'public read' : (b.acl || 'private')),
       ));
+    }
+  }
+
+  // renderMounts shows each mount of this node: its write-back queue and
+  // the FUSE calls that took the most time (GET /_cairn/mounts).
+  function renderMounts(m) {
+    const box = $('#mounts');
+    const ms = (m && m.mounts) || [];
+    $('#mounts-card').hidden = ms.length === 0;
+    box.replaceChildren();
+    for (const mt of ms) {
+      const q = mt.queue_items + ' queued (' + bytes(mt.queue_bytes) + ', oldest ' + Math.round(mt.queue_oldest_ms) + ' ms), ' +
+        num(mt.published) + ' published, ' + num(mt.publish_errors) + ' failed';
+      const rows = mt.ops.slice(0, 12).map(o => el('tr', { 'data-op': o.op },
+        td('Call', el('code', { text: o.op })),
+        td('Calls', el('span', { class: 'num', text: num(o.calls) })),
+        td('Errors', el('span', { class: 'num', text: num(o.errors) })),
+        td('Mean', el('span', { class: 'num', text: o.mean_us.toFixed(1) + ' µs' })),
+        td('p99 ≤', el('span', { class: 'num', text: o.p99_le_us < 0 ? '> 5 s' : (o.p99_le_us >= 1000 ? (o.p99_le_us / 1000) + ' ms' : o.p99_le_us + ' µs') })),
+        td('Time', el('span', { class: 'num', text: Math.round(o.share_of_time * 100) + ' %' }))));
+      box.append(el('div', { class: 'mount', 'data-mount': mt.dir },
+        el('p', {}, el('strong', { text: mt.bucket + (mt.prefix ? '/' + mt.prefix : '') }), ' on ', el('code', { text: mt.dir }),
+          el('span', { class: 'muted small', text: ' · ' + num(mt.calls) + ' calls · write-back: ' + q })),
+        el('div', { class: 'table-wrap' }, el('table', { class: 'stack mount-ops' },
+          el('thead', {}, el('tr', {}, ...['Call', 'Calls', 'Errors', 'Mean', 'p99 ≤', 'Time'].map(h => el('th', { text: h })))),
+          el('tbody', {}, ...rows)))));
     }
   }
 

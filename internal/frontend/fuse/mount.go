@@ -63,6 +63,7 @@ type Mount struct {
 	cancel func() // stops watching
 	inval  chan inval
 	wb     *writeback
+	calls  counters // FUSE calls per opcode (stats.go)
 	wg     sync.WaitGroup
 	once   sync.Once
 }
@@ -125,7 +126,12 @@ func New(ctx context.Context, cfg Config) (*Mount, error) {
 		},
 		UID: 0, GID: 0,
 	}
-	server, err := fs.Mount(cfg.Dir, m.root, opts)
+	// fs.Mount, with every call counted (countingFS).
+	server, err := gofuse.NewServer(&countingFS{RawFileSystem: fs.NewNodeFS(m.root, opts), c: &m.calls}, cfg.Dir, &opts.MountOptions)
+	if err == nil {
+		go server.Serve()
+		err = server.WaitMount()
+	}
 	if err != nil {
 		m.wb.close()
 		return nil, fmt.Errorf("mount %s on %s: %w", path.Join(cfg.Bucket, cfg.Prefix), cfg.Dir, err)

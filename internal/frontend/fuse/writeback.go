@@ -76,6 +76,10 @@ type writeback struct {
 	stop   bool
 	urgent bool // someone waits for the queue: publish without settling
 	done   chan struct{}
+	// busySince is when the oldest item being published was queued.
+	busySince time.Time
+	// published and failed count items published and failed (Stats).
+	published, failed atomic.Uint64
 
 	inoMu            sync.Mutex
 	inoNext, inoLast uint64 // reserved [inoNext, inoLast)
@@ -206,6 +210,7 @@ func (wb *writeback) run() {
 		batch := wb.q[:k:k]
 		wb.q = wb.q[k:]
 		wb.busy = k
+		wb.busySince = batch[0].at
 		for _, p := range batch {
 			p.taken.Store(true)
 		}
@@ -230,6 +235,15 @@ func (wb *writeback) run() {
 	}
 }
 
+// count counts one item published (err nil) or failed.
+func (wb *writeback) count(err error) {
+	if err != nil {
+		wb.failed.Add(1)
+	} else {
+		wb.published.Add(1)
+	}
+}
+
 // apply makes a queued directory or attribute change.
 func (wb *writeback) apply(p *pending) {
 	cfg := wb.m.cfg
@@ -247,6 +261,7 @@ func (wb *writeback) apply(p *pending) {
 	case opAttrs:
 		_, err = cfg.Store.SetAttrs(ctx, cfg.Bucket, p.path, a.set())
 	}
+	wb.count(err)
 	if err != nil {
 		cfg.Logger.Warn("mount: a queued change failed; the writer gets an error at its next fsync or close",
 			"path", p.path, "err", err)
@@ -293,6 +308,7 @@ func (wb *writeback) publish(batch []*pending) {
 		}
 	}
 	for i, p := range batch {
+		wb.count(errs[i])
 		if errs[i] != nil {
 			cfg.Logger.Warn("mount: publishing a written file failed; the writer gets EIO at its next fsync or close",
 				"path", p.path, "err", errs[i])

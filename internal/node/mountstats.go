@@ -1,0 +1,153 @@
+package node
+
+// The mounts' counters (internal/frontend/fuse, stats.go) as Prometheus
+// metrics and as GET /_cairn/mounts for the admin page:
+//
+//	cairn_fuse_requests_total{mount,op}             FUSE requests answered
+//	cairn_fuse_request_errors_total{mount,op}       of them, answered with an error (ENOENT included)
+//	cairn_fuse_request_duration_seconds{mount,op}   histogram of their latency in the node
+//	cairn_fuse_writeback_queue_items{mount}         write-back queue: items queued or being published
+//	cairn_fuse_writeback_queue_bytes{mount}         their bytes
+//	cairn_fuse_writeback_oldest_seconds{mount}      age of the oldest
+//	cairn_fuse_published_total{mount}               queued items published
+//	cairn_fuse_publish_errors_total{mount}          queued items whose publish failed
+//
+// mount is the mount point.
+
+import (
+	"net/http"
+	"sort"
+
+	"github.com/cairn-fs/cairn/internal/frontend/fuse"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// mountsPath is the admin endpoint of the mounts' counters
+// (docs/http-api.md, "Mounts").
+const mountsPath = "/_cairn/mounts"
+
+var mountDescs = struct {
+	calls, errs, dur, qItems, qBytes, qOldest, published, failed *prometheus.Desc
+}{
+	calls:     prometheus.NewDesc("cairn_fuse_requests_total", "FUSE requests the mount answered, per opcode.", []string{"mount", "op"}, nil),
+	errs:      prometheus.NewDesc("cairn_fuse_request_errors_total", "FUSE requests answered with an error (ENOENT included), per opcode.", []string{"mount", "op"}, nil),
+	dur:       prometheus.NewDesc("cairn_fuse_request_duration_seconds", "Time the node took to answer a FUSE request, per opcode.", []string{"mount", "op"}, nil),
+	qItems:    prometheus.NewDesc("cairn_fuse_writeback_queue_items", "Files, directories and attribute changes in the mount's write-back queue (queued or being published).", []string{"mount"}, nil),
+	qBytes:    prometheus.NewDesc("cairn_fuse_writeback_queue_bytes", "Bytes of the files in the mount's write-back queue.", []string{"mount"}, nil),
+	qOldest:   prometheus.NewDesc("cairn_fuse_writeback_oldest_seconds", "Age of the oldest item in the mount's write-back queue (0: empty).", []string{"mount"}, nil),
+	published: prometheus.NewDesc("cairn_fuse_published_total", "Items of the write-back queue published to the cluster.", []string{"mount"}, nil),
+	failed:    prometheus.NewDesc("cairn_fuse_publish_errors_total", "Items of the write-back queue whose publish failed (the writer gets EIO at its next fsync or close).", []string{"mount"}, nil),
+}
+
+// mountCollector exports every mount's counters at scrape time.
+type mountCollector struct{ n *Node }
+
+// Describe implements prometheus.Collector.
+func (c mountCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{mountDescs.calls, mountDescs.errs, mountDescs.dur, mountDescs.qItems,
+		mountDescs.qBytes, mountDescs.qOldest, mountDescs.published, mountDescs.failed} {
+		ch <- d
+	}
+}
+
+// Collect implements prometheus.Collector.
+func (c mountCollector) Collect(ch chan<- prometheus.Metric) {
+	g, ctr := prometheus.GaugeValue, prometheus.CounterValue
+	for _, st := range c.n.mountStats() {
+		for _, o := range st.Ops {
+			op := o.Op.String()
+			ch <- prometheus.MustNewConstMetric(mountDescs.calls, ctr, float64(o.Calls), st.Dir, op)
+			ch <- prometheus.MustNewConstMetric(mountDescs.errs, ctr, float64(o.Errors), st.Dir, op)
+			buckets := make(map[float64]uint64, len(o.Buckets))
+			for i, b := range fuse.LatencyBounds {
+				buckets[b] = o.Buckets[i]
+			}
+			ch <- prometheus.MustNewConstHistogram(mountDescs.dur, o.Calls, o.Seconds, buckets, st.Dir, op)
+		}
+		ch <- prometheus.MustNewConstMetric(mountDescs.qItems, g, float64(st.QueueItems), st.Dir)
+		ch <- prometheus.MustNewConstMetric(mountDescs.qBytes, g, float64(st.QueueBytes), st.Dir)
+		ch <- prometheus.MustNewConstMetric(mountDescs.qOldest, g, st.QueueOldest.Seconds(), st.Dir)
+		ch <- prometheus.MustNewConstMetric(mountDescs.published, ctr, float64(st.Published), st.Dir)
+		ch <- prometheus.MustNewConstMetric(mountDescs.failed, ctr, float64(st.PublishErrors), st.Dir)
+	}
+}
+
+// mountStats returns the counters of every mount of the node.
+func (n *Node) mountStats() []fuse.Stats {
+	n.mountsMu.Lock()
+	ms := append([]*fuse.Mount(nil), n.mounts...)
+	n.mountsMu.Unlock()
+	out := make([]fuse.Stats, len(ms))
+	for i, m := range ms {
+		out[i] = m.Stats()
+	}
+	return out
+}
+
+// mountOpJSON is one opcode's counts in GET /_cairn/mounts.
+type mountOpJSON struct {
+	Op           string  `json:"op"`
+	Calls        uint64  `json:"calls"`
+	Errors       uint64  `json:"errors"`
+	MeanMicros   float64 `json:"mean_us"`
+	Seconds      float64 `json:"seconds"`       // total time in the node
+	P99UpToMicro float64 `json:"p99_le_us"`     // the latency bucket holding the 99th percentile (upper bound; -1: above the last)
+	ShareOfTime  float64 `json:"share_of_time"` // of the mount's total time in calls
+}
+
+// mountJSON is one mount in GET /_cairn/mounts.
+type mountJSON struct {
+	Bucket        string        `json:"bucket"`
+	Prefix        string        `json:"prefix"`
+	Dir           string        `json:"dir"`
+	Calls         uint64        `json:"calls"`
+	Ops           []mountOpJSON `json:"ops"` // most time first
+	QueueItems    int           `json:"queue_items"`
+	QueueBytes    int64         `json:"queue_bytes"`
+	QueueOldestMs float64       `json:"queue_oldest_ms"`
+	Published     uint64        `json:"published"`
+	PublishErrors uint64        `json:"publish_errors"`
+}
+
+// mountsView is GET /_cairn/mounts: every mount of this node.
+func mountsView(stats []fuse.Stats) []mountJSON {
+	out := make([]mountJSON, 0, len(stats))
+	for _, st := range stats {
+		m := mountJSON{Bucket: st.Bucket, Prefix: st.Prefix, Dir: st.Dir, Ops: []mountOpJSON{},
+			QueueItems: st.QueueItems, QueueBytes: st.QueueBytes, QueueOldestMs: float64(st.QueueOldest.Microseconds()) / 1e3,
+			Published: st.Published, PublishErrors: st.PublishErrors}
+		var total float64
+		for _, o := range st.Ops {
+			total += o.Seconds
+			m.Calls += o.Calls
+		}
+		for _, o := range st.Ops {
+			j := mountOpJSON{Op: o.Op.String(), Calls: o.Calls, Errors: o.Errors, Seconds: o.Seconds,
+				MeanMicros: o.Seconds / float64(o.Calls) * 1e6, P99UpToMicro: -1}
+			if total > 0 {
+				j.ShareOfTime = o.Seconds / total
+			}
+			for i, b := range fuse.LatencyBounds {
+				if float64(o.Buckets[i]) >= 0.99*float64(o.Calls) {
+					j.P99UpToMicro = b * 1e6
+					break
+				}
+			}
+			m.Ops = append(m.Ops, j)
+		}
+		sort.SliceStable(m.Ops, func(a, b int) bool { return m.Ops[a].Seconds > m.Ops[b].Seconds })
+		out = append(out, m)
+	}
+	return out
+}
+
+// serveMounts answers GET /_cairn/mounts (admin key, checked by
+// adminHandler).
+func (h *adminHandler) serveMounts(w http.ResponseWriter, r *http.Request) {
+	switch r.Method {
+	case http.MethodGet, http.MethodHead:
+		h.writeJSON(w, r, http.StatusOK, map[string]any{"mounts": mountsView(h.n.mountStats())})
+	default:
+		h.notAllowed(w, r, "GET, HEAD")
+	}
+}
