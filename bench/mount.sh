@@ -2,7 +2,15 @@
 # shellcheck source-path=SCRIPTDIR
 # shellcheck disable=SC2016 # the bash -c scripts read their own $1, $2...
 # bench/mount.sh: the POSIX mount (FUSE) of a 3-node Cairn cluster against a
-# local ext4 directory, doing the same work, in the same run (issue 9).
+# local ext4 directory, doing the same work, in the same run (issue 9), and
+# beside them a plain FUSE loopback of an ext4 directory (issue 19's limit
+# column: what FUSE itself costs on this machine, without Cairn).
+#
+# The loopback is go-fuse's own example (example/loopback, the version of
+# go.mod), built at run time into a scratch directory outside the
+# repository (`go install ...@VERSION`), mounted with -allow-other
+# -directmount over a directory of the local ext4 side. LOOPBACK=0 leaves
+# it out.
 #
 # One cluster of three `cairn server` processes on 127.0.0.1 (R=3, the
 # default), each mounting bucket "web" on its own directory
@@ -19,8 +27,10 @@
 #           local directory; one nginx serves both trees (two ports), one
 #           php-fpm pool runs both. `siege -c PHP_CONC -r PHP_REPS` over a
 #           list of pages (home, posts, archive, search, login) and static
-#           files (theme CSS, jQuery, uploads): siege's elapsed time.
-#           Target: Cairn/local time <= 1.1.
+#           files (theme CSS, jQuery, uploads): siege's elapsed time;
+#           then each PHP page alone (siege -c PHP_CONC -r PHP_PAGE_REPS of
+#           that URL), since the static files of the mix hide PHP's cost.
+#           Target: Cairn/local time <= 1.1 for each page alone.
 #   reads   READ_FILES files of 500-800 KB (the medium corpus at
 #           READ_FILES/2000) on node 2's mount and on the local directory;
 #           READ_CONC (20, 30) concurrent readers (xargs -P N cat of random
@@ -43,9 +53,29 @@
 #           onto node 1's mount and into the local directory, then `sync`;
 #           its SHA-256 read back through node 3's mount must match.
 #           Target: Cairn/local time <= 2.
+#   small   bench/smallfiles (a Go helper built for the run): SMALL_THREADS
+#           threads open, read whole and close SMALL_COUNT random files of
+#           the small corpus (SMALL_FILES files, 15 KB on average) already
+#           read once (warm), as a framework does with its templates on
+#           every request; then SMALL_MISSES first stats of names that do
+#           not exist (a PHP autoloader's probes), and the same again
+#           (cached misses). Node SMALL_NODE. Targets: reads Cairn/local
+#           time <= 1.2; misses measured (µs each).
+#   tree    the first TREE_LIMIT members of the kernel tarball (4000; 0:
+#           all of it) extracted (untimed), then timed: `chmod -R g+w`,
+#           `chown -R 1000:1000`, `rm -rf`, each followed by `sync` and
+#           `sync DIR`. Node TREE_NODE. Target: Cairn/local time <= 3.
+#   git     `git clone` of a local bare repository (GIT_FILES files of the
+#           kernel tree in one commit, made once under bench/.data) onto
+#           the mount, then `sync`. Node GIT_NODE. Target: Cairn/local <= 3.
 #
-# Rounds: ROUNDS per case, alternating the order of the sides (local then
-# Cairn in odd rounds, Cairn then local in even ones). Every timed write
+# FUSE calls: around every timed run on the Cairn side, the node's
+# GET /_cairn/mounts is read before and after; calls.tsv has the calls of
+# each opcode the run cost, in all and per item (per page, per file), and
+# the table ends with the largest of them per case.
+#
+# Rounds: ROUNDS per case, rotating the order of the sides (local,
+# loopback, Cairn in round 1; loopback, Cairn, local in round 2; ...). Every timed write
 # starts after an untimed `sync` and ends with `sync` and `sync DIR` (fsync
 # of the destination directory: a bare sync does not wait for the mount's
 # write-back queue, go-fuse has no FUSE_SYNCFS); every source is read
@@ -65,7 +95,7 @@
 # Settings (environment):
 #   ROUNDS=3  BENCHES="php reads untar meta large" (or as arguments)
 #   php:   PHP_CONC=20 PHP_REPS (requests per siege user; default 5 passes
-#          over the URL list) PHP_WORKERS=8 (php-fpm children) WP_POSTS=30
+#          over the URL list) PHP_PAGE_REPS=10 (each PHP page alone) PHP_WORKERS=8 (php-fpm children) WP_POSTS=30
 #          WP_UPLOAD_SCALE=0.01 (200 files) PHP_NODE=2 PHP_MAX_S=600
 #   reads: READ_FILES=300 READ_CONC="20 30" READ_COUNT=3000 READ_BATCH=20
 #          (files per cat) READ_CACHE="cold warm" READ_NODE=2 READ_MAX_S=300
@@ -76,21 +106,28 @@
 #          UNTAR_NODE=1 CHECK_NODE=3 UNTAR_SAMPLE=50 UNTAR_MAX_S=3600
 #   meta:  META_NODE=1 META_MAX_S=900
 #   large: LARGE_MB=620 LARGE_NODE=1 LARGE_MAX_S=1200
+#   small: SMALL_FILES=2000 SMALL_THREADS=8 SMALL_COUNT=100000
+#          SMALL_MISSES=20000 SMALL_NODE=2 SMALL_MAX_S=300
+#   tree:  TREE_LIMIT=4000 TREE_NODE=1 TREE_MAX_S=1800
+#   git:   GIT_FILES=3000 GIT_NODE=1 GIT_MAX_S=900
+#   LOOPBACK=1 (0: no loopback column)
 #   LOCAL_DIR (use this directory as the local side; must be ext4)
 #   LOCAL_IMG_GB=16 (size of the loop image when bench/.data is not ext4)
 #   SEED=1 CAIRN_BIN SERVER_ARGS (extra flags for every node) KEEP=1
 #
 # Needs root (FUSE with allow_other, drop_caches, loop mounts) and installs
 # what is missing with apt-get: siege, nginx, php-fpm, php-mysql,
-# mariadb-server, wordpress, linux-source-6.1, fuse3, jq.
+# mariadb-server, wordpress, linux-source-6.1, fuse3, jq, git. Go builds the
+# loopback and bench/smallfiles.
 #
 # Output: the table on stdout; results.csv, table.md, node and server logs
 # under bench/.data/results/mount-DATE/.
 set -euo pipefail
 # The settings given in the environment, for the table's command line.
-SETTINGS="ROUNDS PHP_CONC PHP_REPS PHP_WORKERS PHP_NODE WP_POSTS WP_UPLOAD_SCALE READ_FILES READ_CONC READ_COUNT
+SETTINGS="ROUNDS PHP_CONC PHP_REPS PHP_PAGE_REPS PHP_WORKERS PHP_NODE WP_POSTS WP_UPLOAD_SCALE READ_FILES READ_CONC READ_COUNT
 READ_BATCH READ_CACHE READ_NODE COLD_RESTART KERNEL_TAR KERNEL_PKG UNTAR_LIMIT UNTAR_NODE CHECK_NODE UNTAR_SAMPLE
-META_NODE LARGE_MB LARGE_NODE LOCAL_DIR LOCAL_IMG_GB BENCH_DATA SEED SERVER_ARGS CAIRN_BIN"
+META_NODE LARGE_MB LARGE_NODE LOCAL_DIR LOCAL_IMG_GB BENCH_DATA SEED SERVER_ARGS CAIRN_BIN SMALL_FILES SMALL_THREADS
+SMALL_COUNT SMALL_MISSES SMALL_NODE TREE_LIMIT TREE_NODE GIT_FILES GIT_NODE LOOPBACK"
 GIVEN=""
 for v in $SETTINGS; do
 	[ -z "${!v:-}" ] || GIVEN+="$v=$(printf '%q' "${!v}") "
@@ -98,13 +135,14 @@ done
 . "$(dirname "$0")/lib.sh"
 
 ROUNDS=${ROUNDS:-3}
-ALL_BENCHES="php reads untar meta large"
+ALL_BENCHES="php reads small untar tree git meta large"
 BENCHES=${*:-${BENCHES:-$ALL_BENCHES}}
 PHP_CONC=${PHP_CONC:-20}
 PHP_REPS=${PHP_REPS:-}
 PHP_WORKERS=${PHP_WORKERS:-8}
 PHP_NODE=${PHP_NODE:-2}
 PHP_MAX_S=${PHP_MAX_S:-600}
+PHP_PAGE_REPS=${PHP_PAGE_REPS:-10}
 WP_POSTS=${WP_POSTS:-30}
 WP_UPLOAD_SCALE=${WP_UPLOAD_SCALE:-0.01}
 READ_FILES=${READ_FILES:-300}
@@ -128,6 +166,19 @@ LARGE_MB=${LARGE_MB:-620}
 LARGE_NODE=${LARGE_NODE:-1}
 LARGE_MAX_S=${LARGE_MAX_S:-1200}
 LOCAL_IMG_GB=${LOCAL_IMG_GB:-16}
+SMALL_FILES=${SMALL_FILES:-2000}
+SMALL_THREADS=${SMALL_THREADS:-8}
+SMALL_COUNT=${SMALL_COUNT:-100000}
+SMALL_MISSES=${SMALL_MISSES:-20000}
+SMALL_NODE=${SMALL_NODE:-2}
+SMALL_MAX_S=${SMALL_MAX_S:-300}
+TREE_LIMIT=${TREE_LIMIT:-4000}
+TREE_NODE=${TREE_NODE:-1}
+TREE_MAX_S=${TREE_MAX_S:-1800}
+GIT_FILES=${GIT_FILES:-3000}
+GIT_NODE=${GIT_NODE:-1}
+GIT_MAX_S=${GIT_MAX_S:-900}
+LOOPBACK=${LOOPBACK:-1}
 SERVER_ARGS=${SERVER_ARGS:-}
 CLUSTER_SECRET=${CAIRN_CLUSTER_SECRET:-cairn-bench-cluster-secret-0000000000}
 # This script's corpora (their scales differ from read.sh's) live apart.
@@ -144,6 +195,8 @@ selected() { case " $BENCHES " in *" $1 "*) return 0 ;; esac; return 1; }
 tools=(curl:curl tar:tar xz:xz-utils sha256sum:coreutils timeout:coreutils
 	findmnt:util-linux fincore:util-linux fusermount3:fuse3 jq:jq openssl:openssl)
 selected php && tools+=(siege:siege nginx:nginx)
+selected git && tools+=(git:git)
+have go || die "no go: the loopback and bench/smallfiles are built with it"
 need_tools "${tools[@]}"
 if selected php; then
 	# php-fpm (and nginx, which provides httpd) first, in a transaction of
@@ -165,6 +218,7 @@ fi
 # ---------------------------------------------------------------- cleanup
 declare -a NODE_URL NODE_PID NODE_LOG NODE_ARGS MNT
 LOOP_MNT=""
+LOOPBACK_MNT=""
 mount_cleanup() {
 	local rc=$? i d
 	set +e
@@ -180,6 +234,7 @@ mount_cleanup() {
 	for d in "${MNT[@]}"; do
 		[ -n "$d" ] && mountpoint -q "$d" 2>/dev/null && { log "unmounting leftover $d"; umount -l "$d"; }
 	done
+	[ -n "$LOOPBACK_MNT" ] && mountpoint -q "$LOOPBACK_MNT" && umount -l "$LOOPBACK_MNT"
 	[ -n "$LOOP_MNT" ] && mountpoint -q "$LOOP_MNT" && umount "$LOOP_MNT"
 	BENCH_PIDS=()
 	(exit "$rc")
@@ -194,12 +249,48 @@ OUT=$DATA_DIR/results/mount-$(date +%Y%m%d-%H%M%S)
 mkdir -p "$OUT"
 CSV=$OUT/results.csv
 echo "part,case,round,side,seconds,count,rate,status" >"$CSV"
+CALLS=$OUT/calls.tsv
+printf 'part\tcase\tround\top\tcalls\tper_item\n' >"$CALLS"
 FAILED=0
 
 now() { echo "$EPOCHREALTIME"; }
 elapsed() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.3f", b - a}'; }
-# sides R: the order of the sides in round R (alternating).
-sides() { if [ $(($1 % 2)) = 1 ]; then echo "local cairn"; else echo "cairn local"; fi; }
+# SIDES: every side measured; sides R: their order in round R (rotated).
+SIDES="local cairn"
+[ "$LOOPBACK" = 1 ] && SIDES="local loopback cairn"
+sides() {
+	local a
+	read -r -a a <<<"$SIDES"
+	local n=${#a[@]} k=$((($1 - 1) % ${#a[@]})) i out=""
+	for ((i = 0; i < n; i++)); do out+="${a[(k + i) % n]} "; done
+	echo "$out"
+}
+# side_dir SIDE NODE: the root of SIDE (NODE: the Cairn node whose mount).
+side_dir() {
+	case $1 in
+	local) echo "$LOCAL" ;;
+	loopback) echo "$LOOPBACK_MNT" ;;
+	cairn) echo "${MNT[$2]}" ;;
+	esac
+}
+
+# calls_before NODE: snapshot node NODE's mount counters (GET /_cairn/mounts).
+calls_before() { mounts_json "$1" >"$OUT/calls-before.json"; }
+mounts_json() {
+	curl -fsS --max-time 10 -H "Authorization: Bearer $CAIRN_ADMIN_KEY" "${NODE_URL[$1]}/_cairn/mounts" 2>/dev/null || echo '{}'
+}
+# calls_after PART CASE ROUND NODE ITEMS: the FUSE calls of each opcode node
+# NODE's mount answered since calls_before, in all and per item, into
+# calls.tsv.
+calls_after() {
+	mounts_json "$4" >"$OUT/calls-after.json"
+	jq -r -n --slurpfile b "$OUT/calls-before.json" --slurpfile a "$OUT/calls-after.json" \
+		--arg part "$1" --arg case "$2" --arg round "$3" --argjson items "$5" '
+		(($b[0].mounts // [{}])[0].ops // [] | map({(.op): .calls}) | add // {}) as $bo
+		| (($a[0].mounts // [{}])[0].ops // [])[]
+		| (.calls - ($bo[.op] // 0)) as $d | select($d > 0)
+		| [$part, $case, $round, .op, $d, ($d / (if $items > 0 then $items else 1 end) * 100 | round / 100)] | @tsv' >>"$CALLS" || true
+}
 
 # record PART CASE ROUND SIDE SECONDS COUNT STATUS
 record() {
@@ -310,6 +401,30 @@ cluster_start() {
 	done
 	rm -f "${MNT[1]}/$probe.txt"
 	log "cluster: ${NODE_URL[*]} (pids ${NODE_PID[*]}); mounts ${MNT[*]}"
+}
+
+# loopback_start: build go-fuse's example loopback (the version go.mod
+# names) outside the repository, and mount it over LOCAL/loopback-src:
+# the limit column, FUSE without Cairn.
+loopback_start() {
+	local bin src ver deadline
+	scratch_dir bin loopbin
+	ver=$(cd "$REPO_DIR" && go list -m -f '{{.Version}}' github.com/hanwen/go-fuse/v2) || die "go list of go-fuse's version failed"
+	(cd "$bin" && GOBIN=$bin GOFLAGS= go install "github.com/hanwen/go-fuse/v2/example/loopback@$ver") >"$OUT/loopback-build.log" 2>&1 ||
+		die "building go-fuse $ver's example/loopback failed ($OUT/loopback-build.log)"
+	src=$LOCAL/loopback-src
+	mkdir -p "$src"
+	scratch_dir LOOPBACK_MNT loopback
+	"$bin/loopback" -allow-other -directmount -q "$LOOPBACK_MNT" "$src" >"$OUT/loopback.log" 2>&1 &
+	LOOPBACK_PID=$!
+	BENCH_PIDS+=("$LOOPBACK_PID")
+	deadline=$((SECONDS + 30))
+	until mountpoint -q "$LOOPBACK_MNT"; do
+		kill -0 "$LOOPBACK_PID" 2>/dev/null || { cat "$OUT/loopback.log" >&2; die "the loopback exited"; }
+		[ $SECONDS -lt $deadline ] || die "the loopback did not mount $LOOPBACK_MNT in 30 s"
+		sleep 0.2
+	done
+	log "loopback: go-fuse $ver example/loopback on $LOOPBACK_MNT over $src (pid $LOOPBACK_PID)"
 }
 
 # restart_node I: stop node I (it unmounts) and start it again on the same
@@ -480,14 +595,16 @@ wp_install() {
 	log "WordPress: $(tail -n 1 "$OUT/wp-install.log")"
 }
 
-# php_nginx_start RUN LOCAL_ROOT CAIRN_ROOT: one nginx, two servers (one per
-# tree) on two loopback ports, PHP to the php-fpm socket; sets PORT_LOCAL,
-# PORT_CAIRN.
+# php_nginx_start RUN: one nginx, one server per side (its tree WP_ROOT[SIDE])
+# on a loopback port of its own (PHP_PORT[SIDE]), PHP to the php-fpm socket.
+declare -A WP_ROOT PHP_PORT
 php_nginx_start() {
-	local run=$1 mime=/etc/nginx/mime.types
-	PORT_LOCAL=$(pick_port)
-	PORT_CAIRN=$(pick_port)
-	[ "$PORT_CAIRN" != "$PORT_LOCAL" ] || PORT_CAIRN=$(pick_port)
+	local run=$1 mime=/etc/nginx/mime.types used=" "
+	for side in $SIDES; do
+		PHP_PORT[$side]=$(pick_port)
+		while [[ $used == *" ${PHP_PORT[$side]} "* ]]; do PHP_PORT[$side]=$(pick_port); done
+		used+="${PHP_PORT[$side]} "
+	done
 	mkdir -p "$run"/{client_body,proxy,fastcgi,uwsgi,scgi}
 	local side root port
 	{
@@ -517,8 +634,8 @@ php_nginx_start() {
 			    uwsgi_temp_path $run/uwsgi;
 			    scgi_temp_path $run/scgi;
 		EOF
-		for side in local cairn; do
-			if [ "$side" = local ]; then root=$2 port=$PORT_LOCAL; else root=$3 port=$PORT_CAIRN; fi
+		for side in $SIDES; do
+			root=${WP_ROOT[$side]} port=${PHP_PORT[$side]}
 			cat <<-EOF
 				    server {
 				        listen 127.0.0.1:$port backlog=1024;
@@ -541,16 +658,16 @@ php_nginx_start() {
 	"$(nginx_bin)" -p "$run" -e "$OUT/nginx-error.log" -c "$run/nginx.conf" >"$OUT/nginx.stdout" 2>&1 &
 	PHP_NGINX_PID=$!
 	BENCH_PIDS+=("$PHP_NGINX_PID")
-	wait_http "http://127.0.0.1:$PORT_LOCAL/wp-includes/js/jquery/jquery.min.js" "$PHP_NGINX_PID" 15 "$OUT/nginx-error.log"
-	log "nginx $PHP_NGINX_PID: local tree on 127.0.0.1:$PORT_LOCAL, Cairn tree on 127.0.0.1:$PORT_CAIRN"
+	wait_http "http://127.0.0.1:${PHP_PORT[local]}/wp-includes/js/jquery/jquery.min.js" "$PHP_NGINX_PID" 15 "$OUT/nginx-error.log"
+	for side in $SIDES; do log "nginx $PHP_NGINX_PID: the $side tree ${WP_ROOT[$side]} on 127.0.0.1:${PHP_PORT[$side]}"; done
 }
 
-# siege_run SIDE REPS OUTFILE: siege PHP_CONC users x REPS requests over
-# $OUT/siege-urls-SIDE.txt; sets RUN_S (siege's elapsed time), SIEGE_N
+# siege_run LIST REPS OUTFILE: siege PHP_CONC users x REPS requests over the
+# URLs of LIST (a file); sets RUN_S (siege's elapsed time), SIEGE_N
 # (transactions) and RUN_STATUS.
 siege_run() {
-	local side=$1 reps=$2 out=$3 want=$((PHP_CONC * $2)) okn badn
-	bounded "$PHP_MAX_S" siege -R "$OUT/siegerc" -c "$PHP_CONC" -r "$reps" -f "$OUT/siege-urls-$side.txt" >"$out" 2>"$out.err"
+	local list=$1 reps=$2 out=$3 want=$((PHP_CONC * $2)) okn badn
+	bounded "$PHP_MAX_S" siege -R "$OUT/siegerc" -c "$PHP_CONC" -r "$reps" -f "$list" >"$out" 2>"$out.err"
 	SIEGE_N=$(jq -r '.transactions // 0' "$out" 2>/dev/null || echo 0)
 	okn=$(jq -r '.successful_transactions // 0' "$out" 2>/dev/null || echo 0)
 	badn=$(jq -r '.failed_transactions // 0' "$out" 2>/dev/null || echo 0)
@@ -564,33 +681,33 @@ siege_run() {
 }
 
 part_php() {
-	local run src n r side u code body
+	local run src n r side u code body dst t0 page
 	SCALE=$WP_UPLOAD_SCALE ensure_corpus small
 	scratch_dir run php
 	php_start_servers "$run"
 	scratch_dir src wpsrc
 	wp_tree "$src"
 	wp_install "$src"
-	local dst_local=$LOCAL/wordpress dst_cairn=${MNT[PHP_NODE]}/wordpress t0
 	n=$(find "$src" | wc -l)
-	t0=$(now)
-	cp -r "$src" "$dst_local" && sync
-	log "php: copied the WordPress tree ($n entries, $(du -sm "$src" | cut -f1) MB) into $dst_local in $(elapsed "$t0" "$(now)") s (+ sync)"
-	t0=$(now)
-	cp -r "$src" "$dst_cairn" || die "copying the WordPress tree onto node $PHP_NODE's mount failed"
-	sync && sync "$dst_cairn" # a bare sync does not wait for the mount's write-back (no FUSE_SYNCFS)
-	log "php: copied it onto node $PHP_NODE's mount ($dst_cairn) in $(elapsed "$t0" "$(now)") s (+ sync)"
-	php_nginx_start "$run" "$dst_local" "$dst_cairn"
+	for side in $SIDES; do
+		dst=$(side_dir "$side" "$PHP_NODE")/wordpress
+		WP_ROOT[$side]=$dst
+		t0=$(now)
+		cp -r "$src" "$dst" || die "copying the WordPress tree into $dst failed"
+		sync && sync "$dst" # a bare sync does not wait for the mount's write-back (no FUSE_SYNCFS)
+		log "php: copied the WordPress tree ($n entries, $(du -sm "$src" | cut -f1) MB) into $dst ($side) in $(elapsed "$t0" "$(now)") s (+ sync)"
+	done
+	php_nginx_start "$run"
 
 	# The pages: PHP (home, posts, archives, search, login) and static files.
-	local paths=(/ /"$(date +%Y)"/bench-post-1/ /"$(date +%Y)"/bench-post-2/ /"$(date +%Y)"/bench-post-3/
-		/category/uncategorized/ /tag/bench/ "/?s=lorem" /wp-login.php
-		/wp-content/themes/twentytwentythree/style.css /wp-includes/js/jquery/jquery.min.js)
+	local y
+	y=$(date +%Y)
+	local php_pages=(/ "/$y/bench-post-1/" "/$y/bench-post-2/" "/$y/bench-post-3/" /category/uncategorized/ /tag/bench/ "/?s=lorem" /wp-login.php)
+	local paths=("${php_pages[@]}" /wp-content/themes/twentytwentythree/style.css /wp-includes/js/jquery/jquery.min.js)
 	mapfile -t ups < <(awk -v seed="$SEED" 'BEGIN {srand(seed)} {a[NR] = $0} END {for (i = 0; i < 4; i++) print a[int(rand() * NR) + 1]}' "$CORPUS_DIR/small/paths.txt")
 	for u in "${ups[@]}"; do paths+=("/wp-content/uploads/$u"); done
-	for side in local cairn; do
-		local port=$PORT_LOCAL
-		[ "$side" = local ] || port=$PORT_CAIRN
+	for side in $SIDES; do
+		local port=${PHP_PORT[$side]}
 		: >"$OUT/siege-urls-$side.txt"
 		for u in "${paths[@]}"; do
 			echo "http://127.0.0.1:$port$u" >>"$OUT/siege-urls-$side.txt"
@@ -614,7 +731,7 @@ part_php() {
 	rm -f "$OUT/page.tmp"
 	n=${#paths[@]}
 	[ -n "$PHP_REPS" ] || PHP_REPS=$((5 * n))
-	log "php: ${#paths[@]} URLs answer 200 on both sides (PHP pages carry the site title; uploads match by SHA-256)"
+	log "php: ${#paths[@]} URLs answer 200 on every side (PHP pages carry the site title; uploads match by SHA-256)"
 	cat >"$OUT/siegerc" <<-EOF
 		# siege settings of bench/mount.sh: no HTML parsing (the URL list is
 		# the whole load), keep-alive, no delay, no log file.
@@ -636,15 +753,30 @@ part_php() {
 		accept-encoding = gzip
 		url-escaping = true
 	EOF
-	for side in local cairn; do
+	for side in $SIDES; do
 		log "php: warm-up, $side: siege -c $PHP_CONC -r $n (not recorded)"
-		siege_run "$side" "$n" "$OUT/siege-warmup-$side.json"
+		siege_run "$OUT/siege-urls-$side.txt" "$n" "$OUT/siege-warmup-$side.json"
 		[ "$RUN_STATUS" = ok ] || die "php: warm-up against $side: $RUN_STATUS ($OUT/siege-warmup-$side.json)"
 	done
 	for r in $(seq 1 "$ROUNDS"); do
 		for side in $(sides "$r"); do
-			siege_run "$side" "$PHP_REPS" "$OUT/siege-r$r-$side.json"
-			record php "siege -c $PHP_CONC -r $PHP_REPS" "$r" "$side" "$RUN_S" "$SIEGE_N" "$RUN_STATUS"
+			[ "$side" = cairn ] && calls_before "$PHP_NODE"
+			siege_run "$OUT/siege-urls-$side.txt" "$PHP_REPS" "$OUT/siege-r$r-$side.json"
+			record php "page mix: siege -c $PHP_CONC -r $PHP_REPS" "$r" "$side" "$RUN_S" "$SIEGE_N" "$RUN_STATUS"
+			[ "$side" = cairn ] && calls_after php "page mix: siege -c $PHP_CONC -r $PHP_REPS" "$r" "$PHP_NODE" "$SIEGE_N"
+		done
+	done
+	# Each PHP page alone (static files hide the PHP cost in the mix):
+	# PHP_PAGE_REPS requests per siege user.
+	for page in "${php_pages[@]}"; do
+		for side in $SIDES; do echo "http://127.0.0.1:${PHP_PORT[$side]}$page" >"$OUT/siege-page-$side.txt"; done
+		for r in $(seq 1 "$ROUNDS"); do
+			for side in $(sides "$r"); do
+				[ "$side" = cairn ] && calls_before "$PHP_NODE"
+				siege_run "$OUT/siege-page-$side.txt" "$PHP_PAGE_REPS" "$OUT/siege-page-r$r-$side.json"
+				record php "page $page alone: siege -c $PHP_CONC -r $PHP_PAGE_REPS" "$r" "$side" "$RUN_S" "$SIEGE_N" "$RUN_STATUS"
+				[ "$side" = cairn ] && calls_after php "page $page alone" "$r" "$PHP_NODE" "$SIEGE_N"
+			done
 		done
 	done
 	stop_pid "$PHP_NGINX_PID"
@@ -654,21 +786,19 @@ part_php() {
 
 # ---------------------------------------------------------------- reads
 part_reads() {
-	local scale dir dir_local dir_cairn t0 n c r side cache list batch count node=$READ_NODE
+	local scale dir t0 n c r side cache list batch count node=$READ_NODE
 	scale=$(awk -v n="$READ_FILES" 'BEGIN {printf "%.6g", n / 2000}')
 	SCALE=$scale ensure_corpus medium
 	local corpus=$CORPUS_DIR/medium
 	n=$(wc -l <"$corpus/paths.txt")
-	dir_local=$LOCAL/reads
-	dir_cairn=${MNT[node]}/reads
-	t0=$(now)
-	cp -r "$corpus" "$dir_local" && sync
-	log "reads: $n files ($(du -sm "$corpus" | cut -f1) MB) copied into $dir_local in $(elapsed "$t0" "$(now)") s (+ sync)"
-	t0=$(now)
-	cp -r "$corpus" "$dir_cairn" || die "reads: copying the corpus onto node $node's mount failed"
-	sync && sync "$dir_cairn"
-	log "reads: copied onto node $node's mount in $(elapsed "$t0" "$(now)") s (+ sync)"
-	same_sample 20 "$corpus/paths.txt" "$corpus" "$dir_cairn"
+	for side in $SIDES; do
+		dir=$(side_dir "$side" "$node")/reads
+		t0=$(now)
+		cp -r "$corpus" "$dir" || die "reads: copying the corpus into $dir failed"
+		sync && sync "$dir"
+		log "reads: $n files ($(du -sm "$corpus" | cut -f1) MB) copied into $dir ($side) in $(elapsed "$t0" "$(now)") s (+ sync)"
+	done
+	same_sample 20 "$corpus/paths.txt" "$corpus" "${MNT[node]}/reads"
 	# Lists: cold = every file once in a random order; warm = READ_COUNT
 	# random files (with repeats).
 	awk -v seed="$SEED" 'BEGIN {srand(seed)} {print rand() "\t" $0}' "$corpus/paths.txt" | sort -n | cut -f2 >"$OUT/reads-cold.txt"
@@ -678,7 +808,8 @@ part_reads() {
 		list=$OUT/reads-$cache.txt
 		count=$(wc -l <"$list")
 		if [ "$cache" = warm ]; then
-			for dir in "$dir_local" "$dir_cairn"; do
+			for side in $SIDES; do
+				dir=$(side_dir "$side" "$node")/reads
 				(cd "$dir" && xargs -a "$OUT/reads-cold.txt" -d '\n' cat >/dev/null) || die "reads: warm-up pass in $dir failed"
 			done
 		fi
@@ -694,11 +825,13 @@ part_reads() {
 							restart_node "$node"
 						fi
 						drop_caches
-						[ "$side" = local ] || log "reads: after drop_caches, $(resident_mb "$CL_DIR/n$node" "$OUT/fincore-c$c-r$r.txt") MB of node $node's files are still in the page cache ($OUT/fincore-c$c-r$r.txt)"
+						[ "$side" != cairn ] || log "reads: after drop_caches, $(resident_mb "$CL_DIR/n$node" "$OUT/fincore-c$c-r$r.txt") MB of node $node's files are still in the page cache ($OUT/fincore-c$c-r$r.txt)"
 					fi
-					if [ "$side" = local ]; then dir=$dir_local; else dir=$dir_cairn; fi
+					dir=$(side_dir "$side" "$node")/reads
+					[ "$side" = cairn ] && calls_before "$node"
 					bounded "$READ_MAX_S" bash -c 'cd "$1" && xargs -a "$2" -d "\n" -P "$3" -n "$4" cat >/dev/null' _ "$dir" "$list" "$c" "$batch"
 					record reads "$cache $c readers" "$r" "$side" "$RUN_S" "$count" "$RUN_STATUS"
+					[ "$side" = cairn ] && calls_after reads "$cache $c readers" "$r" "$node" "$count"
 				done
 			done
 		done
@@ -770,16 +903,18 @@ ensure_tarball() {
 count_entries() { find "$1" 2>/dev/null | wc -l; }
 
 part_untar() {
-	local r side dest prev_local="" prev_cairn="" want got deadline t0 chk
+	local r side dest prev="" want got deadline t0 chk
 	ensure_tarball
 	cat "$TARF" >/dev/null
 	for r in $(seq 1 "$ROUNDS"); do
 		for side in $(sides "$r"); do
-			if [ "$side" = local ]; then dest=$LOCAL/untar-r$r; else dest=${MNT[UNTAR_NODE]}/untar-r$r; fi
+			dest=$(side_dir "$side" "$UNTAR_NODE")/untar-r$r
 			mkdir -p "$dest"
 			sync
+			[ "$side" = cairn ] && calls_before "$UNTAR_NODE"
 			bounded "$UNTAR_MAX_S" bash -c 'tar -xf "$1" -C "$2" && sync && sync "$2"' _ "$TARF" "$dest"
 			record untar "tar -x + sync ($TAR_MEMBERS members)" "$r" "$side" "$RUN_S" "$TAR_MEMBERS" "$RUN_STATUS"
+			[ "$side" = cairn ] && calls_after untar "tar -x + sync ($TAR_MEMBERS members)" "$r" "$UNTAR_NODE" "$TAR_MEMBERS"
 			[ "$RUN_STATUS" = ok ] || { tail -n 5 "${NODE_LOG[UNTAR_NODE]}" >&2; die "untar round $r on $side: $RUN_STATUS"; }
 		done
 		# Every entry visible through node CHECK_NODE, and a sample of the
@@ -795,47 +930,50 @@ part_untar() {
 		log "untar round $r: node $CHECK_NODE's mount lists all $got entries (waited $(elapsed "$t0" "$(now)") s)"
 		(cd "$LOCAL/untar-r$r" && find . -type f -printf '%P\n') >"$OUT/untar-files.txt"
 		same_sample "$UNTAR_SAMPLE" "$OUT/untar-files.txt" "$LOCAL/untar-r$r" "$chk"
-		# The previous round's trees go (untimed; the time is logged).
-		if [ -n "$prev_local" ]; then
-			rm -rf -- "$prev_local"
-			t0=$(now)
-			bounded "$UNTAR_MAX_S" rm -rf -- "$prev_cairn"
-			log "untar: rm -rf of the previous tree on node $UNTAR_NODE's mount took $RUN_S s ($RUN_STATUS)"
-			[ "$RUN_STATUS" = ok ] || FAILED=1
+		# The previous round's trees go (untimed; the tree part times rm -rf).
+		if [ -n "$prev" ]; then
+			for side in $SIDES; do
+				bounded "$UNTAR_MAX_S" rm -rf -- "$(side_dir "$side" "$UNTAR_NODE")/$prev"
+				log "untar: rm -rf of the previous tree ($side) took $RUN_S s ($RUN_STATUS)"
+				[ "$RUN_STATUS" = ok ] || FAILED=1
+			done
 		fi
-		prev_local=$LOCAL/untar-r$r
-		prev_cairn=${MNT[UNTAR_NODE]}/untar-r$r
+		prev=untar-r$r
 	done
-	KTREE_LOCAL=$prev_local
-	KTREE_CAIRN_REL=untar-r$ROUNDS
+	KTREE_REL=$prev
+	KTREE_NODE=$UNTAR_NODE
 }
 
 # ---------------------------------------------------------------- meta
 part_meta() {
-	local r side dir a b
-	if [ -z "${KTREE_LOCAL:-}" ]; then
+	local r side dir a b n
+	if [ -z "${KTREE_REL:-}" ]; then
 		ensure_tarball
-		log "meta: extracting $TARF onto both sides (untimed)"
-		mkdir -p "$LOCAL/meta-tree" "${MNT[UNTAR_NODE]}/meta-tree"
-		tar -xf "$TARF" -C "$LOCAL/meta-tree" || die "tar -x into $LOCAL/meta-tree failed"
-		tar -xf "$TARF" -C "${MNT[UNTAR_NODE]}/meta-tree" || die "tar -x onto node $UNTAR_NODE's mount failed"
-		KTREE_LOCAL=$LOCAL/meta-tree
-		KTREE_CAIRN_REL=meta-tree
+		log "meta: extracting $TARF onto every side (untimed)"
+		for side in $SIDES; do
+			mkdir -p "$(side_dir "$side" "$UNTAR_NODE")/meta-tree"
+			tar -xf "$TARF" -C "$(side_dir "$side" "$UNTAR_NODE")/meta-tree" || die "tar -x into the $side side failed"
+		done
+		KTREE_REL=meta-tree
 	fi
-	local cairn_tree=${MNT[META_NODE]}/$KTREE_CAIRN_REL n
-	n=$(find "$KTREE_LOCAL" -type f | wc -l)
-	# Warm both sides, and check they list the same files, sizes and modes.
-	(cd "$KTREE_LOCAL" && find . -type f -printf '%P %s %m\n' | sort) >"$OUT/meta-local.txt"
-	(cd "$cairn_tree" && find . -type f -printf '%P %s %m\n' | sort) >"$OUT/meta-cairn.txt"
+	n=$(find "$LOCAL/$KTREE_REL" -type f | wc -l)
+	# Warm every side, and check they list the same files, sizes and modes.
+	(cd "$LOCAL/$KTREE_REL" && find . -type f -printf '%P %s %m\n' | sort) >"$OUT/meta-local.txt"
 	a=$(sha256sum <"$OUT/meta-local.txt")
-	b=$(sha256sum <"$OUT/meta-cairn.txt")
-	[ "$a" = "$b" ] || die "meta: node $META_NODE's mount lists other files, sizes or modes than the local tree (diff $OUT/meta-local.txt $OUT/meta-cairn.txt)"
-	log "meta: $n files, the same paths, sizes and modes on both sides"
+	for side in $SIDES; do
+		[ "$side" = local ] && continue
+		(cd "$(side_dir "$side" "$META_NODE")/$KTREE_REL" && find . -type f -printf '%P %s %m\n' | sort) >"$OUT/meta-$side.txt"
+		b=$(sha256sum <"$OUT/meta-$side.txt")
+		[ "$a" = "$b" ] || die "meta: the $side side lists other files, sizes or modes than the local tree (diff $OUT/meta-local.txt $OUT/meta-$side.txt)"
+	done
+	log "meta: $n files, the same paths, sizes and modes on every side"
 	for r in $(seq 1 "$ROUNDS"); do
 		for side in $(sides "$r"); do
-			if [ "$side" = local ]; then dir=$KTREE_LOCAL; else dir=$cairn_tree; fi
+			dir=$(side_dir "$side" "$META_NODE")/$KTREE_REL
+			[ "$side" = cairn ] && calls_before "$META_NODE"
 			bounded "$META_MAX_S" bash -c 'find "$1" -type f -print0 | xargs -0 stat --format="%n %s %Y %a %U" >/dev/null' _ "$dir"
 			record meta "find + xargs stat warm ($n files)" "$r" "$side" "$RUN_S" "$n" "$RUN_STATUS"
+			[ "$side" = cairn ] && calls_after meta "find + xargs stat warm ($n files)" "$r" "$META_NODE" "$n"
 		done
 	done
 }
@@ -854,10 +992,12 @@ part_large() {
 	want=$(sha256sum <"$src" | cut -d' ' -f1)
 	for r in $(seq 1 "$ROUNDS"); do
 		for side in $(sides "$r"); do
-			if [ "$side" = local ]; then dest=$LOCAL/large-r$r.bin; else dest=${MNT[LARGE_NODE]}/large-r$r.bin; fi
+			dest=$(side_dir "$side" "$LARGE_NODE")/large-r$r.bin
 			sync
+			[ "$side" = cairn ] && calls_before "$LARGE_NODE"
 			bounded "$LARGE_MAX_S" bash -c 'cp "$1" "$2" && sync && sync "$(dirname "$2")"' _ "$src" "$dest"
 			record large "cp + sync ($LARGE_MB MB)" "$r" "$side" "$RUN_S" 1 "$RUN_STATUS"
+			[ "$side" = cairn ] && calls_after large "cp + sync ($LARGE_MB MB)" "$r" "$LARGE_NODE" 1
 			if [ "$side" = cairn ] && [ "$RUN_STATUS" = ok ]; then
 				got=$(sha256sum <"${MNT[CHECK_NODE]}/large-r$r.bin" | cut -d' ' -f1) || got="read failed"
 				[ "$got" = "$want" ] || die "large round $r: the copy read through node $CHECK_NODE has SHA-256 $got, want $want"
@@ -868,9 +1008,124 @@ part_large() {
 	done
 }
 
+# ---------------------------------------------------------------- small
+part_small() {
+	local scale side dir r node=$SMALL_NODE sf
+	scale=$(awk -v n="$SMALL_FILES" 'BEGIN {printf "%.6g", n / 20000}')
+	SCALE=$scale ensure_corpus small
+	local corpus=$CORPUS_DIR/small
+	scratch_dir sf smallfiles
+	(cd "$REPO_DIR" && go build -o "$sf/smallfiles" ./bench/smallfiles) || die "building bench/smallfiles failed"
+	for side in $SIDES; do
+		dir=$(side_dir "$side" "$node")/small
+		cp -r "$corpus" "$dir" || die "small: copying the corpus into $dir failed"
+		sync && sync "$dir"
+		# Warm: every file read once.
+		(cd "$dir" && xargs -a "$corpus/paths.txt" -d '\n' cat >/dev/null) || die "small: warm-up pass in $dir failed"
+	done
+	log "small: $(wc -l <"$corpus/paths.txt") files ($(du -sm "$corpus" | cut -f1) MB) on every side, read once"
+	for r in $(seq 1 "$ROUNDS"); do
+		for side in $(sides "$r"); do
+			dir=$(side_dir "$side" "$node")/small
+			[ "$side" = cairn ] && calls_before "$node"
+			bounded "$SMALL_MAX_S" "$sf/smallfiles" -mode read -dir "$dir" -list "$corpus/paths.txt" \
+				-threads "$SMALL_THREADS" -count "$SMALL_COUNT" -seed "$((SEED + r))" >"$OUT/small-r$r-$side.txt" 2>&1
+			RUN_S=$(sed -n 's/.*mode=read .*seconds=\([0-9.]*\).*/\1/p' "$OUT/small-r$r-$side.txt")
+			[ -n "$RUN_S" ] || { RUN_S=0; RUN_STATUS="FAIL $(tail -n 1 "$OUT/small-r$r-$side.txt")"; }
+			record small "open+read+close warm: $SMALL_THREADS threads ($SMALL_COUNT files)" "$r" "$side" "$RUN_S" "$SMALL_COUNT" "$RUN_STATUS"
+			[ "$side" = cairn ] && calls_after small "open+read+close warm" "$r" "$node" "$SMALL_COUNT"
+			# Names that do not exist: a first stat of each, then again.
+			[ "$side" = cairn ] && calls_before "$node"
+			bounded "$SMALL_MAX_S" "$sf/smallfiles" -mode miss -dir "$dir/probe-r$r" \
+				-threads "$SMALL_THREADS" -count "$SMALL_MISSES" >"$OUT/small-miss-r$r-$side.txt" 2>&1
+			local first again st=$RUN_STATUS
+			first=$(sed -n 's/.*mode=miss-first .*seconds=\([0-9.]*\).*/\1/p' "$OUT/small-miss-r$r-$side.txt")
+			again=$(sed -n 's/.*mode=miss-again .*seconds=\([0-9.]*\).*/\1/p' "$OUT/small-miss-r$r-$side.txt")
+			[ -n "$first" ] && [ -n "$again" ] || { first=0 again=0 st="FAIL $(tail -n 1 "$OUT/small-miss-r$r-$side.txt")"; }
+			record small "first stat of missing names: $SMALL_THREADS threads ($SMALL_MISSES)" "$r" "$side" "$first" "$SMALL_MISSES" "$st"
+			record small "stat of the same missing names again" "$r" "$side" "$again" "$SMALL_MISSES" "$st"
+			[ "$side" = cairn ] && calls_after small "stat of missing names: first and again" "$r" "$node" "$((2 * SMALL_MISSES))"
+		done
+	done
+}
+
+# ---------------------------------------------------------------- tree
+part_tree() {
+	local r side dir members node=$TREE_NODE saved=$UNTAR_LIMIT
+	UNTAR_LIMIT=$TREE_LIMIT
+	[ "$TREE_LIMIT" != 0 ] || UNTAR_LIMIT=""
+	ensure_tarball
+	UNTAR_LIMIT=$saved
+	members=$TAR_MEMBERS
+	cat "$TARF" >/dev/null
+	for r in $(seq 1 "$ROUNDS"); do
+		for side in $(sides "$r"); do
+			dir=$(side_dir "$side" "$node")/tree-r$r
+			mkdir -p "$dir"
+			tar -xf "$TARF" -C "$dir" && sync && sync "$dir" || die "tree: extracting into $dir failed"
+			local what cmd
+			for what in "chmod -R g+w" "chown -R 1000:1000" "rm -rf"; do
+				case $what in
+				chmod*) cmd='chmod -R g+w "$1" && sync && sync "$1"' ;;
+				chown*) cmd='chown -R 1000:1000 "$1" && sync && sync "$1"' ;;
+				rm*) cmd='rm -rf -- "$1" && sync && sync "$(dirname "$1")"' ;;
+				esac
+				[ "$side" = cairn ] && calls_before "$node"
+				bounded "$TREE_MAX_S" bash -c "$cmd" _ "$dir"
+				record tree "$what + sync ($members members)" "$r" "$side" "$RUN_S" "$members" "$RUN_STATUS"
+				[ "$side" = cairn ] && calls_after tree "$what + sync ($members members)" "$r" "$node" "$members"
+			done
+			[ ! -e "$dir" ] || die "tree: $dir still exists after rm -rf"
+		done
+	done
+}
+
+# ---------------------------------------------------------------- git
+# ensure_gitrepo: a bare repository of GIT_FILES files of the kernel tree
+# in one commit, made once under DATA_DIR (its path in GIT_REPO).
+ensure_gitrepo() {
+	GIT_REPO=$DATA_DIR/git/kernel-$GIT_FILES.git
+	[ -d "$GIT_REPO" ] && return
+	local saved=$UNTAR_LIMIT work
+	UNTAR_LIMIT=$GIT_FILES
+	ensure_tarball
+	UNTAR_LIMIT=$saved
+	work=$DATA_DIR/git/work-$GIT_FILES
+	rm -rf "$work" "$GIT_REPO.tmp"
+	mkdir -p "$work"
+	tar -xf "$TARF" -C "$work" || die "git: extracting the tree failed"
+	(cd "$work" && git init -q && git add -A -f && git -c user.name=bench -c user.email=bench@example.invalid commit -q -m "kernel tree, $GIT_FILES members") ||
+		die "git: making the repository failed"
+	git clone -q --bare "$work" "$GIT_REPO.tmp" || die "git: cloning it bare failed"
+	mv "$GIT_REPO.tmp" "$GIT_REPO"
+	rm -rf "$work"
+	log "git: made $GIT_REPO ($(du -sm "$GIT_REPO" | cut -f1) MB)"
+}
+
+part_git() {
+	local r side dest files node=$GIT_NODE
+	ensure_gitrepo
+	files=$(git --git-dir="$GIT_REPO" ls-tree -r HEAD | wc -l)
+	for r in $(seq 1 "$ROUNDS"); do
+		for side in $(sides "$r"); do
+			dest=$(side_dir "$side" "$node")/git-r$r
+			sync
+			[ "$side" = cairn ] && calls_before "$node"
+			# file://: the pack protocol, as from a server (a plain path
+			# would hard-link objects on the same file system).
+			bounded "$GIT_MAX_S" bash -c 'git clone -q "file://$1" "$2" && sync && sync "$2"' _ "$GIT_REPO" "$dest"
+			record git "git clone + sync ($files files)" "$r" "$side" "$RUN_S" "$files" "$RUN_STATUS"
+			[ "$side" = cairn ] && calls_after git "git clone + sync ($files files)" "$r" "$node" "$files"
+			[ "$RUN_STATUS" != ok ] || [ "$(git -C "$dest" status --porcelain | wc -l)" = 0 ] || die "git: the clone on the $side side is not clean"
+			rm -rf -- "$dest"
+		done
+	done
+}
+
 # ---------------------------------------------------------------- main
 setup_local
 cluster_start
+[ "$LOOPBACK" = 1 ] && loopback_start
 START_INFO="$(date -u +%Y-%m-%dT%H:%MZ); host $(hostname), $(nproc) CPUs ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')), $(awk '/MemTotal/ {print int($2/1024)}' /proc/meminfo) MB RAM, kernel $(uname -r), load $(cut -d' ' -f1-3 /proc/loadavg); local $LOCAL_DEV (ext4); git $(git -C "$REPO_DIR" rev-parse --short HEAD 2>/dev/null || echo unknown)"
 for b in $ALL_BENCHES; do
 	selected "$b" || continue
@@ -880,16 +1135,17 @@ done
 
 target_of() {
 	case $1 in
-	php) echo "<= 1.1" ;; reads) echo ">= 0.9" ;; untar) echo "<= 3" ;; meta) echo "<= 1.2" ;; large) echo "<= 2" ;;
+	php) echo "<= 1.1" ;; reads) echo ">= 0.9" ;; untar) echo "<= 3" ;; meta) echo "<= 1.1" ;; large) echo "<= 2" ;;
+	small) echo "<= 1.2" ;; tree) echo "<= 3" ;; git) echo "<= 3" ;;
 	esac
 }
 {
-	echo "Cairn FUSE mount (3 nodes on loopback, R=3) vs local ext4, same work, ROUNDS=$ROUNDS alternating rounds (local first in odd rounds)"
+	echo "Cairn FUSE mount (3 nodes on loopback, R=3) vs local ext4 and a plain go-fuse loopback of ext4, same work, ROUNDS=$ROUNDS rotated rounds"
 	echo "$START_INFO"
 	echo "command: ${GIVEN}bench/mount.sh $BENCHES"
 	echo
-	echo "| part | case | local (mean) | Cairn (mean) | Cairn/local (mean) | (best) | target | |"
-	echo "|---|---|---:|---:|---:|---:|---|---|"
+	echo "| part | case | local (mean) | loopback (mean) | Cairn (mean) | loopback/local | Cairn/local (mean) | (best) | target | |"
+	echo "|---|---|---:|---:|---:|---:|---:|---:|---|---|"
 	for b in $ALL_BENCHES; do
 		selected "$b" || continue
 		awk -F, -v part="$b" -v target="$(target_of "$b")" '
@@ -907,16 +1163,32 @@ target_of() {
 			unit = (part == "reads") ? " files/s" : " s"
 			for (i = 1; i <= n; i++) {
 				k = order[i]
-				if (cnt[k, "local"] == 0 || cnt[k, "cairn"] == 0) { printf "| %s | %s | — | — | — | — | %s | FAIL |\n", part, k, target; continue }
+				if (cnt[k, "local"] == 0 || cnt[k, "cairn"] == 0) { printf "| %s | %s | — | — | — | — | — | — | %s | FAIL |\n", part, k, target; continue }
 				ml = sum[k, "local"] / cnt[k, "local"]; mc = sum[k, "cairn"] / cnt[k, "cairn"]
+				lb = "—"; rl = "—"
+				if (cnt[k, "loopback"] > 0) {
+					mlb = sum[k, "loopback"] / cnt[k, "loopback"]
+					lb = sprintf("%.3f%s", mlb, unit); rl = (ml > 0) ? sprintf("%.2f", mlb / ml) : "—"
+				}
 				rm = (ml > 0) ? mc / ml : 0; rb = (best[k, "local"] > 0) ? best[k, "cairn"] / best[k, "local"] : 0
 				split(target, t, " ")
 				ok = (t[1] == "<=") ? (rm <= t[2]) : (rm >= t[2])
-				printf "| %s | %s | %.2f%s | %.2f%s | %.2f | %.2f | %s | %s |\n", part, k, ml, unit, mc, unit, rm, rb, target,
+				printf "| %s | %s | %.3f%s | %s | %.3f%s | %s | %.2f | %.2f | %s | %s |\n", part, k, ml, unit, lb, mc, unit, rl, rm, rb, target,
 					(k in fail) ? "FAIL" : (ok ? "meets" : "misses")
 			}
 		}' "$CSV"
 	done
+	echo
+	echo "FUSE calls on the Cairn side per item (page, file), round 1, the 8 opcodes that took most time per case (all in calls.tsv):"
+	echo
+	echo "| part | case | calls per item |"
+	echo "|---|---|---|"
+	awk -F'\t' 'NR > 1 && $3 == "1" {
+		k = $1 "\t" $2
+		if (!(k in seen)) { seen[k] = 1; order[++n] = k }
+		if (cnt[k]++ < 8) line[k] = line[k] (line[k] == "" ? "" : ", ") $4 " " $6
+	}
+	END { for (i = 1; i <= n; i++) { split(order[i], p, "\t"); printf "| %s | %s | %s |\n", p[1], p[2], line[order[i]] } }' "$CALLS"
 } | tee "$OUT/table.md"
 log "raw results in $OUT"
 [ "$FAILED" -eq 0 ] || die "some runs failed or hit their time bound (marked in $CSV)"

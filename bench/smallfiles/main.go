@@ -1,0 +1,151 @@
+// Command smallfiles is the Go helper of bench/mount.sh's `small` part
+// (stdlib only): what a web framework does on every request with its
+// templates, JSON and module files, and what a PHP autoloader does when it
+// probes for class files.
+//
+//	smallfiles -mode read -dir DIR -list FILE [-threads 8] [-count 100000] [-seed 1]
+//	    Opens, reads whole and closes -count files named (relative to DIR)
+//	    in FILE, drawn at random, from -threads OS threads at once.
+//
+//	smallfiles -mode miss -dir DIR [-threads 8] [-count 20000] [-seed 1]
+//	    Stats -count distinct names that do not exist (DIR/miss-N/ClassN.php
+//	    over 20 directories that do exist: DIR/miss-0 .. miss-19, made
+//	    first), from -threads threads: each a first look-up of that name.
+//	    Then stats the same names again (now cached misses).
+//
+// Prints one "SMALLFILES" line: mode, ops, seconds, ops/s, µs/op (and for
+// miss the second pass's). Every loop is bounded by -count.
+package main
+
+import (
+	"bufio"
+	"flag"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+func main() {
+	mode := flag.String("mode", "read", "read or miss")
+	dir := flag.String("dir", "", "the tree to work in")
+	list := flag.String("list", "", "read: file of paths relative to -dir, one a line")
+	threads := flag.Int("threads", 8, "concurrent threads")
+	count := flag.Int("count", 100000, "operations in all")
+	seed := flag.Uint64("seed", 1, "seed of the random choice")
+	flag.Parse()
+	if *dir == "" || *threads < 1 || *count < 1 {
+		fail("need -dir, -threads >= 1, -count >= 1")
+	}
+	runtime.GOMAXPROCS(max(runtime.GOMAXPROCS(0), *threads))
+	switch *mode {
+	case "read":
+		paths := readList(*list)
+		n, d, err := run(*threads, *count, func(i int, rng *rand.Rand, buf []byte) error {
+			p := filepath.Join(*dir, paths[rng.IntN(len(paths))])
+			f, err := os.Open(p)
+			if err != nil {
+				return err
+			}
+			_, err = io.CopyBuffer(io.Discard, f, buf)
+			if cerr := f.Close(); err == nil {
+				err = cerr
+			}
+			return err
+		}, *seed)
+		report("read", n, d, err)
+	case "miss":
+		for k := range 20 {
+			if err := os.MkdirAll(filepath.Join(*dir, fmt.Sprintf("miss-%d", k)), 0o755); err != nil {
+				fail(err.Error())
+			}
+		}
+		name := func(i int) string {
+			return filepath.Join(*dir, fmt.Sprintf("miss-%d", i%20), fmt.Sprintf("Class%d.php", i))
+		}
+		probe := func(i int, _ *rand.Rand, _ []byte) error {
+			if _, err := os.Stat(name(i)); !os.IsNotExist(err) {
+				return fmt.Errorf("stat %s: %v, want not exist", name(i), err)
+			}
+			return nil
+		}
+		n, d, err := run(*threads, *count, probe, *seed)
+		report("miss-first", n, d, err)
+		n, d, err = run(*threads, *count, probe, *seed)
+		report("miss-again", n, d, err)
+	default:
+		fail("-mode read or miss")
+	}
+}
+
+// run calls op count times in all, with index i, from threads goroutines
+// locked to OS threads; it returns the calls made, the time and the first
+// error (which stops the run).
+func run(threads, count int, op func(i int, rng *rand.Rand, buf []byte) error, seed uint64) (int64, time.Duration, error) {
+	var next atomic.Int64
+	var done atomic.Int64
+	var errOnce sync.Once
+	var firstErr error
+	var wg sync.WaitGroup
+	start := time.Now()
+	for t := range threads {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			runtime.LockOSThread()
+			rng := rand.New(rand.NewPCG(seed, uint64(t)))
+			buf := make([]byte, 128<<10)
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= count {
+					return
+				}
+				if err := op(i, rng, buf); err != nil {
+					errOnce.Do(func() { firstErr = err })
+					next.Store(int64(count))
+					return
+				}
+				done.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	return done.Load(), time.Since(start), firstErr
+}
+
+func report(mode string, n int64, d time.Duration, err error) {
+	s := d.Seconds()
+	fmt.Printf("SMALLFILES mode=%s ops=%d seconds=%.3f ops_per_s=%.0f us_per_op=%.2f\n", mode, n, s, float64(n)/s, s/float64(n)*1e6)
+	if err != nil {
+		fail(err.Error())
+	}
+}
+
+func readList(name string) []string {
+	f, err := os.Open(name)
+	if err != nil {
+		fail(err.Error())
+	}
+	defer f.Close()
+	var out []string
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if l := sc.Text(); l != "" {
+			out = append(out, l)
+		}
+	}
+	if err := sc.Err(); err != nil || len(out) == 0 {
+		fail(fmt.Sprintf("%s: no paths (%v)", name, err))
+	}
+	return out
+}
+
+func fail(msg string) {
+	fmt.Fprintln(os.Stderr, "smallfiles:", msg)
+	os.Exit(1)
+}
