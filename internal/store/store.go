@@ -711,22 +711,31 @@ func (s *Local) Xattrs(ctx context.Context, bucket, path string) (map[string][]b
 
 // Mkdir implements Store.
 func (s *Local) Mkdir(ctx context.Context, bucket, path string, attrs Attrs) error {
-	if err := checkPath(bucket, path); err != nil {
+	cmd, err := s.mkdirCommand(ctx, bucket, path, attrs)
+	if err != nil {
 		return err
 	}
+	_, err = s.propose(ctx, cmd)
+	return err
+}
+
+// mkdirCommand is Mkdir's command.
+func (s *Local) mkdirCommand(ctx context.Context, bucket, path string, attrs Attrs) (meta.Command, error) {
+	if err := checkPath(bucket, path); err != nil {
+		return meta.Command{}, err
+	}
 	if path == "" {
-		return ErrInvalidName
+		return meta.Command{}, ErrInvalidName
 	}
 	if !attrs.Explicit {
 		b, err := s.Bucket(ctx, bucket)
 		if err != nil {
-			return err
+			return meta.Command{}, err
 		}
 		owned(b, &attrs.UID, &attrs.GID, &attrs.Mode, false, b.DirMode)
 	}
-	_, err := s.propose(ctx, meta.Command{Op: meta.OpMkdir, BucketName: bucket, Path: path,
-		File: &meta.Inode{Type: meta.TypeDir, Ino: meta.Ino(attrs.Ino), Mode: dirMode(attrs), UID: attrs.UID, GID: attrs.GID}})
-	return err
+	return meta.Command{Op: meta.OpMkdir, BucketName: bucket, Path: path,
+		File: &meta.Inode{Type: meta.TypeDir, Ino: meta.Ino(attrs.Ino), Mode: dirMode(attrs), UID: attrs.UID, GID: attrs.GID}}, nil
 }
 
 // SetAttrs implements Store: it reads the inode, changes what set names and
@@ -734,12 +743,25 @@ func (s *Local) Mkdir(ctx context.Context, bucket, path string, attrs Attrs) err
 // xattrs together; a concurrent change of the same inode's attributes made
 // between the read and the commit is overwritten).
 func (s *Local) SetAttrs(ctx context.Context, bucket, path string, set SetAttrs) (ObjectInfo, error) {
-	if err := checkPath(bucket, path); err != nil {
+	cmd, err := s.setAttrsCommand(ctx, bucket, path, set)
+	if err != nil {
 		return ObjectInfo{}, err
+	}
+	res, err := s.propose(ctx, cmd)
+	if err != nil {
+		return ObjectInfo{}, err
+	}
+	return objectInfo(bucket, path, res.Inode), nil
+}
+
+// setAttrsCommand is SetAttrs's command, from path's current inode.
+func (s *Local) setAttrsCommand(ctx context.Context, bucket, path string, set SetAttrs) (meta.Command, error) {
+	if err := checkPath(bucket, path); err != nil {
+		return meta.Command{}, err
 	}
 	cur, err := s.lookup(ctx, bucket, path)
 	if err != nil {
-		return ObjectInfo{}, err
+		return meta.Command{}, err
 	}
 	f := &meta.Inode{Mode: cur.Mode, UID: cur.UID, GID: cur.GID, MtimeNs: cur.MtimeNs, AtimeNs: cur.AtimeNs, Xattrs: cur.Xattrs}
 	if set.Mode != nil {
@@ -771,23 +793,28 @@ func (s *Local) SetAttrs(ctx context.Context, bucket, path string, set SetAttrs)
 		}
 		f.Xattrs = x
 	}
-	res, err := s.propose(ctx, meta.Command{Op: meta.OpSetAttr, BucketName: bucket, Path: path, File: f})
-	if err != nil {
-		return ObjectInfo{}, err
-	}
-	return objectInfo(bucket, path, res.Inode), nil
+	return meta.Command{Op: meta.OpSetAttr, BucketName: bucket, Path: path, File: f}, nil
 }
 
 // Delete implements Store.
 func (s *Local) Delete(ctx context.Context, bucket, path, ifMatch string) error {
-	if err := checkPath(bucket, path); err != nil {
+	cmd, err := s.deleteCommand(bucket, path, ifMatch)
+	if err != nil {
 		return err
 	}
-	if path == "" {
-		return ErrInvalidName
-	}
-	_, err := s.propose(ctx, meta.Command{Op: meta.OpDelete, BucketName: bucket, Path: path, IfMatch: ifMatch})
+	_, err = s.propose(ctx, cmd)
 	return err
+}
+
+// deleteCommand is Delete's command.
+func (s *Local) deleteCommand(bucket, path, ifMatch string) (meta.Command, error) {
+	if err := checkPath(bucket, path); err != nil {
+		return meta.Command{}, err
+	}
+	if path == "" {
+		return meta.Command{}, ErrInvalidName
+	}
+	return meta.Command{Op: meta.OpDelete, BucketName: bucket, Path: path, IfMatch: ifMatch}, nil
 }
 
 // Rename implements Store.

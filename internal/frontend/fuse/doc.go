@@ -60,13 +60,26 @@
 // waits for it (fsync, a drain): consecutive
 // small files (up to 1 MiB) together with store.PutFiles, which commits
 // them in the order given (consensus.OrderedProposer); a large file alone
-// with store.Put, streamed from its temporary file; a directory with
-// store.Mkdir, attributes with store.SetAttrs. Each publish is one atomic
-// new version: a crash loses what was queued, never shows a torn or mixed
-// file. Every other change through the mount (unlink, rmdir, rename,
-// link, symlink, xattrs, readdir, and a lookup of a queued name the kernel
-// forgot) first waits for the queue to be empty, so one mount's changes
-// reach the cluster in the order they were made.
+// with store.Put, streamed from its temporary file; consecutive
+// directories, attribute changes and unlinks together with one
+// store.ChangeMany (up to 1024: a chmod -R or an rm -rf costs a few log
+// entries, not a round trip per name). Each publish is one atomic new
+// version: a crash loses what was queued, never shows a torn or mixed
+// file.
+//
+// unlink of a file name is queued too (opUnlink), unless the file has a
+// change queued, was never published, or has other names (its link
+// count shows through them: removed at once, after the queue): the call
+// returns at once, and until the removal is published the mount answers
+// as if the name were gone (lookup and create see no file; the node
+// reports a link count of 0). A queued removal that fails, or a queued
+// mkdir or attribute change whose node has no writer left to tell, is
+// returned by the next fsync of a directory of the mount; a removal that
+// finds the name gone already (another node removed it) succeeded. Every
+// other change through the mount (rmdir, rename, link, symlink, xattrs,
+// readdir, and a lookup of a queued name the kernel forgot) first waits
+// for the queue to be empty, so one mount's changes reach the cluster in
+// the order they were made.
 //
 // fsync of a file returns once its version (and everything queued before
 // it) is durable on W replicas and committed; fsync of a directory (for
@@ -103,5 +116,14 @@
 // else the inode's current committed version (a rewrite keeps the inode,
 // and every open handle sees it, as on a local file system). A read-only
 // handle pins the version it opened, read only once the inode is gone (a
-// file unlinked or replaced while open).
+// file unlinked or replaced while open). A read-only open answers
+// FOPEN_NOFLUSH: close(2) of such a file sends no FLUSH (it has nothing to
+// publish).
+//
+// # Counting
+//
+// Every FUSE call is counted per opcode with its latency (counting.go,
+// stats.go), with the write-back queue's depth, bytes and oldest age and
+// the publishes that succeeded or failed: Mount.Stats, exported by
+// internal/node as cairn_fuse_* metrics and GET /_cairn/mounts.
 package fuse

@@ -89,11 +89,12 @@ var (
 // the mount are durable on W replicas and committed (EIO, ENOSPC when
 // that failed); of a directory, once everything the mount queued before
 // it is (the mount's syncfs: the kernel does not pass syncfs(2) on,
-// see doc.go).
+// see doc.go), with the error of a queued unlink, mkdir or attribute
+// change that failed since the last directory fsync.
 func (n *node) Fsync(ctx context.Context, f fs.FileHandle, flags uint32) syscall.Errno {
 	if n.IsDir() {
 		n.m.wb.drain()
-		return 0
+		return errno(n.m.wb.takeNsErr()) // a queued unlink that failed, say
 	}
 	return errno(n.sync())
 }
@@ -283,6 +284,9 @@ func (n *node) Lookup(ctx context.Context, name string, out *gofuse.EntryOut) (*
 		}
 	}
 	p := n.child(name)
+	if n.m.wb.unlinking(p) {
+		return nil, syscall.ENOENT // removed here; the unlink is queued
+	}
 	if n.m.wb.queued(p) {
 		// Changed here, queued, and its node forgotten by the kernel (an
 		// invalidation after an earlier version's commit): publish it
@@ -316,6 +320,17 @@ func storeRead[T any](n *node, read func() (T, error)) (v T, local bool, err err
 
 // Getattr reports n's attributes.
 func (n *node) Getattr(ctx context.Context, f fs.FileHandle, out *gofuse.AttrOut) syscall.Errno {
+	if gi := n.unlinkedInfo(); gi != nil {
+		// Unlinked through this mount (maybe still queued): link count 0,
+		// the version an open handle reads.
+		info := *gi
+		if h, _ := f.(*handle); h != nil && h.obj != nil {
+			info = h.obj.Info()
+		}
+		n.fill(info, &out.Attr)
+		out.Nlink = 0
+		return 0
+	}
 	info, local, err := storeRead(n, func() (store.ObjectInfo, error) { return n.stat(ctx) })
 	switch h, _ := f.(*handle); {
 	case local: // created, not published yet
@@ -556,7 +571,7 @@ func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *gofuse.
 			return nil, syscall.EEXIST
 		}
 	}
-	if _, err := n.m.cfg.Store.Stat(ctx, n.m.cfg.Bucket, p); err == nil {
+	if _, err := n.existing(ctx, p); err == nil {
 		return nil, syscall.EEXIST
 	}
 	uid, gid := caller(ctx)
@@ -613,12 +628,40 @@ func (n *node) Rmdir(ctx context.Context, name string) syscall.Errno {
 	return errno(n.m.cfg.Store.Delete(ctx, n.m.cfg.Bucket, n.child(name), ""))
 }
 
-// Unlink removes file name.
+// Unlink removes file name. The removal joins the write-back queue (an
+// rm -rf costs a few log entries, not a round trip per name): from the
+// call on, the mount answers as if the name were gone, and a failure is
+// returned by the directory's next fsync. A name whose file has a change
+// queued, or was never published, is removed at once, after the queue.
 func (n *node) Unlink(ctx context.Context, name string) syscall.Errno {
 	ctx, cancel := bounded(ctx)
 	defer cancel()
-	n.m.wb.drain()
+	p := n.child(name)
 	c, _ := n.GetChild(name).Operations().(*node)
+	if n.m.wb.queued(p) || (c != nil && c.uncommitted()) {
+		return n.unlinkNow(ctx, name, c)
+	}
+	info, err := n.m.cfg.Store.Stat(ctx, n.m.cfg.Bucket, p)
+	if err != nil {
+		return errno(err)
+	}
+	if info.IsDir {
+		return syscall.EISDIR
+	}
+	if info.Nlink > 1 {
+		// Another name of the file shows its link count: change it now.
+		return n.unlinkNow(ctx, name, c)
+	}
+	n.m.wb.enqueueUnlink(c, p)
+	if c != nil && info.Nlink <= 1 {
+		c.unlinked(info)
+	}
+	return 0
+}
+
+// unlinkNow is Unlink once the queue is published.
+func (n *node) unlinkNow(ctx context.Context, name string, c *node) syscall.Errno {
+	n.m.wb.drain()
 	info, err := n.m.cfg.Store.Stat(ctx, n.m.cfg.Bucket, n.child(name))
 	if err != nil {
 		if c != nil && c.uncommitted() {
@@ -637,6 +680,15 @@ func (n *node) Unlink(ctx context.Context, name string) syscall.Errno {
 		c.unlinked(info)
 	}
 	return 0
+}
+
+// existing is the store's description of p, unless an unlink of p is
+// queued (ErrNotFound: the name is gone for the mount).
+func (n *node) existing(ctx context.Context, p string) (store.ObjectInfo, error) {
+	if n.m.wb.unlinking(p) {
+		return store.ObjectInfo{}, store.ErrNotFound
+	}
+	return n.m.cfg.Store.Stat(ctx, n.m.cfg.Bucket, p)
 }
 
 // unlinked marks n removed (info: its last description): what is still
@@ -898,7 +950,7 @@ func (n *node) Create(ctx context.Context, name string, flags, mode uint32, out 
 	if e != 0 {
 		return nil, nil, 0, e
 	}
-	if info, err := n.m.cfg.Store.Stat(ctx, n.m.cfg.Bucket, p); err == nil {
+	if info, err := n.existing(ctx, p); err == nil {
 		if flags&syscall.O_EXCL != 0 {
 			return nil, nil, 0, syscall.EEXIST
 		}
@@ -970,15 +1022,18 @@ func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 	if queued {
 		n.m.wb.drain()
 	}
+	// A read-only handle has nothing to publish at close: FOPEN_NOFLUSH
+	// spares the FLUSH call of every close(2) (one call of three for
+	// a framework's open-read-close of a template).
 	obj, local, err := storeRead(n, func() (store.Object, error) { return n.open(ctx) })
 	if local {
-		return h, 0, 0 // created here, not published yet: reads see its content here
+		return h, gofuse.FOPEN_NOFLUSH, 0 // created here, not published yet: reads see its content here
 	}
 	if err != nil {
 		return nil, 0, errno(err)
 	}
 	h.obj = obj
-	return h, gofuse.FOPEN_KEEP_CACHE, 0
+	return h, gofuse.FOPEN_KEEP_CACHE | gofuse.FOPEN_NOFLUSH, 0
 }
 
 // writing reports whether n has content being written.

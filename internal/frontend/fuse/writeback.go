@@ -23,9 +23,11 @@ import (
 const (
 	// smallFile: a file up to this size is published in a batch.
 	smallFile = 1 << 20
-	// batchFiles and batchBytes bound one batch.
-	batchFiles = 256
-	batchBytes = 32 << 20
+	// batchFiles and batchBytes bound one batch of files; batchChanges
+	// one batch of unlinks, directories and attribute changes.
+	batchFiles   = 256
+	batchBytes   = 32 << 20
+	batchChanges = 1024
 	// queueFiles and queueBytes bound the queue: a writer that closes a
 	// file when it is full waits (its content is on disk, but a crash
 	// loses what is queued, so the queue stays short).
@@ -47,7 +49,12 @@ const (
 	opPublish opKind = iota // a file's new version
 	opMkdir                 // a directory made through the mount
 	opAttrs                 // a change of a node's owner, mode or times
+	opUnlink                // a file name removed through the mount (n: its node, or nil)
 )
+
+// namespace reports whether k is a change without content, which the
+// publisher batches into one store.ChangeMany.
+func (k opKind) namespace() bool { return k == opMkdir || k == opAttrs || k == opUnlink }
 
 // pending is one queued change: a file's version, a new directory, or new
 // attributes (taken from the node's uncommitted attrs when it runs).
@@ -66,13 +73,20 @@ type pending struct {
 
 // writeback is a mount's queue of versions to publish.
 type writeback struct {
-	m      *Mount
-	mu     sync.Mutex
-	cond   *sync.Cond // signalled when the queue or busy changes
-	q      []*pending
-	busy   int            // items the publisher has taken and not finished
-	bytes  int64          // queued bytes
-	paths  map[string]int // queued items per path
+	m     *Mount
+	mu    sync.Mutex
+	cond  *sync.Cond // signalled when the queue or busy changes
+	q     []*pending
+	busy  int            // items the publisher has taken and not finished
+	bytes int64          // queued bytes
+	paths map[string]int // queued items per path
+	// unlinks counts the queued unlinks per path: until they are
+	// published, the mount answers as if the names were gone.
+	unlinks map[string]int
+	// nsErr is the first error of a queued unlink, mkdir or attribute
+	// change with no writer left to tell, since a directory's fsync last
+	// returned it.
+	nsErr  error
 	stop   bool
 	urgent bool // someone waits for the queue: publish without settling
 	done   chan struct{}
@@ -86,7 +100,7 @@ type writeback struct {
 }
 
 func newWriteback(m *Mount) *writeback {
-	wb := &writeback{m: m, done: make(chan struct{}), paths: map[string]int{}}
+	wb := &writeback{m: m, done: make(chan struct{}), paths: map[string]int{}, unlinks: map[string]int{}}
 	wb.cond = sync.NewCond(&wb.mu)
 	go wb.run()
 	return wb
@@ -129,10 +143,37 @@ func (wb *writeback) enqueueOp(n *node, kind opKind, path string) *pending {
 	return p
 }
 
+// enqueueUnlink queues the removal of file name path (n: its node, or nil):
+// from now on the mount answers as if it were gone.
+func (wb *writeback) enqueueUnlink(n *node, path string) {
+	wb.push(&pending{kind: opUnlink, n: n, path: path, at: time.Now(), done: make(chan struct{})})
+}
+
+// unlinking reports whether an unlink of path is queued and not yet
+// published (the name is gone for the mount).
+func (wb *writeback) unlinking(path string) bool {
+	wb.mu.Lock()
+	defer wb.mu.Unlock()
+	return wb.unlinks[path] > 0
+}
+
+// takeNsErr returns and forgets the first error of a queued namespace
+// change since the last call.
+func (wb *writeback) takeNsErr() error {
+	wb.mu.Lock()
+	defer wb.mu.Unlock()
+	err := wb.nsErr
+	wb.nsErr = nil
+	return err
+}
+
 func (wb *writeback) push(p *pending) {
 	wb.mu.Lock()
 	wb.q = append(wb.q, p)
 	wb.bytes += p.size
+	if p.kind == opUnlink {
+		wb.unlinks[p.path]++
+	}
 	wb.paths[p.path]++
 	wb.cond.Broadcast()
 	wb.mu.Unlock()
@@ -201,9 +242,25 @@ func (wb *writeback) run() {
 		}
 		wb.urgent = false
 		k, bytes := 1, wb.q[0].size
-		if wb.q[0].kind == opPublish && wb.q[0].size <= smallFile {
+		switch {
+		case wb.q[0].kind == opPublish && wb.q[0].size <= smallFile:
 			for k < len(wb.q) && k < batchFiles && wb.q[k].kind == opPublish && wb.q[k].size <= smallFile && bytes+wb.q[k].size <= batchBytes {
 				bytes += wb.q[k].size
+				k++
+			}
+		case wb.q[0].kind.namespace():
+			// Unlinks, directories and attribute changes in a row: one
+			// batch (store.ChangeMany). An attribute change reads its
+			// path's inode before the batch applies, so it must not follow
+			// a directory made in the same batch at that path.
+			made := map[string]bool{}
+			if wb.q[0].kind == opMkdir {
+				made[wb.q[0].path] = true
+			}
+			for k < len(wb.q) && k < batchChanges && wb.q[k].kind.namespace() && !(wb.q[k].kind == opAttrs && made[wb.q[k].path]) {
+				if wb.q[k].kind == opMkdir {
+					made[wb.q[k].path] = true
+				}
 				k++
 			}
 		}
@@ -219,7 +276,7 @@ func (wb *writeback) run() {
 		if batch[0].kind == opPublish {
 			wb.publish(batch)
 		} else {
-			wb.apply(batch[0])
+			wb.applyBatch(batch)
 		}
 
 		wb.mu.Lock()
@@ -228,6 +285,14 @@ func (wb *writeback) run() {
 		for _, p := range batch {
 			if wb.paths[p.path]--; wb.paths[p.path] <= 0 {
 				delete(wb.paths, p.path)
+			}
+			if p.kind == opUnlink {
+				if wb.unlinks[p.path]--; wb.unlinks[p.path] <= 0 {
+					delete(wb.unlinks, p.path)
+				}
+				if p.err != nil && wb.nsErr == nil {
+					wb.nsErr = p.err
+				}
 			}
 		}
 		wb.cond.Broadcast()
@@ -244,29 +309,87 @@ func (wb *writeback) count(err error) {
 	}
 }
 
-// apply makes a queued directory or attribute change.
-func (wb *writeback) apply(p *pending) {
+// applyBatch makes a batch of queued unlinks, directories and attribute
+// changes, in order: one store.ChangeMany when the store takes batches
+// (a directory given times or an owner after it was made gets them in a
+// second one), else one call each.
+func (wb *writeback) applyBatch(batch []*pending) {
 	cfg := wb.m.cfg
-	ctx, cancel := context.WithTimeout(context.Background(), writeTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), writeTimeout+time.Duration(len(batch)/64)*time.Second)
 	defer cancel()
-	a, gen := p.n.attrsNow()
-	var err error
-	switch p.kind {
-	case opMkdir:
-		err = cfg.Store.Mkdir(ctx, cfg.Bucket, p.path, store.Attrs{Mode: a.mode, UID: a.uid, GID: a.gid,
-			Explicit: true, Ino: p.n.StableAttr().Ino})
-		if err == nil && gen > 0 { // changed since (tar sets a directory's times and owner)
-			_, err = cfg.Store.SetAttrs(ctx, cfg.Bucket, p.path, a.set())
+	changes := make([]store.Change, len(batch))
+	gens := make([]uint64, len(batch))
+	var later []int // directories whose attributes changed since they were queued
+	for i, p := range batch {
+		switch p.kind {
+		case opMkdir:
+			a, gen := p.n.attrsNow()
+			gens[i] = gen
+			changes[i] = store.Change{Kind: store.ChangeMkdir, Path: p.path,
+				Attrs: store.Attrs{Mode: a.mode, UID: a.uid, GID: a.gid, Explicit: true, Ino: p.n.StableAttr().Ino}}
+			if gen > 0 { // changed since (tar sets a directory's times and owner)
+				later = append(later, i)
+			}
+		case opAttrs:
+			a, gen := p.n.attrsNow()
+			gens[i] = gen
+			changes[i] = store.Change{Kind: store.ChangeSetAttrs, Path: p.path, Set: a.set()}
+		case opUnlink:
+			changes[i] = store.Change{Kind: store.ChangeDelete, Path: p.path}
 		}
-	case opAttrs:
-		_, err = cfg.Store.SetAttrs(ctx, cfg.Bucket, p.path, a.set())
 	}
-	wb.count(err)
-	if err != nil {
-		cfg.Logger.Warn("mount: a queued change failed; the writer gets an error at its next fsync or close",
-			"path", p.path, "err", err)
+	errs := wb.changeMany(ctx, changes)
+	if len(later) > 0 {
+		var more []store.Change
+		var at []int
+		for _, i := range later {
+			if errs[i] == nil {
+				a, _ := batch[i].n.attrsNow()
+				more = append(more, store.Change{Kind: store.ChangeSetAttrs, Path: batch[i].path, Set: a.set()})
+				at = append(at, i)
+			}
+		}
+		for k, err := range wb.changeMany(ctx, more) {
+			errs[at[k]] = err
+		}
 	}
-	p.n.published(ctx, p, gen, err)
+	for i, p := range batch {
+		err := errs[i]
+		if p.kind == opUnlink && errors.Is(err, store.ErrNotFound) {
+			err = nil // gone already (another node removed it): the name is gone, as asked
+		}
+		wb.count(err)
+		if err != nil {
+			cfg.Logger.Warn("mount: a queued change failed; it is reported at the next fsync or close",
+				"path", p.path, "err", err)
+		}
+		if p.kind == opUnlink {
+			p.err = err
+			close(p.done)
+			continue
+		}
+		p.n.published(ctx, p, gens[i], err)
+	}
+}
+
+// changeMany makes cs through the store's batch call, or one call each.
+func (wb *writeback) changeMany(ctx context.Context, cs []store.Change) []error {
+	cfg := wb.m.cfg
+	if bc, ok := cfg.Store.(store.BatchChanger); ok {
+		return bc.ChangeMany(ctx, cfg.Bucket, cs)
+	}
+	errs := make([]error, len(cs))
+	for i, c := range cs {
+		switch c.Kind {
+		case store.ChangeMkdir:
+			errs[i] = cfg.Store.Mkdir(ctx, cfg.Bucket, c.Path, c.Attrs)
+		case store.ChangeSetAttrs:
+			_, errs[i] = cfg.Store.SetAttrs(ctx, cfg.Bucket, c.Path, c.Set)
+		case store.ChangeDelete:
+			errs[i] = cfg.Store.Delete(ctx, cfg.Bucket, c.Path, "")
+		}
+	}
+	return errs
 }
 
 // publish stores one batch, in order, and settles each item.
