@@ -61,7 +61,7 @@ type Mount struct {
 	server *gofuse.Server
 	root   *node
 	cancel func() // stops watching
-	inval  chan inval
+	inval  invalQueue
 	wb     *writeback
 	calls  counters // FUSE calls per opcode (stats.go)
 	wg     sync.WaitGroup
@@ -91,7 +91,8 @@ func New(ctx context.Context, cfg Config) (*Mount, error) {
 	if err := ensureTree(ctx, cfg.Store, cfg.Bucket, cfg.Prefix); err != nil {
 		return nil, err
 	}
-	m := &Mount{cfg: cfg, inval: make(chan inval, 4096)}
+	m := &Mount{cfg: cfg}
+	m.inval.init()
 	m.wb = newWriteback(m)
 	m.root = &node{m: m}
 	timeout := cfg.CacheTimeout
@@ -161,7 +162,7 @@ func (m *Mount) Close() error {
 		if m.cancel != nil {
 			m.cancel()
 		}
-		close(m.inval)
+		m.inval.close()
 		m.wg.Wait()
 	})
 	return err
@@ -298,12 +299,58 @@ func (m *Mount) changed(paths []string, all bool) {
 	}
 }
 
-func (m *Mount) queue(iv inval) {
-	select {
-	case m.inval <- iv:
-	default:
-		m.cfg.Logger.Warn("mount: invalidation queue full; kernel caches expire on their timeout", "dir", m.cfg.Dir)
+func (m *Mount) queue(iv inval) { m.inval.add(iv) }
+
+// invalQueue holds the invalidations to make, each once: a batch of a
+// thousand unlinks in one directory invalidates the directory once, not a
+// thousand times (each invalidation of an inode also drops its cached
+// ACL, which the kernel then asks for again). It never blocks the
+// applying goroutine and never drops an invalidation; its size is bounded
+// by the inodes and names the kernel knows.
+type invalQueue struct {
+	mu     sync.Mutex
+	cond   *sync.Cond
+	items  []inval
+	seen   map[inval]bool
+	closed bool
+}
+
+func (q *invalQueue) init() {
+	q.cond = sync.NewCond(&q.mu)
+	q.seen = map[inval]bool{}
+}
+
+// add queues iv unless the same invalidation is queued already.
+func (q *invalQueue) add(iv inval) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.closed || q.seen[iv] {
+		return
 	}
+	q.seen[iv] = true
+	q.items = append(q.items, iv)
+	q.cond.Signal()
+}
+
+// take waits for invalidations and returns all of them (nil once closed
+// and empty).
+func (q *invalQueue) take() []inval {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for len(q.items) == 0 && !q.closed {
+		q.cond.Wait()
+	}
+	out := q.items
+	q.items = nil
+	clear(q.seen)
+	return out
+}
+
+func (q *invalQueue) close() {
+	q.mu.Lock()
+	q.closed = true
+	q.cond.Broadcast()
+	q.mu.Unlock()
 }
 
 // queueAll invalidates every inode the kernel knows.
@@ -339,12 +386,18 @@ func (m *Mount) sameInode(iv inval) bool {
 // invalidate carries out the queued invalidations.
 func (m *Mount) invalidate() {
 	defer m.wg.Done()
-	for iv := range m.inval {
-		if iv.child != nil {
-			iv.child.NotifyContent(0, 0) // attributes and pages
+	for {
+		ivs := m.inval.take()
+		if ivs == nil {
+			return
 		}
-		if iv.parent != nil && !m.sameInode(iv) {
-			iv.parent.NotifyEntry(iv.name)
+		for _, iv := range ivs {
+			if iv.child != nil {
+				iv.child.NotifyContent(0, 0) // attributes and pages
+			}
+			if iv.parent != nil && !m.sameInode(iv) {
+				iv.parent.NotifyEntry(iv.name)
+			}
 		}
 	}
 }
