@@ -760,10 +760,10 @@ part_php() {
 	done
 	for r in $(seq 1 "$ROUNDS"); do
 		for side in $(sides "$r"); do
-			[ "$side" = cairn ] && calls_before "$PHP_NODE"
+			if [ "$side" = cairn ]; then calls_before "$PHP_NODE"; fi
 			siege_run "$OUT/siege-urls-$side.txt" "$PHP_REPS" "$OUT/siege-r$r-$side.json"
 			record php "page mix: siege -c $PHP_CONC -r $PHP_REPS" "$r" "$side" "$RUN_S" "$SIEGE_N" "$RUN_STATUS"
-			[ "$side" = cairn ] && calls_after php "page mix: siege -c $PHP_CONC -r $PHP_REPS" "$r" "$PHP_NODE" "$SIEGE_N"
+			if [ "$side" = cairn ]; then calls_after php "page mix: siege -c $PHP_CONC -r $PHP_REPS" "$r" "$PHP_NODE" "$SIEGE_N"; fi
 		done
 	done
 	# Each PHP page alone (static files hide the PHP cost in the mix):
@@ -772,10 +772,10 @@ part_php() {
 		for side in $SIDES; do echo "http://127.0.0.1:${PHP_PORT[$side]}$page" >"$OUT/siege-page-$side.txt"; done
 		for r in $(seq 1 "$ROUNDS"); do
 			for side in $(sides "$r"); do
-				[ "$side" = cairn ] && calls_before "$PHP_NODE"
+				if [ "$side" = cairn ]; then calls_before "$PHP_NODE"; fi
 				siege_run "$OUT/siege-page-$side.txt" "$PHP_PAGE_REPS" "$OUT/siege-page-r$r-$side.json"
 				record php "page $page alone: siege -c $PHP_CONC -r $PHP_PAGE_REPS" "$r" "$side" "$RUN_S" "$SIEGE_N" "$RUN_STATUS"
-				[ "$side" = cairn ] && calls_after php "page $page alone" "$r" "$PHP_NODE" "$SIEGE_N"
+				if [ "$side" = cairn ]; then calls_after php "page $page alone" "$r" "$PHP_NODE" "$SIEGE_N"; fi
 			done
 		done
 	done
@@ -828,10 +828,10 @@ part_reads() {
 						[ "$side" != cairn ] || log "reads: after drop_caches, $(resident_mb "$CL_DIR/n$node" "$OUT/fincore-c$c-r$r.txt") MB of node $node's files are still in the page cache ($OUT/fincore-c$c-r$r.txt)"
 					fi
 					dir=$(side_dir "$side" "$node")/reads
-					[ "$side" = cairn ] && calls_before "$node"
+					if [ "$side" = cairn ]; then calls_before "$node"; fi
 					bounded "$READ_MAX_S" bash -c 'cd "$1" && xargs -a "$2" -d "\n" -P "$3" -n "$4" cat >/dev/null' _ "$dir" "$list" "$c" "$batch"
 					record reads "$cache $c readers" "$r" "$side" "$RUN_S" "$count" "$RUN_STATUS"
-					[ "$side" = cairn ] && calls_after reads "$cache $c readers" "$r" "$node" "$count"
+					if [ "$side" = cairn ]; then calls_after reads "$cache $c readers" "$r" "$node" "$count"; fi
 				done
 			done
 		done
@@ -911,10 +911,10 @@ part_untar() {
 			dest=$(side_dir "$side" "$UNTAR_NODE")/untar-r$r
 			mkdir -p "$dest"
 			sync
-			[ "$side" = cairn ] && calls_before "$UNTAR_NODE"
+			if [ "$side" = cairn ]; then calls_before "$UNTAR_NODE"; fi
 			bounded "$UNTAR_MAX_S" bash -c 'tar -xf "$1" -C "$2" && sync && sync "$2"' _ "$TARF" "$dest"
 			record untar "tar -x + sync ($TAR_MEMBERS members)" "$r" "$side" "$RUN_S" "$TAR_MEMBERS" "$RUN_STATUS"
-			[ "$side" = cairn ] && calls_after untar "tar -x + sync ($TAR_MEMBERS members)" "$r" "$UNTAR_NODE" "$TAR_MEMBERS"
+			if [ "$side" = cairn ]; then calls_after untar "tar -x + sync ($TAR_MEMBERS members)" "$r" "$UNTAR_NODE" "$TAR_MEMBERS"; fi
 			[ "$RUN_STATUS" = ok ] || { tail -n 5 "${NODE_LOG[UNTAR_NODE]}" >&2; die "untar round $r on $side: $RUN_STATUS"; }
 		done
 		# Every entry visible through node CHECK_NODE, and a sample of the
@@ -970,10 +970,10 @@ part_meta() {
 	for r in $(seq 1 "$ROUNDS"); do
 		for side in $(sides "$r"); do
 			dir=$(side_dir "$side" "$META_NODE")/$KTREE_REL
-			[ "$side" = cairn ] && calls_before "$META_NODE"
+			if [ "$side" = cairn ]; then calls_before "$META_NODE"; fi
 			bounded "$META_MAX_S" bash -c 'find "$1" -type f -print0 | xargs -0 stat --format="%n %s %Y %a %U" >/dev/null' _ "$dir"
 			record meta "find + xargs stat warm ($n files)" "$r" "$side" "$RUN_S" "$n" "$RUN_STATUS"
-			[ "$side" = cairn ] && calls_after meta "find + xargs stat warm ($n files)" "$r" "$META_NODE" "$n"
+			if [ "$side" = cairn ]; then calls_after meta "find + xargs stat warm ($n files)" "$r" "$META_NODE" "$n"; fi
 		done
 	done
 }
@@ -994,10 +994,10 @@ part_large() {
 		for side in $(sides "$r"); do
 			dest=$(side_dir "$side" "$LARGE_NODE")/large-r$r.bin
 			sync
-			[ "$side" = cairn ] && calls_before "$LARGE_NODE"
+			if [ "$side" = cairn ]; then calls_before "$LARGE_NODE"; fi
 			bounded "$LARGE_MAX_S" bash -c 'cp "$1" "$2" && sync && sync "$(dirname "$2")"' _ "$src" "$dest"
 			record large "cp + sync ($LARGE_MB MB)" "$r" "$side" "$RUN_S" 1 "$RUN_STATUS"
-			[ "$side" = cairn ] && calls_after large "cp + sync ($LARGE_MB MB)" "$r" "$LARGE_NODE" 1
+			if [ "$side" = cairn ]; then calls_after large "cp + sync ($LARGE_MB MB)" "$r" "$LARGE_NODE" 1; fi
 			if [ "$side" = cairn ] && [ "$RUN_STATUS" = ok ]; then
 				got=$(sha256sum <"${MNT[CHECK_NODE]}/large-r$r.bin" | cut -d' ' -f1) || got="read failed"
 				[ "$got" = "$want" ] || die "large round $r: the copy read through node $CHECK_NODE has SHA-256 $got, want $want"
@@ -1027,15 +1027,15 @@ part_small() {
 	for r in $(seq 1 "$ROUNDS"); do
 		for side in $(sides "$r"); do
 			dir=$(side_dir "$side" "$node")/small
-			[ "$side" = cairn ] && calls_before "$node"
+			if [ "$side" = cairn ]; then calls_before "$node"; fi
 			bounded "$SMALL_MAX_S" "$sf/smallfiles" -mode read -dir "$dir" -list "$corpus/paths.txt" \
 				-threads "$SMALL_THREADS" -count "$SMALL_COUNT" -seed "$((SEED + r))" >"$OUT/small-r$r-$side.txt" 2>&1
 			RUN_S=$(sed -n 's/.*mode=read .*seconds=\([0-9.]*\).*/\1/p' "$OUT/small-r$r-$side.txt")
 			[ -n "$RUN_S" ] || { RUN_S=0; RUN_STATUS="FAIL $(tail -n 1 "$OUT/small-r$r-$side.txt")"; }
 			record small "open+read+close warm: $SMALL_THREADS threads ($SMALL_COUNT files)" "$r" "$side" "$RUN_S" "$SMALL_COUNT" "$RUN_STATUS"
-			[ "$side" = cairn ] && calls_after small "open+read+close warm" "$r" "$node" "$SMALL_COUNT"
+			if [ "$side" = cairn ]; then calls_after small "open+read+close warm" "$r" "$node" "$SMALL_COUNT"; fi
 			# Names that do not exist: a first stat of each, then again.
-			[ "$side" = cairn ] && calls_before "$node"
+			if [ "$side" = cairn ]; then calls_before "$node"; fi
 			bounded "$SMALL_MAX_S" "$sf/smallfiles" -mode miss -dir "$dir/probe-r$r" \
 				-threads "$SMALL_THREADS" -count "$SMALL_MISSES" >"$OUT/small-miss-r$r-$side.txt" 2>&1
 			local first again st=$RUN_STATUS
@@ -1044,7 +1044,7 @@ part_small() {
 			[ -n "$first" ] && [ -n "$again" ] || { first=0 again=0 st="FAIL $(tail -n 1 "$OUT/small-miss-r$r-$side.txt")"; }
 			record small "first stat of missing names: $SMALL_THREADS threads ($SMALL_MISSES)" "$r" "$side" "$first" "$SMALL_MISSES" "$st"
 			record small "stat of the same missing names again" "$r" "$side" "$again" "$SMALL_MISSES" "$st"
-			[ "$side" = cairn ] && calls_after small "stat of missing names: first and again" "$r" "$node" "$((2 * SMALL_MISSES))"
+			if [ "$side" = cairn ]; then calls_after small "stat of missing names: first and again" "$r" "$node" "$((2 * SMALL_MISSES))"; fi
 		done
 	done
 }
@@ -1070,10 +1070,10 @@ part_tree() {
 				chown*) cmd='chown -R 1000:1000 "$1" && sync && sync "$1"' ;;
 				rm*) cmd='rm -rf -- "$1" && sync && sync "$(dirname "$1")"' ;;
 				esac
-				[ "$side" = cairn ] && calls_before "$node"
+				if [ "$side" = cairn ]; then calls_before "$node"; fi
 				bounded "$TREE_MAX_S" bash -c "$cmd" _ "$dir"
 				record tree "$what + sync ($members members)" "$r" "$side" "$RUN_S" "$members" "$RUN_STATUS"
-				[ "$side" = cairn ] && calls_after tree "$what + sync ($members members)" "$r" "$node" "$members"
+				if [ "$side" = cairn ]; then calls_after tree "$what + sync ($members members)" "$r" "$node" "$members"; fi
 			done
 			[ ! -e "$dir" ] || die "tree: $dir still exists after rm -rf"
 		done
@@ -1110,12 +1110,12 @@ part_git() {
 		for side in $(sides "$r"); do
 			dest=$(side_dir "$side" "$node")/git-r$r
 			sync
-			[ "$side" = cairn ] && calls_before "$node"
+			if [ "$side" = cairn ]; then calls_before "$node"; fi
 			# file://: the pack protocol, as from a server (a plain path
 			# would hard-link objects on the same file system).
 			bounded "$GIT_MAX_S" bash -c 'git clone -q "file://$1" "$2" && sync && sync "$2"' _ "$GIT_REPO" "$dest"
 			record git "git clone + sync ($files files)" "$r" "$side" "$RUN_S" "$files" "$RUN_STATUS"
-			[ "$side" = cairn ] && calls_after git "git clone + sync ($files files)" "$r" "$node" "$files"
+			if [ "$side" = cairn ]; then calls_after git "git clone + sync ($files files)" "$r" "$node" "$files"; fi
 			[ "$RUN_STATUS" != ok ] || [ "$(git -C "$dest" status --porcelain | wc -l)" = 0 ] || die "git: the clone on the $side side is not clean"
 			rm -rf -- "$dest"
 		done
