@@ -667,7 +667,9 @@ php_nginx_start() {
 # (transactions) and RUN_STATUS.
 siege_run() {
 	local list=$1 reps=$2 out=$3 want=$((PHP_CONC * $2)) okn badn
-	bounded "$PHP_MAX_S" siege -R "$OUT/siegerc" -c "$PHP_CONC" -r "$reps" -f "$list" >"$out" 2>"$out.err"
+	bounded "$PHP_MAX_S" siege -R "$OUT/siegerc" -c "$PHP_CONC" -r "$reps" -f "$list" >"$out.raw" 2>"$out.err"
+	# siege's first run on a machine prints a note before its JSON.
+	sed -n '/^{/,$p' "$out.raw" >"$out"
 	SIEGE_N=$(jq -r '.transactions // 0' "$out" 2>/dev/null || echo 0)
 	okn=$(jq -r '.successful_transactions // 0' "$out" 2>/dev/null || echo 0)
 	badn=$(jq -r '.failed_transactions // 0' "$out" 2>/dev/null || echo 0)
