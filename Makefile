@@ -140,7 +140,7 @@ bench: build
 	bash bench/download.sh
 
 # Longer randomized and crash runs: internal/sim runs SOAK_SEEDS seeds
-# (1000, 1001, ...) beyond the 12 of make test, about 5 s each on 2 cores.
+# (1000, 1001, ...) beyond the 12 of make test, about 7 s each on 2 cores.
 SOAK_SEEDS ?= 200
 SOAK_TIMEOUT ?= 90m
 soak: build
