@@ -12,7 +12,7 @@ func TestInvalQueue(t *testing.T) {
 		q.add(a)
 	}
 	for i := range 5000 { // more than the old channel held
-		q.add(inval{name: "x", path: string(rune('a' + i%26)) + "/" + string(rune(i))})
+		q.add(inval{name: "x", path: string(rune('a'+i%26)) + "/" + string(rune(i))})
 	}
 	q.add(b)
 	got := q.take()
