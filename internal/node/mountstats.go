@@ -11,6 +11,7 @@ package node
 //	cairn_fuse_writeback_oldest_seconds{mount}      age of the oldest
 //	cairn_fuse_published_total{mount}               queued items published
 //	cairn_fuse_publish_errors_total{mount}          queued items whose publish failed
+//	cairn_fuse_read_zero_copy_bytes_total{mount}    bytes read spliced from a volume file, never copied
 //
 // mount is the mount point.
 
@@ -27,7 +28,7 @@ import (
 const mountsPath = "/_cairn/mounts"
 
 var mountDescs = struct {
-	calls, errs, dur, qItems, qBytes, qOldest, published, failed *prometheus.Desc
+	calls, errs, dur, qItems, qBytes, qOldest, published, failed, zeroCopy *prometheus.Desc
 }{
 	calls:     prometheus.NewDesc("cairn_fuse_requests_total", "FUSE requests the mount answered, per opcode.", []string{"mount", "op"}, nil),
 	errs:      prometheus.NewDesc("cairn_fuse_request_errors_total", "FUSE requests answered with an error (ENOENT included), per opcode.", []string{"mount", "op"}, nil),
@@ -36,6 +37,7 @@ var mountDescs = struct {
 	qBytes:    prometheus.NewDesc("cairn_fuse_writeback_queue_bytes", "Bytes of the files in the mount's write-back queue.", []string{"mount"}, nil),
 	qOldest:   prometheus.NewDesc("cairn_fuse_writeback_oldest_seconds", "Age of the oldest item in the mount's write-back queue (0: empty).", []string{"mount"}, nil),
 	published: prometheus.NewDesc("cairn_fuse_published_total", "Items of the write-back queue published to the cluster.", []string{"mount"}, nil),
+	zeroCopy:  prometheus.NewDesc("cairn_fuse_read_zero_copy_bytes_total", "Bytes of FUSE reads spliced from a local volume file into the kernel, never copied through the node.", []string{"mount"}, nil),
 	failed:    prometheus.NewDesc("cairn_fuse_publish_errors_total", "Items of the write-back queue whose publish failed (the writer gets EIO at its next fsync or close).", []string{"mount"}, nil),
 }
 
@@ -45,7 +47,7 @@ type mountCollector struct{ n *Node }
 // Describe implements prometheus.Collector.
 func (c mountCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{mountDescs.calls, mountDescs.errs, mountDescs.dur, mountDescs.qItems,
-		mountDescs.qBytes, mountDescs.qOldest, mountDescs.published, mountDescs.failed} {
+		mountDescs.qBytes, mountDescs.qOldest, mountDescs.published, mountDescs.failed, mountDescs.zeroCopy} {
 		ch <- d
 	}
 }
@@ -69,6 +71,7 @@ func (c mountCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(mountDescs.qOldest, g, st.QueueOldest.Seconds(), st.Dir)
 		ch <- prometheus.MustNewConstMetric(mountDescs.published, ctr, float64(st.Published), st.Dir)
 		ch <- prometheus.MustNewConstMetric(mountDescs.failed, ctr, float64(st.PublishErrors), st.Dir)
+		ch <- prometheus.MustNewConstMetric(mountDescs.zeroCopy, ctr, float64(st.ZeroCopyBytes), st.Dir)
 	}
 }
 
@@ -107,6 +110,7 @@ type mountJSON struct {
 	QueueOldestMs float64       `json:"queue_oldest_ms"`
 	Published     uint64        `json:"published"`
 	PublishErrors uint64        `json:"publish_errors"`
+	ZeroCopyBytes uint64        `json:"zero_copy_bytes"`
 }
 
 // mountsView is GET /_cairn/mounts: every mount of this node.
@@ -115,7 +119,7 @@ func mountsView(stats []fuse.Stats) []mountJSON {
 	for _, st := range stats {
 		m := mountJSON{Bucket: st.Bucket, Prefix: st.Prefix, Dir: st.Dir, Ops: []mountOpJSON{},
 			QueueItems: st.QueueItems, QueueBytes: st.QueueBytes, QueueOldestMs: float64(st.QueueOldest.Microseconds()) / 1e3,
-			Published: st.Published, PublishErrors: st.PublishErrors}
+			Published: st.Published, PublishErrors: st.PublishErrors, ZeroCopyBytes: st.ZeroCopyBytes}
 		var total float64
 		for _, o := range st.Ops {
 			total += o.Seconds

@@ -997,6 +997,13 @@ func TestMountMetrics(t *testing.T) {
 	if _, err := os.ReadFile(f); err != nil {
 		t.Fatal(err)
 	}
+	// A large file PUT over HTTP (not in the kernel's cache) is read
+	// through the mount spliced from its volume file: zero-copy bytes.
+	big := bytes.Repeat([]byte("0123456789abcdef"), 256<<10/16*3)
+	putOK(t, n.url+"/web/dir/big.bin", big, n)
+	if got, err := os.ReadFile(filepath.Join(mnt, "dir", "big.bin")); err != nil || !bytes.Equal(got, big) {
+		t.Fatalf("a large file read through the mount: %v (%d bytes, want %d)", err, len(got), len(big))
+	}
 	os.Stat(filepath.Join(mnt, "dir", "missing.php")) // an ENOENT lookup
 	os.ReadDir(filepath.Join(mnt, "dir"))
 	if err := os.Rename(f, f+".old"); err != nil {
@@ -1029,6 +1036,10 @@ func TestMountMetrics(t *testing.T) {
 	}
 	if v := regexpFind(t, metrics, `cairn_fuse_published_total\{`+regexpQuote(lbl)+`\} ([0-9]+)`); v == "" || v == "0" {
 		t.Errorf("cairn_fuse_published_total = %q, want the published files and directory", v)
+	}
+
+	if v := regexpFind(t, metrics, `cairn_fuse_read_zero_copy_bytes_total\{`+regexpQuote(lbl)+`\} ([0-9.e+]+)`); v == "" || v == "0" {
+		t.Errorf("cairn_fuse_read_zero_copy_bytes_total = %q, want the large file's bytes", v)
 	}
 
 	resp, body := do(t, "GET", n.url+"/_cairn/mounts", nil)

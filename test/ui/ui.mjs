@@ -140,7 +140,7 @@ async function main() {
       await page.waitForSelector(`${m} tr[data-op="${op}"]`, { timeout: 10000 });
     }
     const line = await page.textContent(m);
-    if (!/published/.test(line) || !/queued/.test(line)) throw new Error('the mount shows no write-back queue: ' + line);
+    if (!/published/.test(line) || !/queued/.test(line) || !/zero-copy/.test(line)) throw new Error('the mount shows no write-back queue: ' + line);
   } else if (!(await page.$eval('#mounts-card', (c) => c.hidden))) {
     throw new Error('the Mounts section shows without a mount');
   }

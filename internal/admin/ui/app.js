@@ -372,7 +372,8 @@
     box.replaceChildren();
     for (const mt of ms) {
       const q = mt.queue_items + ' queued (' + bytes(mt.queue_bytes) + ', oldest ' + Math.round(mt.queue_oldest_ms) + ' ms), ' +
-        num(mt.published) + ' published, ' + num(mt.publish_errors) + ' failed';
+        num(mt.published) + ' published, ' + num(mt.publish_errors) + ' failed; ' +
+        bytes(mt.zero_copy_bytes || 0) + ' read zero-copy';
       const rows = mt.ops.slice(0, 12).map(o => el('tr', { 'data-op': o.op },
         td('Call', el('code', { text: o.op })),
         td('Calls', el('span', { class: 'num', text: num(o.calls) })),

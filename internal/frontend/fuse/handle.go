@@ -65,8 +65,12 @@ func (h *handle) Read(ctx context.Context, dest []byte, off int64) (gofuse.ReadR
 	default:
 		return nil, errno(err)
 	}
-	if off >= obj.Info().Size {
+	size = obj.Info().Size
+	if off >= size {
 		return gofuse.ReadResultData(nil), 0
+	}
+	if r, ok := n.m.localRead(obj, off, int(min(int64(len(dest)), size-off))); ok {
+		return r, 0 // zero-copy: spliced from the volume file
 	}
 	k, err := obj.ReadAt(dest, off)
 	if err != nil && err != io.EOF {

@@ -104,6 +104,9 @@ type Stats struct {
 	// whose publish failed (the writer gets EIO at its next fsync or
 	// close).
 	Published, PublishErrors uint64
+	// ZeroCopyBytes counts the bytes READ answered by splicing them from
+	// a volume file (splice.go), never copied through the node.
+	ZeroCopyBytes uint64
 }
 
 // opCounter is one opcode's counters.
@@ -114,7 +117,8 @@ type opCounter struct {
 
 // counters are a mount's call counters.
 type counters struct {
-	ops [NumOps]opCounter
+	ops      [NumOps]opCounter
+	zeroCopy atomic.Uint64 // bytes spliced (Stats.ZeroCopyBytes)
 }
 
 // observe records one call of op that started at start.
@@ -171,5 +175,6 @@ func (m *Mount) Stats() Stats {
 	}
 	wb.mu.Unlock()
 	st.Published, st.PublishErrors = wb.published.Load(), wb.failed.Load()
+	st.ZeroCopyBytes = m.calls.zeroCopy.Load()
 	return st
 }
