@@ -21,6 +21,7 @@ func newDevCmd() *cobra.Command {
 	var dataDir, host string
 	var port, nodes int
 	var mounts []string
+	var mountHandles bool
 	cmd := &cobra.Command{
 		Use:   "dev",
 		Short: "Run Cairn on its embedded default: a local 3-node cluster with data under ./data",
@@ -70,6 +71,7 @@ takes writes. It prints the URLs, the admin key and curl lines to try.`,
 				if i > 1 {
 					c.Join = urls[0]
 				}
+				c.MountHandles = mountHandles
 				for _, b := range mounts { // each node's view under DATA/mnt/nodeN/BUCKET
 					c.Mounts = append(c.Mounts, b+":"+filepath.Join(abs, "mnt", "node"+strconv.Itoa(i), strings.ReplaceAll(strings.Trim(b, "/"), "/", "_")))
 				}
@@ -108,6 +110,7 @@ Try it (a write through node 1, read back through node %d):
 	cmd.Flags().StringVar(&host, "host", "127.0.0.1", "address the nodes listen on")
 	cmd.Flags().IntVar(&port, "port", 8080, "port of node 1; node i listens on port+i-1")
 	cmd.Flags().IntVar(&nodes, "nodes", 3, "number of nodes")
+	cmd.Flags().BoolVar(&mountHandles, "mount-handles", false, "mounts answer every open with a handle (OPEN and RELEASE per open file) instead of the kernel's no-open mode")
 	cmd.Flags().StringArrayVar(&mounts, "mount", nil, "mount BUCKET[/PREFIX] on every node, under DATA/mnt/nodeN/BUCKET (repeatable; needs /dev/fuse and root or fuse3)")
 	return cmd
 }

@@ -129,6 +129,9 @@ func serverSettings() []setting {
 		s("mount", "CAIRN_MOUNT", "mount BUCKET[/PREFIX] as a POSIX file system on DIR, given as BUCKET[/PREFIX]:DIR; repeatable (env: comma-separated; TOML: an array); the bucket is created when missing, DIR must be empty", func(fs *pflag.FlagSet, c *serverOptions) {
 			fs.StringSliceVar(&c.Mounts, "mount", nil, "")
 		}),
+		s("mount-handles", "CAIRN_MOUNT_HANDLES", "mounts answer every open with a handle (the kernel then sends OPEN and RELEASE per open file, and an open file keeps the version it opened) instead of the kernel's no-open mode, where opening and closing a file costs no call but its FLUSH (docs/operations.md, \"Mounts\")", func(fs *pflag.FlagSet, c *serverOptions) {
+			fs.BoolVar(&c.MountHandles, "mount-handles", false, "")
+		}),
 		s("zone", "CAIRN_ZONE", "failure domain of this node (rack, room, site): copies of a file spread over zones", func(fs *pflag.FlagSet, c *serverOptions) {
 			fs.StringVar(&c.Zone, "zone", "", "")
 		}),

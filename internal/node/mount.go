@@ -39,7 +39,7 @@ func (n *Node) startMounts() error {
 		var m *fuse.Mount
 		for {
 			m, err = fuse.New(ctx, fuse.Config{Store: n.store, Watch: func(w store.Watcher) func() { return n.store.Watch(w) },
-				Bucket: bucket, Prefix: prefix, Dir: dir, TmpDir: tmp, Logger: n.cfg.Logger, Capacity: n.clusterCapacity})
+				Bucket: bucket, Prefix: prefix, Dir: dir, TmpDir: tmp, Logger: n.cfg.Logger, Capacity: n.clusterCapacity, NoOpen: !n.cfg.MountHandles})
 			// A new cluster has no leader for a moment: creating the
 			// bucket waits for one.
 			if err == nil || !errors.Is(err, store.ErrUnavailable) || ctx.Err() != nil {

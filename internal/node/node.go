@@ -70,6 +70,7 @@ type Config struct {
 	DisableMmap       bool          // read blobs with pread instead of memory maps
 	RemoteCacheBytes  int64         // cluster mode: in-memory cache of blobs read from other nodes; 0 = off; default 64 MiB
 	Mounts            []string      // POSIX mounts, each BUCKET[/PREFIX]:DIR (mount.go)
+	MountHandles      bool          // mounts answer OPEN with a handle per open file instead of the kernel's no-open mode (fuse.Config.NoOpen)
 	ScrubRate         int64         // bytes/s the blob scrub reads at; 0 = live bytes / ScrubPeriod, at least 1 MiB/s
 	ScrubPeriod       time.Duration // a scrub pass starts this often; default 336h (2 weeks); negative = only on request
 	S3Domain          string        // virtual-hosted S3: BUCKET.S3Domain addresses BUCKET; "" = path style only (s3.go)

@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -1176,5 +1177,170 @@ func TestMountUnlinkBatchCrash(t *testing.T) {
 	syncDir(t, mnt)
 	if resp, _ := do(t, "GET", n.url+"/web/tree/f399", nil, auth()...); resp.StatusCode != 404 {
 		t.Fatalf("after rm -rf: f399 answers %d", resp.StatusCode)
+	}
+}
+
+// TestMountNoOpen: mounts run in the kernel's no-open mode by default
+// (fuse.Config.NoOpen): opening and closing a file costs no OPEN and no
+// RELEASE call, the kernel keeps a file's pages across opens, and a
+// file's state lives on its node. Two nodes, each mounting bucket web:
+//   - another node's rewrite drops the pages node 2's kernel cached;
+//   - a descriptor open on node 2 keeps reading the version it read
+//     when node 1 replaces the file by a rename (the node pins it);
+//   - a rewrite with O_TRUNC is published whole: the truncation alone
+//     (a SETATTR after the open, in this mode) is not;
+//   - truncate(2) of a path, with no descriptor to close, is published
+//     once idle;
+//   - a write through a shared memory map after the last close (no FLUSH
+//     follows it) is published once idle;
+//   - node 2's mount answered at most one OPEN (the ENOSYS that turns the
+//     mode on) and no RELEASE.
+func TestMountNoOpen(t *testing.T) {
+	needFuse(t)
+	base := t.TempDir()
+	for _, d := range []string{filepath.Dir(base), base} {
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var nodes []*server
+	var mnts []string
+	for i := 1; i <= 2; i++ {
+		mnt := filepath.Join(base, fmt.Sprintf("mnt%d", i))
+		args := []string{"--mount", "web:" + mnt}
+		if i > 1 {
+			args = append(args, "--join", nodes[0].url)
+		}
+		nodes = append(nodes, startCairn(t, "server", filepath.Join(base, fmt.Sprintf("n%d", i)), freeAddr(t), args...))
+		mnts = append(mnts, mnt)
+	}
+	t.Cleanup(func() {
+		for _, m := range mnts {
+			syscall.Unmount(m, syscall.MNT_DETACH)
+		}
+	})
+	waitMembers(t, nodes[0], 2, nodes...)
+	for _, m := range mnts {
+		waitFor(t, 30*time.Second, "the mount "+m, func() bool { return mounted(m) }, nodes...)
+	}
+	at := func(i int, name string) string { return filepath.Join(mnts[i], name) }
+
+	// Another node's rewrite drops the cached pages.
+	v1 := bytes.Repeat([]byte("<?php echo 'version one'; ?>\n"), 500)
+	if err := os.WriteFile(at(0, "page.php"), v1, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	waitFile(t, 5*time.Second, at(1, "page.php"), v1, nodes...)
+	waitFile(t, time.Second, at(1, "page.php"), v1, nodes...) // from node 2's page cache
+	v2 := bytes.Repeat([]byte("<?php echo 'version two'; ?>\n"), 400)
+	if err := os.WriteFile(at(0, "page.php"), v2, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	took := waitFile(t, 5*time.Second, at(1, "page.php"), v2, nodes...)
+	t.Logf("node 1's rewrite read on node 2 after %v", took)
+
+	// A descriptor open on node 2 keeps the version it read when node 1
+	// replaces the file by a rename.
+	old := make([]byte, 4<<20)
+	for i := range old {
+		old[i] = byte(i*7 + i>>12)
+	}
+	if err := os.WriteFile(at(0, "big.bin"), old, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 5*time.Second, "big.bin on node 2", func() bool {
+		st, err := os.Stat(at(1, "big.bin"))
+		return err == nil && st.Size() == int64(len(old))
+	}, nodes...)
+	fd, err := os.Open(at(1, "big.bin"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fd.Close()
+	head := make([]byte, 4096)
+	if _, err := fd.ReadAt(head, 0); err != nil || !bytes.Equal(head, old[:4096]) {
+		t.Fatalf("the first read through node 2: %v", err)
+	}
+	repl := bytes.Repeat([]byte("replacement "), 1000)
+	if err := os.WriteFile(at(0, "big.new"), repl, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(at(0, "big.new"), at(0, "big.bin")); err != nil {
+		t.Fatal(err)
+	}
+	waitFile(t, 5*time.Second, at(1, "big.bin"), repl, nodes...)
+	tail := make([]byte, 64<<10)
+	if n, err := fd.ReadAt(tail, 3<<20); err != nil || !bytes.Equal(tail[:n], old[3<<20:3<<20+n]) || n != len(tail) {
+		t.Fatalf("the descriptor open before the replacement read %d bytes (%v), want the old version's", n, err)
+	}
+	var st syscall.Stat_t
+	if err := syscall.Fstat(int(fd.Fd()), &st); err != nil || st.Size != int64(len(old)) {
+		t.Fatalf("fstat of the replaced file: size %d (%v), want the old version's %d", st.Size, err, len(old))
+	}
+
+	// A rewrite with O_TRUNC is published whole, never empty first.
+	if err := os.WriteFile(at(0, "conf.php"), v1, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	waitFile(t, 5*time.Second, at(1, "conf.php"), v1, nodes...)
+	w, err := os.OpenFile(at(0, "conf.php"), os.O_WRONLY|os.O_TRUNC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Write(v2[:100]); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(500 * time.Millisecond) // more than a publish takes, less than idlePublish
+	if got, err := os.ReadFile(at(1, "conf.php")); err != nil || !bytes.Equal(got, v1) {
+		t.Fatalf("node 2 read %d bytes of conf.php while node 1 rewrote it (%v): want the old version whole", len(got), err)
+	}
+	if _, err := w.Write(v2[100:]); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	waitFile(t, 5*time.Second, at(1, "conf.php"), v2, nodes...)
+
+	// truncate(2) of a path, which the kernel sends as open(O_TRUNC)'s
+	// truncation is sent, is published once idle (2 s).
+	if err := os.Truncate(at(0, "conf.php"), 9); err != nil {
+		t.Fatal(err)
+	}
+	var st1 syscall.Stat_t // a stat sends no FLUSH: the idle publish does it
+	if err := syscall.Stat(at(0, "conf.php"), &st1); err != nil || st1.Size != 9 {
+		t.Fatalf("node 1 stats conf.php at %d bytes after truncate(2) (%v), want 9", st1.Size, err)
+	}
+	took = waitFile(t, 5*time.Second, at(1, "conf.php"), v2[:9], nodes...)
+	t.Logf("truncate(2) on node 1 read on node 2 after %v", took)
+
+	// A write through a shared map after the last close is published once
+	// idle (no FLUSH follows it).
+	mf, err := os.OpenFile(at(0, "mapped.bin"), os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := mf.Truncate(4096); err != nil {
+		t.Fatal(err)
+	}
+	mem, err := syscall.Mmap(int(mf.Fd()), 0, 4096, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_SHARED)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mf.Close()
+	copy(mem, "written through a map")
+	syscall.Munmap(mem) // the kernel writes the page back, with no FLUSH after it
+	want := append([]byte("written through a map"), make([]byte, 4096-21)...)
+	took = waitFile(t, 10*time.Second, at(1, "mapped.bin"), want, nodes...)
+	t.Logf("a write through a map after close read on node 2 after %v", took)
+
+	// Node 2's mount answered no RELEASE and at most the one OPEN.
+	_, scrape := do(t, "GET", nodes[1].url+"/_cairn/metrics", nil)
+	lbl := regexpQuote(fmt.Sprintf(`mount=%q`, mnts[1]))
+	for op, most := range map[string]int{"open": 1, "release": 0} {
+		v := regexpFind(t, string(scrape), `cairn_fuse_requests_total\{`+lbl+`,op="`+op+`"\} ([0-9]+)`)
+		if n, _ := strconv.Atoi(v); n > most {
+			t.Errorf("node 2's mount answered %s %d times, want at most %d (no-open mode)", op, n, most)
+		}
 	}
 }

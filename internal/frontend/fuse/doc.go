@@ -91,9 +91,11 @@
 // bounded (30 s plus 1 s per MiB), so a node without its write quorum
 // fails them rather than hold the queue. The queue holds at most 4096
 // files or 256 MiB; a writer closing a file beyond that waits. Two writers
-// of one path: the last publish wins, whole. The kernel sends O_TRUNC with
-// the open (CAP_ATOMIC_O_TRUNC), so a rewrite is never published empty
-// first. Other calls that change the namespace are bounded (writeTimeout,
+// of one path: the last publish wins, whole. A rewrite is never published
+// empty first: with handles the kernel sends O_TRUNC with the open
+// (CAP_ATOMIC_O_TRUNC); in no-open mode it truncates with a SETATTR after
+// the open, which the mount keeps with the content until the close (see
+// below). Other calls that change the namespace are bounded (writeTimeout,
 // 30 s: EIO). Unmounting (SIGTERM) publishes the queue first.
 //
 // # Caching
@@ -114,11 +116,56 @@
 //
 // A read comes from the content being written, else the version queued,
 // else the inode's current committed version (a rewrite keeps the inode,
-// and every open handle sees it, as on a local file system). A read-only
-// handle pins the version it opened, read only once the inode is gone (a
-// file unlinked or replaced while open). A read-only open answers
-// FOPEN_NOFLUSH: close(2) of such a file sends no FLUSH (it has nothing to
-// publish).
+// and every open handle sees it, as on a local file system). A read of
+// 64 KiB or more of a local copy is spliced from the volume file into
+// /dev/fuse (splice.go): its bytes never pass through the node. With
+// handles, a read-only handle pins the version it opened, read only once
+// the inode is gone (a file unlinked or replaced while open), and a
+// read-only open answers FOPEN_NOFLUSH: close(2) of such a file sends no
+// FLUSH (it has nothing to publish).
+//
+// # No-open mode (the default)
+//
+// A web node opens and closes files all day: a PHP page opens every file
+// it includes (about 80 for a WordPress page, opcache or not) and reads
+// none of them. With a handle per open file each costs an OPEN and a
+// RELEASE round trip to the node. Config.NoOpen answers the first OPEN
+// with ENOSYS, which the kernel takes as a success and as "never send
+// OPEN again" (no_open): from then on opening a file costs nothing, its
+// pages stay cached across opens (FOPEN_KEEP_CACHE: a change anywhere
+// invalidates them, see Caching), and close(2) costs one FLUSH, answered
+// from memory. There is no RELEASE either, so a file's state lives on its
+// node, not on a handle (handle.go: the node's Read, Write, Flush and
+// Allocate, with a handle made for the call):
+//
+//   - Writes go to the node's content; a FLUSH — any close(2) of the file
+//     on this node, the kernel does not say which descriptor — queues what
+//     was written so far. A reader's close while a writer is still
+//     writing can therefore publish a part-written version, the one a
+//     reader on this node sees at that moment (the writer's own close
+//     publishes the rest); a torn version never reaches other nodes from
+//     a crash.
+//   - Content written and never flushed (a shared map written after the
+//     last close) is published once it has not changed for 2 s
+//     (idlePublish, noopen.go), and at unmount.
+//   - O_TRUNC comes as a SETATTR of size 0 after the open, without a
+//     handle and with nothing to tell it from truncate(2) of a path. A
+//     size change is therefore kept with the content until the next
+//     FLUSH or until idle: truncate(2) of a path reaches other nodes
+//     after 2 to 2.5 s, and a writer that truncates and then writes
+//     nothing for 2 s has its empty version published.
+//   - An open descriptor cannot pin the version it opened. The node pins
+//     the version last read through it, and the version it had when
+//     unlinked or replaced (renamed over) through this mount: a file
+//     unlinked or replaced while open keeps reading that version, and
+//     fstat shows its size with a link count of 0. A file opened but not
+//     yet read when another node replaces it reads ENOENT (as NFS answers
+//     ESTALE).
+//   - A failed publish is returned by the file's next FLUSH (close) on
+//     this node, whichever descriptor it is, or its next fsync.
+//
+// Config.NoOpen false (cairn server --mount-handles) gives back a handle
+// per open file and the per-descriptor semantics above.
 //
 // # Counting
 //

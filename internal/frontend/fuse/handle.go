@@ -18,6 +18,51 @@ type handle struct {
 	n        *node
 	writable bool
 	obj      store.Object // read-only: the version opened, read once the inode is gone (unlinked while open); kept until release
+	noOpen   bool         // made for one call in no-open mode: the node's content, started when missing
+}
+
+// In no-open mode (Config.NoOpen) the kernel sends READ, WRITE, FLUSH and
+// FALLOCATE with no handle (f nil): they go to the node, through a handle
+// made for the call (writable: whatever the descriptor, the kernel
+// checked its access mode).
+var (
+	_ fs.NodeReader    = (*node)(nil)
+	_ fs.NodeWriter    = (*node)(nil)
+	_ fs.NodeFlusher   = (*node)(nil)
+	_ fs.NodeAllocater = (*node)(nil)
+)
+
+// fileHandle is f, or the node's own handle in no-open mode.
+func (n *node) fileHandle(f fs.FileHandle) *handle {
+	if h, ok := f.(*handle); ok {
+		return h
+	}
+	return &handle{n: n, writable: true, noOpen: true}
+}
+
+func (n *node) Read(ctx context.Context, f fs.FileHandle, dest []byte, off int64) (gofuse.ReadResult, syscall.Errno) {
+	return n.fileHandle(f).Read(ctx, dest, off)
+}
+
+func (n *node) Write(ctx context.Context, f fs.FileHandle, data []byte, off int64) (uint32, syscall.Errno) {
+	return n.fileHandle(f).Write(ctx, data, off)
+}
+
+func (n *node) Flush(ctx context.Context, f fs.FileHandle) syscall.Errno {
+	return n.fileHandle(f).Flush(ctx)
+}
+
+func (n *node) Allocate(ctx context.Context, f fs.FileHandle, off uint64, size uint64, mode uint32) syscall.Errno {
+	return n.fileHandle(f).Allocate(ctx, off, size, mode)
+}
+
+// handleOut is the handle an open or create returns to go-fuse: none in
+// no-open mode (the kernel sends no RELEASE that would free it).
+func (m *Mount) handleOut(h *handle) fs.FileHandle {
+	if m.cfg.NoOpen {
+		return nil
+	}
+	return h
 }
 
 var (
@@ -60,8 +105,13 @@ func (h *handle) Read(ctx context.Context, dest []byte, off int64) (gofuse.ReadR
 	switch {
 	case err == nil:
 		defer obj.Close()
+		if h.noOpen {
+			n.keep(obj)
+		}
 	case errors.Is(err, store.ErrNotFound) && h.obj != nil:
 		obj = h.obj
+	case errors.Is(err, store.ErrNotFound) && h.noOpen && n.pinned() != nil:
+		obj = n.pinned() // no-open mode: unlinked or replaced while open
 	default:
 		return nil, errno(err)
 	}
@@ -87,7 +137,7 @@ func (h *handle) Write(ctx context.Context, data []byte, off int64) (uint32, sys
 	n := h.n
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	w := n.write
+	w := h.content()
 	if w == nil {
 		return 0, syscall.EBADF
 	}
@@ -135,7 +185,7 @@ func (h *handle) Allocate(ctx context.Context, off uint64, size uint64, mode uin
 	n := h.n
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	w := n.write
+	w := h.content()
 	if w == nil {
 		return syscall.EBADF
 	}
@@ -149,4 +199,18 @@ func (h *handle) Allocate(ctx context.Context, off uint64, size uint64, mode uin
 		n.changed(w)
 	}
 	return 0
+}
+
+// content is the content h writes (n.mu held): the node's, started in
+// no-open mode when there is none (the node keeps it: no RELEASE drops
+// it).
+func (h *handle) content() *content {
+	n := h.n
+	if h.noOpen {
+		if n.write == nil {
+			n.write = &content{}
+		}
+		n.m.idle.add(n)
+	}
+	return n.write
 }

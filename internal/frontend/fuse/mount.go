@@ -43,6 +43,11 @@ type Config struct {
 	Capacity func(ctx context.Context) (total, free uint64, err error)
 	// Logger; default slog.Default().
 	Logger *slog.Logger
+	// NoOpen answers the kernel's first OPEN with ENOSYS: from then on it
+	// sends no OPEN and no RELEASE for files (no-open mode, see doc.go):
+	// a file's state lives on its node, a close's FLUSH publishes what
+	// was written to it.
+	NoOpen bool
 }
 
 // ParseSpec parses a --mount value, BUCKET[/PREFIX]:DIR.
@@ -63,6 +68,7 @@ type Mount struct {
 	cancel func() // stops watching
 	inval  invalQueue
 	wb     *writeback
+	idle   idleSet  // no-open mode: content written and not flushed
 	calls  counters // FUSE calls per opcode (stats.go)
 	wg     sync.WaitGroup
 	once   sync.Once
@@ -95,6 +101,12 @@ func New(ctx context.Context, cfg Config) (*Mount, error) {
 	m.inval.init()
 	m.wb = newWriteback(m)
 	m.root = &node{m: m}
+	// In no-open mode the kernel never sends the OPEN that would carry
+	// O_TRUNC: it truncates with a SETATTR after the open instead.
+	atomicTrunc := uint64(gofuse.CAP_ATOMIC_O_TRUNC)
+	if cfg.NoOpen {
+		atomicTrunc = 0
+	}
 	timeout := cfg.CacheTimeout
 	// Misses are kept 5 s at most: a change is invalidated precisely on the
 	// names it lists, but a snapshot installed by Raft ("everything may
@@ -119,7 +131,7 @@ func New(ctx context.Context, cfg Config) (*Mount, error) {
 			// so a rewrite is published whole at close, never empty first.
 			// The caller's umask is applied by the mount, not the kernel:
 			// POSIX ignores it under a default ACL (umask.go).
-			ExtraCapabilities: gofuse.CAP_ATOMIC_O_TRUNC | gofuse.CAP_DONT_MASK,
+			ExtraCapabilities: gofuse.CAP_DONT_MASK | atomicTrunc,
 			// The kernel enforces POSIX ACLs kept in the ACL xattrs (the
 			// mount keeps the mode's bits in step, and applies a
 			// directory's default ACL to what is made in it).
@@ -138,6 +150,9 @@ func New(ctx context.Context, cfg Config) (*Mount, error) {
 		return nil, fmt.Errorf("mount %s on %s: %w", path.Join(cfg.Bucket, cfg.Prefix), cfg.Dir, err)
 	}
 	m.server = server
+	if cfg.NoOpen {
+		m.idle.start()
+	}
 	m.wg.Add(1)
 	go m.invalidate()
 	if cfg.Watch != nil {
@@ -158,7 +173,8 @@ func (m *Mount) Close() error {
 			err = syscall.Unmount(m.cfg.Dir, syscall.MNT_DETACH)
 		}
 		m.server.Wait()
-		m.wb.close() // what was closed before the unmount is published
+		m.idle.close() // no-open mode: what was written and not flushed is queued
+		m.wb.close()   // what was closed before the unmount is published
 		if m.cancel != nil {
 			m.cancel()
 		}

@@ -33,6 +33,7 @@ type node struct {
 	fresh    bool              // created through this mount and not committed yet
 	gone     bool              // unlinked: what is written is never published
 	goneInfo *store.ObjectInfo // its description when it was unlinked
+	pin      store.Object      // no-open mode: the version last read, or unlinked or replaced here: open descriptors read it once it is gone
 	dirTime  time.Time         // a directory: its last change here not committed yet (a create in it)
 }
 
@@ -244,6 +245,24 @@ func (n *node) touchedDir(t time.Time) {
 	n.mu.Unlock()
 }
 
+// pinned is n's pinned version in no-open mode (n.pin), or nil.
+func (n *node) pinned() store.Object {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.pin
+}
+
+// keep pins obj, a version of n just read, in no-open mode: with no handle
+// to hold the version a descriptor opened, a file unlinked or replaced
+// while open reads the version it read last (and what the kernel caches).
+func (n *node) keep(obj store.Object) {
+	n.mu.Lock()
+	if n.pin != obj {
+		n.pin = obj
+	}
+	n.mu.Unlock()
+}
+
 // unlinkedInfo is n's description when it was unlinked, or nil.
 func (n *node) unlinkedInfo() *store.ObjectInfo {
 	n.mu.Lock()
@@ -339,6 +358,10 @@ func (n *node) Getattr(ctx context.Context, f fs.FileHandle, out *gofuse.AttrOut
 		n.fill(h.obj.Info(), &out.Attr)
 		out.Nlink = 0
 		return 0
+	case errors.Is(err, store.ErrNotFound) && h == nil && n.pinned() != nil: // no-open mode: unlinked or replaced while open
+		n.fill(n.pinned().Info(), &out.Attr)
+		out.Nlink = 0
+		return 0
 	case errors.Is(err, store.ErrNotFound) && n.unlinkedInfo() != nil: // unlinked while open for writing
 		n.fill(*n.unlinkedInfo(), &out.Attr)
 		out.Nlink = 0
@@ -370,6 +393,15 @@ func (n *node) Setattr(ctx context.Context, f fs.FileHandle, in *gofuse.SetAttrI
 		// version appears whole); truncate(2) of a file nobody writes is
 		// published now.
 		writing := n.writing()
+		if n.m.cfg.NoOpen {
+			// The kernel sends open(O_TRUNC)'s truncation as a SETATTR
+			// after the open, the same as truncate(2) of a path: it is
+			// kept with the content, published by the next FLUSH (the
+			// writer's close) or once idle (idlePublish), so that a
+			// rewrite is not published empty first.
+			writing = true
+			n.m.idle.add(n)
+		}
 		w, e := n.openContent(ctx, false)
 		if e != 0 {
 			return e
@@ -652,6 +684,7 @@ func (n *node) Unlink(ctx context.Context, name string) syscall.Errno {
 		// Another name of the file shows its link count: change it now.
 		return n.unlinkNow(ctx, name, c)
 	}
+	c.pinNow(ctx)
 	n.m.wb.enqueueUnlink(c, p)
 	if c != nil && info.Nlink <= 1 {
 		c.unlinked(info)
@@ -676,6 +709,9 @@ func (n *node) unlinkNow(ctx context.Context, name string, c *node) syscall.Errn
 	if info.IsDir {
 		return syscall.EISDIR
 	}
+	if info.Nlink <= 1 {
+		c.pinNow(ctx)
+	}
 	if err := n.m.cfg.Store.Delete(ctx, n.m.cfg.Bucket, n.child(name), ""); err != nil {
 		return errno(err)
 	}
@@ -683,6 +719,19 @@ func (n *node) unlinkNow(ctx context.Context, name string, c *node) syscall.Errn
 		c.unlinked(info)
 	}
 	return 0
+}
+
+// pinNow pins, in no-open mode, the committed version of file n (nil: no
+// node) about to be unlinked or replaced through the mount: descriptors
+// still open read it (with a handle, the handle keeps the version it
+// opened).
+func (n *node) pinNow(ctx context.Context) {
+	if n == nil || !n.m.cfg.NoOpen || n.IsDir() {
+		return
+	}
+	if obj, err := n.open(ctx); err == nil {
+		n.keep(obj)
+	}
 }
 
 // existing is the store's description of p, unless an unlink of p is
@@ -727,6 +776,11 @@ func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 		c.queueDirty() // a file being written moves with its content
 	}
 	n.m.wb.drain()
+	if ch := np.GetChild(newName); ch != nil {
+		if c, ok := ch.Operations().(*node); ok {
+			c.pinNow(ctx) // replaced: its open descriptors keep reading it
+		}
+	}
 	if c, ok := n.GetChild(name).Operations().(*node); ok {
 		if err := c.takeErr(); err != nil {
 			return errno(err)
@@ -982,7 +1036,7 @@ func (n *node) Create(ctx context.Context, name string, flags, mode uint32, out 
 	c.fill(store.ObjectInfo{Ino: ino, Nlink: 1, Mode: mode, UID: uid, GID: gid, ModTime: now}, &out.Attr)
 	ch := n.NewInode(ctx, c, fs.StableAttr{Mode: syscall.S_IFREG, Ino: ino})
 	n.touchedDir(now)
-	return ch, &handle{n: c, writable: true}, 0, 0
+	return ch, n.m.handleOut(&handle{n: c, writable: true}), 0, 0
 }
 
 // createNow is Create publishing the empty file at once (then giving it
@@ -1003,11 +1057,15 @@ func (n *node) createNow(ctx context.Context, p string, mode, uid, gid uint32, o
 	if _, e := c.openContent(ctx, true); e != 0 {
 		return nil, nil, 0, e
 	}
-	return ch, &handle{n: c, writable: true}, 0, 0
+	return ch, n.m.handleOut(&handle{n: c, writable: true}), 0, 0
 }
 
-// Open opens file n.
+// Open opens file n. In no-open mode it answers ENOSYS, which the kernel
+// takes as a success with no handle, and sends no OPEN again.
 func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
+	if n.m.cfg.NoOpen {
+		return nil, 0, syscall.ENOSYS
+	}
 	h := &handle{n: n, writable: flags&syscall.O_ACCMODE != syscall.O_RDONLY}
 	if h.writable {
 		if _, e := n.openContent(ctx, flags&syscall.O_TRUNC != 0); e != 0 {

@@ -1,0 +1,85 @@
+package fuse
+
+import (
+	"sync"
+	"time"
+)
+
+// idlePublish: in no-open mode, content written through the mount and not
+// flushed for this long is published anyway. The kernel flushes at every
+// close(2), but writes through a shared memory map can reach the mount
+// after the last close, and no RELEASE comes to say the file is done.
+const idlePublish = 2 * time.Second
+
+// idleSet is what a no-open mount's nodes hold written and not queued:
+// the nodes whose content a FLUSH may never publish (see idlePublish).
+type idleSet struct {
+	mu    sync.Mutex
+	nodes map[*node]struct{}
+	stop  chan struct{}
+	done  chan struct{}
+}
+
+// add records that n holds content written through the mount.
+func (s *idleSet) add(n *node) {
+	s.mu.Lock()
+	if s.nodes == nil {
+		s.nodes = map[*node]struct{}{}
+	}
+	s.nodes[n] = struct{}{}
+	s.mu.Unlock()
+}
+
+// start publishes, every idlePublish/4, the content not changed for
+// idlePublish, until close.
+func (s *idleSet) start() {
+	s.stop, s.done = make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(s.done)
+		t := time.NewTicker(idlePublish / 4)
+		defer t.Stop()
+		for {
+			select {
+			case <-s.stop:
+				s.publish(0) // unmounted: what is left goes now
+				return
+			case <-t.C:
+				s.publish(idlePublish)
+			}
+		}
+	}()
+}
+
+// close stops the publisher (after the kernel unmounted).
+func (s *idleSet) close() {
+	if s.stop != nil {
+		close(s.stop)
+		<-s.done
+	}
+}
+
+// publish queues the dirty content of every node not changed for age,
+// and forgets the nodes with nothing dirty.
+func (s *idleSet) publish(age time.Duration) {
+	s.mu.Lock()
+	nodes := make([]*node, 0, len(s.nodes))
+	for n := range s.nodes {
+		nodes = append(nodes, n)
+	}
+	s.mu.Unlock()
+	for _, n := range nodes {
+		n.mu.Lock()
+		w := n.write
+		dirty := w != nil && w.dirty && !n.gone
+		if dirty && time.Since(w.changed) >= age {
+			n.m.wb.enqueue(n, w)
+			dirty = false
+		}
+		if !dirty {
+			s.mu.Lock()
+			delete(s.nodes, n)
+			s.mu.Unlock()
+		}
+		n.mu.Unlock()
+	}
+}
