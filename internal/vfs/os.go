@@ -3,6 +3,7 @@ package vfs
 import (
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -141,6 +142,51 @@ func (o osFile) Sync() error                              { return o.f.Sync() }
 func (o osFile) Truncate(size int64) error                { return o.f.Truncate(size) }
 func (o osFile) Name() string                             { return o.f.Name() }
 func (o osFile) OSFile() *os.File                         { return o.f }
+
+var _ VectorWriter = osFile{}
+
+// WriteVAt is pwritev(2), repeated after a short write until every byte
+// is written or an error occurs.
+func (o osFile) WriteVAt(bufs [][]byte, off int64) (int, error) {
+	rc, err := o.f.SyscallConn()
+	if err != nil {
+		return 0, err
+	}
+	total, left := 0, 0
+	for _, b := range bufs {
+		left += len(b)
+	}
+	for left > 0 {
+		var n int
+		var werr error
+		if cerr := rc.Write(func(fd uintptr) bool {
+			n, werr = unix.Pwritev(int(fd), bufs, off)
+			return true
+		}); cerr != nil {
+			return total, cerr
+		}
+		if werr == unix.EINTR {
+			continue
+		}
+		if werr != nil {
+			return total, &os.PathError{Op: "pwritev", Path: o.f.Name(), Err: werr}
+		}
+		if n == 0 {
+			return total, &os.PathError{Op: "pwritev", Path: o.f.Name(), Err: io.ErrShortWrite}
+		}
+		total += n
+		left -= n
+		off += int64(n)
+		for len(bufs) > 0 && n >= len(bufs[0]) { // drop what was written
+			n -= len(bufs[0])
+			bufs = bufs[1:]
+		}
+		if n > 0 {
+			bufs = append([][]byte{bufs[0][n:]}, bufs[1:]...)
+		}
+	}
+	return total, nil
+}
 
 func (o osFile) Size() (int64, error) {
 	fi, err := o.f.Stat()

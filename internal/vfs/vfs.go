@@ -48,6 +48,14 @@ type OSFile interface {
 	OSFile() *os.File
 }
 
+// VectorWriter is implemented by files that write several buffers at an
+// offset in one call (pwritev): the blob store writes a large needle's
+// header, data and padding without first copying them into one buffer.
+// Like WriteAt, a short write returns an error.
+type VectorWriter interface {
+	WriteVAt(bufs [][]byte, off int64) (int, error)
+}
+
 // Mapper is implemented by file systems that can map a file into memory
 // read-only. The blob store maps volume files so that a small read is a
 // copy from the page cache rather than a pread; without a Mapper (or when
