@@ -43,6 +43,8 @@
 #   FSX_SEED        fsx -S seed (default 0: fsx picks one and prints it)
 #   CAIRN_BIN       the cairn binary (default: bin/cairn of this checkout)
 #   CAIRN_PORT      port of node 1 (default: a free one from 20000 up)
+#   DEV_ARGS        extra flags of `cairn dev` (--mount-handles: the mount
+#                   with a handle per open file instead of no-open mode)
 #   RESULTS_DIR     when set, every log (TAP output per file, the
 #                   classification log, fsx logs, the cluster's log) is
 #                   copied there before the temporary directory goes
@@ -356,8 +358,9 @@ if [ -z "${CAIRN_PORT:-}" ]; then
 		[ "$CAIRN_PORT" -lt 30000 ] || die "no three free ports from 20000 to 30000"
 	done
 fi
-log "starting: $CAIRN_BIN dev --data $WORK/data --port $CAIRN_PORT --mount web"
-"$CAIRN_BIN" dev --data "$WORK/data" --port "$CAIRN_PORT" --mount web >"$WORK/cluster.log" 2>&1 &
+log "starting: $CAIRN_BIN dev --data $WORK/data --port $CAIRN_PORT --mount web ${DEV_ARGS:-}"
+# shellcheck disable=SC2086 # DEV_ARGS is a list of flags
+"$CAIRN_BIN" dev --data "$WORK/data" --port "$CAIRN_PORT" --mount web ${DEV_ARGS:-} >"$WORK/cluster.log" 2>&1 &
 CLUSTER_PID=$!
 MNT=$WORK/data/mnt/node2/web
 for _ in $(seq $((MOUNT_TIMEOUT * 2))); do
