@@ -1344,3 +1344,105 @@ func TestMountNoOpen(t *testing.T) {
 		}
 	}
 }
+
+// TestMountKillPriv: the mount clears suid and sgid where Linux does
+// (FUSE_HANDLE_KILLPRIV_V2, internal/frontend/fuse/killpriv.go), and a
+// file's writes cost no security.capability lookup each.
+func TestMountKillPriv(t *testing.T) {
+	needFuse(t)
+	base := t.TempDir()
+	for _, d := range []string{filepath.Dir(base), base} {
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mnt := filepath.Join(base, "mnt")
+	n := startCairn(t, "server", filepath.Join(base, "n1"), freeAddr(t), "--mount", "web:"+mnt)
+	t.Cleanup(func() { syscall.Unmount(mnt, syscall.MNT_DETACH) })
+	waitFor(t, 30*time.Second, "the mount", func() bool { return mounted(mnt) }, n)
+	f := filepath.Join(mnt, "prog")
+	if err := os.WriteFile(f, []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	mode := func() os.FileMode {
+		t.Helper()
+		st, err := os.Stat(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st.Mode() & (os.ModePerm | os.ModeSetuid | os.ModeSetgid | os.ModeSticky)
+	}
+	chmod := func(m os.FileMode) {
+		t.Helper()
+		if err := os.Chmod(f, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	nobody := func(args ...string) {
+		t.Helper()
+		cmd := exec.Command(args[0], args[1:]...)
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("%v as nobody: %v: %s", args, err, out)
+		}
+	}
+	suidgid := os.ModeSetuid | os.ModeSetgid
+	for _, c := range []struct {
+		name       string
+		from       os.FileMode
+		do         func()
+		want       os.FileMode
+		whoseCheck string
+	}{
+		{"chown by root", suidgid | 0o755, func() { os.Chown(f, 1000, 1000) }, 0o755, "Linux clears both on chown"},
+		{"chown -1 -1", suidgid | 0o755, func() { os.Chown(f, -1, -1) }, 0o755, "even to the same owner"},
+		{"write by an unprivileged user", suidgid | 0o777, func() { nobody("sh", "-c", "echo more >> "+f) }, 0o777, "WRITE_KILL_SUIDGID"},
+		{"truncate by an unprivileged user", suidgid | 0o777, func() { nobody("truncate", "-s", "3", f) }, 0o777, "FATTR_KILL_SUIDGID"},
+		{"write by root", suidgid | 0o777, func() {
+			fh, err := os.OpenFile(f, os.O_WRONLY|os.O_APPEND, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			fh.WriteString("root\n")
+			fh.Close()
+		}, suidgid | 0o777, "CAP_FSETID keeps them"},
+		{"chown of sgid without group exec", os.ModeSetgid | 0o745, func() { os.Chown(f, 1001, -1) }, os.ModeSetgid | 0o745, "sgid without g+x is kept"},
+	} {
+		chmod(c.from)
+		c.do()
+		if got := mode(); got != c.want {
+			t.Errorf("%s: mode %v, want %v (%s)", c.name, got, c.want, c.whoseCheck)
+		}
+	}
+	d := filepath.Join(mnt, "dir")
+	if err := os.Mkdir(d, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(d, os.ModeSetgid|0o775)
+	os.Chown(d, 1000, 1000)
+	if st, err := os.Stat(d); err != nil || st.Mode()&os.ModeSetgid == 0 {
+		t.Errorf("a directory's chown cleared its sgid: %v %v", st.Mode(), err)
+	}
+
+	// 200 writes of one file cost at most one security.capability lookup.
+	metric := func() int {
+		_, scrape := do(t, "GET", n.url+"/_cairn/metrics", nil)
+		v := regexpFind(t, string(scrape), `cairn_fuse_requests_total\{`+regexpQuote(fmt.Sprintf(`mount=%q`, mnt))+`,op="getxattr"\} ([0-9]+)`)
+		k, _ := strconv.Atoi(v)
+		return k
+	}
+	before := metric()
+	w, err := os.Create(filepath.Join(mnt, "log.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 200; i++ {
+		if _, err := w.Write([]byte("a line of a log\n")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w.Close()
+	if got := metric() - before; got > 2 {
+		t.Errorf("200 writes of one file cost %d GETXATTR calls, want at most 2 (the capability check once per inode)", got)
+	}
+}

@@ -135,6 +135,11 @@ func (h *handle) Write(ctx context.Context, data []byte, off int64) (uint32, sys
 		return 0, syscall.EBADF
 	}
 	n := h.n
+	if n.m.killFlagged(ctx) {
+		if err := n.dropPrivs(ctx); err != nil {
+			return 0, errno(err)
+		}
+	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	w := h.content()

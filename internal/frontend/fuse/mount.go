@@ -69,6 +69,7 @@ type Mount struct {
 	inval  invalQueue
 	wb     *writeback
 	idle   idleSet  // no-open mode: content written and not flushed
+	kp     *killPrivFS
 	calls  counters // FUSE calls per opcode (stats.go)
 	wg     sync.WaitGroup
 	once   sync.Once
@@ -131,7 +132,10 @@ func New(ctx context.Context, cfg Config) (*Mount, error) {
 			// so a rewrite is published whole at close, never empty first.
 			// The caller's umask is applied by the mount, not the kernel:
 			// POSIX ignores it under a default ACL (umask.go).
-			ExtraCapabilities: gofuse.CAP_DONT_MASK | atomicTrunc,
+			// The mount clears suid and sgid (killpriv.go): the kernel
+			// then stops asking for security.capability before each
+			// WRITE.
+			ExtraCapabilities: gofuse.CAP_DONT_MASK | atomicTrunc | gofuse.CAP_HANDLE_KILLPRIV_V2,
 			// The kernel enforces POSIX ACLs kept in the ACL xattrs (the
 			// mount keeps the mode's bits in step, and applies a
 			// directory's default ACL to what is made in it).
@@ -140,7 +144,8 @@ func New(ctx context.Context, cfg Config) (*Mount, error) {
 		UID: 0, GID: 0,
 	}
 	// fs.Mount, with every call counted (countingFS).
-	server, err := gofuse.NewServer(&countingFS{RawFileSystem: fs.NewNodeFS(m.root, opts), c: &m.calls}, cfg.Dir, &opts.MountOptions)
+	m.kp = &killPrivFS{RawFileSystem: fs.NewNodeFS(m.root, opts)}
+	server, err := gofuse.NewServer(&countingFS{RawFileSystem: m.kp, c: &m.calls}, cfg.Dir, &opts.MountOptions)
 	if err == nil {
 		go server.Serve()
 		err = server.WaitMount()

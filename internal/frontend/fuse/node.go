@@ -440,6 +440,11 @@ func (n *node) Setattr(ctx context.Context, f fs.FileHandle, in *gofuse.SetAttrI
 	if t, ok := in.GetATime(); ok {
 		set.ATime = &t
 	}
+	if set.Mode == nil && setattrDropsPrivs(in) { // killpriv.go
+		if err := n.dropPrivs(ctx); err != nil {
+			return errno(err)
+		}
+	}
 	if set.Mode != nil || set.UID != nil || set.GID != nil || set.ModTime != nil || set.ATime != nil {
 		// A file with a version not published yet takes the change with
 		// it (an untar's chown, chmod and utimensat after each file cost
@@ -1067,6 +1072,11 @@ func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 		return nil, 0, syscall.ENOSYS
 	}
 	h := &handle{n: n, writable: flags&syscall.O_ACCMODE != syscall.O_RDONLY}
+	if h.writable && n.m.killFlagged(ctx) { // O_TRUNC by a caller without CAP_FSETID
+		if err := n.dropPrivs(ctx); err != nil {
+			return nil, 0, errno(err)
+		}
+	}
 	if h.writable {
 		if _, e := n.openContent(ctx, flags&syscall.O_TRUNC != 0); e != 0 {
 			return nil, 0, e
