@@ -167,6 +167,14 @@
 // Config.NoOpen false (cairn server --mount-handles) gives back a handle
 // per open file and the per-descriptor semantics above.
 //
+// # Privileges
+//
+// The mount negotiates FUSE_HANDLE_KILLPRIV_V2: it clears suid and sgid
+// itself on a write, truncation or O_TRUNC by a caller without CAP_FSETID
+// and on a chown (killpriv.go), and in exchange the kernel asks for a
+// file's security.capability once per inode instead of before every
+// WRITE.
+//
 // # Counting
 //
 // Every FUSE call is counted per opcode with its latency (counting.go,
