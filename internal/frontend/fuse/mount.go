@@ -68,7 +68,7 @@ type Mount struct {
 	cancel func() // stops watching
 	inval  invalQueue
 	wb     *writeback
-	idle   idleSet  // no-open mode: content written and not flushed
+	idle   idleSet // no-open mode: content written and not flushed
 	kp     *killPrivFS
 	calls  counters // FUSE calls per opcode (stats.go)
 	wg     sync.WaitGroup
