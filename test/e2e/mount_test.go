@@ -64,15 +64,11 @@ func waitFile(t *testing.T, bound time.Duration, path string, want []byte, logs 
 	return time.Since(start)
 }
 
-// TestMountAcrossNodes: three nodes, each mounting bucket "web" under its
-// data directory. A file written through node 1's mount reads back
-// through node 3's, with its ETag over HTTP; a file PUT over HTTP appears
-// in the mounts; a rename through node 2's mount is seen on 1 and 3; an
-// unlink too. Each change is seen by the other mounts within the kernel
-// cache invalidation, not the cache timeout (an hour).
-func TestMountAcrossNodes(t *testing.T) {
-	defer syscall.Umask(syscall.Umask(0o022)) // the modes below assume it
-	needFuse(t)
+// startMountCluster starts a cluster of n nodes, node i mounting bucket
+// web on BASE/mnt<i> (reachable by other users), and waits for the
+// members and the mounts.
+func startMountCluster(t *testing.T, n int) ([]*server, []string) {
+	t.Helper()
 	base := t.TempDir()
 	// Other users must reach the mount points (t.TempDir makes 0700 dirs).
 	for _, d := range []string{filepath.Dir(base), base} {
@@ -82,14 +78,13 @@ func TestMountAcrossNodes(t *testing.T) {
 	}
 	var nodes []*server
 	var mnts []string
-	for i := 1; i <= 3; i++ {
-		dir := filepath.Join(base, fmt.Sprintf("n%d", i))
+	for i := 1; i <= n; i++ {
 		mnt := filepath.Join(base, fmt.Sprintf("mnt%d", i))
 		args := []string{"--mount", "web:" + mnt}
 		if i > 1 {
 			args = append(args, "--join", nodes[0].url)
 		}
-		nodes = append(nodes, startCairn(t, "server", dir, freeAddr(t), args...))
+		nodes = append(nodes, startCairn(t, "server", filepath.Join(base, fmt.Sprintf("n%d", i)), freeAddr(t), args...))
 		mnts = append(mnts, mnt)
 	}
 	t.Cleanup(func() {
@@ -97,7 +92,23 @@ func TestMountAcrossNodes(t *testing.T) {
 			syscall.Unmount(m, syscall.MNT_DETACH) // if a node failed to
 		}
 	})
-	waitMembers(t, nodes[0], 3, nodes...)
+	waitMembers(t, nodes[0], n, nodes...)
+	for _, m := range mnts {
+		waitFor(t, 30*time.Second, "the mount "+m, func() bool { return mounted(m) }, nodes...)
+	}
+	return nodes, mnts
+}
+
+// TestMountAcrossNodes: three nodes, each mounting bucket "web" under its
+// data directory. A file written through node 1's mount reads back
+// through node 3's, with its ETag over HTTP; a file PUT over HTTP appears
+// in the mounts; a rename through node 2's mount is seen on 1 and 3; an
+// unlink too. Each change is seen by the other mounts within the kernel
+// cache invalidation, not the cache timeout (an hour).
+func TestMountAcrossNodes(t *testing.T) {
+	defer syscall.Umask(syscall.Umask(0o022)) // the modes below assume it
+	needFuse(t)
+	nodes, mnts := startMountCluster(t, 3)
 
 	// Written through node 1's mount, read through node 3's and over HTTP.
 	data := []byte(strings.Repeat("written through a mount\n", 1000))
@@ -1197,32 +1208,7 @@ func TestMountUnlinkBatchCrash(t *testing.T) {
 //     mode on) and no RELEASE.
 func TestMountNoOpen(t *testing.T) {
 	needFuse(t)
-	base := t.TempDir()
-	for _, d := range []string{filepath.Dir(base), base} {
-		if err := os.Chmod(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	var nodes []*server
-	var mnts []string
-	for i := 1; i <= 2; i++ {
-		mnt := filepath.Join(base, fmt.Sprintf("mnt%d", i))
-		args := []string{"--mount", "web:" + mnt}
-		if i > 1 {
-			args = append(args, "--join", nodes[0].url)
-		}
-		nodes = append(nodes, startCairn(t, "server", filepath.Join(base, fmt.Sprintf("n%d", i)), freeAddr(t), args...))
-		mnts = append(mnts, mnt)
-	}
-	t.Cleanup(func() {
-		for _, m := range mnts {
-			syscall.Unmount(m, syscall.MNT_DETACH)
-		}
-	})
-	waitMembers(t, nodes[0], 2, nodes...)
-	for _, m := range mnts {
-		waitFor(t, 30*time.Second, "the mount "+m, func() bool { return mounted(m) }, nodes...)
-	}
+	nodes, mnts := startMountCluster(t, 2)
 	at := func(i int, name string) string { return filepath.Join(mnts[i], name) }
 
 	// Another node's rewrite drops the cached pages.

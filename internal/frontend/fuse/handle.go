@@ -215,7 +215,9 @@ func (h *handle) content() *content {
 		if n.write == nil {
 			n.write = &content{}
 		}
-		n.m.idle.add(n)
+		if !n.write.dirty { // clean until this write: not in the idle set
+			n.m.idle.add(n)
+		}
 	}
 	return n.write
 }

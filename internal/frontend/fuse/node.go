@@ -1041,6 +1041,9 @@ func (n *node) Create(ctx context.Context, name string, flags, mode uint32, out 
 	c.fill(store.ObjectInfo{Ino: ino, Nlink: 1, Mode: mode, UID: uid, GID: gid, ModTime: now}, &out.Attr)
 	ch := n.NewInode(ctx, c, fs.StableAttr{Mode: syscall.S_IFREG, Ino: ino})
 	n.touchedDir(now)
+	if n.m.cfg.NoOpen {
+		n.m.idle.add(c) // dirty from the start (handle.content adds on a clean write)
+	}
 	return ch, n.m.handleOut(&handle{n: c, writable: true}), 0, 0
 }
 
