@@ -256,6 +256,14 @@ func (a *applier) apply() (Result, error) {
 		return a.deleteRecord()
 	case OpReapOrphans:
 		return a.reapOrphans()
+	case OpLock:
+		return a.lock()
+	case OpLockCancel:
+		return a.lockCancel()
+	case OpLockSession:
+		return a.lockRenew()
+	case OpLockExpire:
+		return a.lockExpire()
 	default:
 		return Result{}, fmt.Errorf("%w: unknown op %d", ErrInvalid, a.cmd.Op)
 	}

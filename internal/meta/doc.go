@@ -44,6 +44,12 @@
 //	c kind(1) name           → 1, value: a record (Record: access keys 'k',
 //	                           abuse rules 'l', WebDAV locks 'v'); the value is the owner
 //	                           package's encoding, opaque to meta
+//	l ino(8)                 → the inode's file locks: granted locks and
+//	                           FIFO waiters (locks.go, design 0006)
+//	s node(8)                → the node's lock session: epoch, lease, last
+//	                           renewal, expired, inodes it has locks on
+//	w node(8) epoch(8) owner(8) ino(8) → empty: the owner waits for a lock
+//	                           on ino (deadlock detection)
 //	m "seq" kind(1)          → u64 last sequence number given to a record
 //	                           of that kind put without a name
 //	m "applied"              → u64 last applied log index
@@ -101,6 +107,10 @@
 // carries bucket bodies of version N. The node body gained gossipAddr at its
 // end, also before any release, without a version bump: node records and
 // entries written before it do not decode.
+//
+// Entry version 8 adds the lock command (OpLock and the session ops). An
+// entry without one is still written as version 7, byte for byte, so that
+// binaries from before locks decode every entry but lock commands.
 //
 // New ops keep the entry version: an entry holding OpReapOrphans (op 17)
 // is one a binary that predates it refuses to decode (unknown op), so it

@@ -22,7 +22,12 @@ func errCorrupt(format string, args ...any) error {
 const (
 	inodeVersion   = 2 // 2: + atime (1 is still read)
 	bucketVersion  = 5 // 2: + replicas, write quorum; 3: + strict; 4: + uid, gid, file and dir mode; 5: + owner, acl (2 to 4 are still read)
-	commandVersion = 7 // 2: + node (cluster map); 3: + under, replicated; 4: bucket bodies of version 4; 5: + count; 6: inode bodies with atime; 7: + record, whether the file's xattrs were given (2 to 6 are still read)
+	commandVersion = 8 // 2: + node (cluster map); 3: + under, replicated; 4: bucket bodies of version 4; 5: + count; 6: inode bodies with atime; 7: + record, whether the file's xattrs were given; 8: + lock (2 to 7 are still read)
+	// lockFreeVersion is the version written for a payload without a lock
+	// command: the same bytes as version 7, which binaries from before
+	// locks can still decode, so that a rolling upgrade only depends on
+	// the cluster version for lock commands.
+	lockFreeVersion = 7
 	nodeVersion    = 1
 	recordVersion  = 1
 )
@@ -400,7 +405,13 @@ func decodeHashes(d *decoder) []blob.Hash {
 // unknown Op. Safe for concurrent use.
 func EncodeCommands(cmds []Command) ([]byte, error) {
 	e := encoder{}
-	e.byte1(commandVersion)
+	version := byte(lockFreeVersion)
+	for i := range cmds {
+		if cmds[i].Lock != nil {
+			version = commandVersion
+		}
+	}
+	e.byte1(version)
 	e.uvarint(uint64(len(cmds)))
 	for i := range cmds {
 		c := &cmds[i]
@@ -442,6 +453,12 @@ func EncodeCommands(cmds []Command) ([]byte, error) {
 		// Whether the File's xattrs were given (an empty set replaces a
 		// replaced file's; nil keeps them): the body alone cannot say.
 		e.bool1(c.File != nil && c.File.Xattrs != nil)
+		if version >= 8 {
+			e.bool1(c.Lock != nil)
+			if c.Lock != nil {
+				appendLockCmd(&e, c.Lock)
+			}
+		}
 	}
 	return e.b, nil
 }
@@ -502,6 +519,9 @@ func DecodeCommands(p []byte) ([]Command, error) {
 			if d.bool1() && c.File != nil && c.File.Xattrs == nil {
 				c.File.Xattrs = map[string][]byte{}
 			}
+		}
+		if version >= 8 && d.bool1() {
+			c.Lock = decodeLockCmd(&d)
 		}
 		cmds = append(cmds, c)
 	}

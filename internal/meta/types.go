@@ -156,8 +156,12 @@ const (
 	OpPutRecord                  // Record: create or replace a record; Name "" takes the kind's next sequence number (Result.Name)
 	OpDeleteRecord               // Record.Kind, Record.Name: remove a record (ErrNotFound if absent)
 	OpReapOrphans                // Reap: approve deletion of blobs no file references and no reap is pending for (orphans)
+	OpLock                       // Lock: take, wait for or release a file lock (locks.go)
+	OpLockCancel                 // Lock.Ino, Lock.Lock.Owner/WaitID: an interrupted wait leaves its queue
+	OpLockSession                // Lock.Lock.Owner.Node/Epoch, Lock.LeaseNs: renew a node's lock session
+	OpLockExpire                 // Lock.Lock.Owner.Node/Epoch, Lock.RenewNs: expire a session that stopped renewing
 
-	opLast = OpReapOrphans
+	opLast = OpLockExpire
 )
 
 // Valid reports whether op is a known command kind.
@@ -205,6 +209,9 @@ type Command struct {
 	// unused for a delete). IfNoneMatchAny on OpPutRecord refuses to
 	// replace an existing record (ErrExists).
 	Record *Record
+	// Lock is the lock request or session of OpLock, OpLockCancel,
+	// OpLockSession and OpLockExpire.
+	Lock *LockCmd
 }
 
 // RecordKind names a family of records.
@@ -249,6 +256,8 @@ type Result struct {
 	// Name is the name of the record OpPutRecord wrote (assigned when
 	// the command's was empty).
 	Name string
+	// Lock is the outcome of a lock command.
+	Lock *LockResult
 }
 
 // GarbageEntry is a blob whose reference count fell to zero at TimeNs.
