@@ -28,8 +28,8 @@ const (
 	// locks can still decode, so that a rolling upgrade only depends on
 	// the cluster version for lock commands.
 	lockFreeVersion = 7
-	nodeVersion    = 1
-	recordVersion  = 1
+	nodeVersion     = 1
+	recordVersion   = 1
 )
 
 // Limits enforced by the decoders, so that a corrupt length cannot make
