@@ -13,6 +13,7 @@ import (
 	"github.com/BurntSushi/toml"
 	"github.com/cairn-fs/cairn/internal/access"
 	"github.com/cairn-fs/cairn/internal/node"
+	"github.com/cairn-fs/cairn/internal/store"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 )
@@ -131,6 +132,9 @@ func serverSettings() []setting {
 		}),
 		s("mount-handles", "CAIRN_MOUNT_HANDLES", "mounts answer every open with a handle (the kernel then sends OPEN and RELEASE per open file, and an open file keeps the version it opened) instead of the kernel's no-open mode, where opening and closing a file costs no call but its FLUSH (docs/operations.md, \"Mounts\")", func(fs *pflag.FlagSet, c *serverOptions) {
 			fs.BoolVar(&c.MountHandles, "mount-handles", false, "")
+		}),
+		s("lock-lease", "CAIRN_LOCK_LEASE", "file locks taken through this node's mounts are released this long after the node stops renewing them (it died or lost the quorum); the node itself gives them up 1 s earlier and answers EIO to writes of the files (docs/operations.md, \"File locks\")", func(fs *pflag.FlagSet, c *serverOptions) {
+			fs.DurationVar(&c.LockLease, "lock-lease", store.DefaultLockLease, "")
 		}),
 		s("zone", "CAIRN_ZONE", "failure domain of this node (rack, room, site): copies of a file spread over zones", func(fs *pflag.FlagSet, c *serverOptions) {
 			fs.StringVar(&c.Zone, "zone", "", "")

@@ -65,14 +65,17 @@ type Lock struct {
 type LockCmd struct {
 	Ino Ino
 	// Lock is the request of OpLock (Type LockUnlock releases its range;
-	// Kind 0 with LockUnlock releases every lock of the owner on Ino, as a
-	// close does), the waiter of OpLockCancel (Owner, WaitID), and the
+	// Kind 0 with LockUnlock releases every held lock of the owner on Ino,
+	// as a close does), the waiter of OpLockCancel (Owner, WaitID), and the
 	// session (Owner.Node, Owner.Epoch) of OpLockSession and OpLockExpire.
 	Lock Lock
 	// Wait queues a conflicting OpLock instead of refusing it.
 	Wait bool
 	// LeaseNs is the holder's lease (OpLock, OpLockSession).
 	LeaseNs int64
+	// Path is "bucket/path" of the inode as the requester knows it, kept
+	// with the table for status pages (an inode has no path of its own).
+	Path string
 	// RenewNs is, for OpLockExpire, the time of the last renewal the
 	// expiring node saw: the session is expired only if it has not renewed
 	// since.
@@ -89,6 +92,9 @@ type LockResult struct {
 	// Grants are the waiters this command granted (an unlock, a cancel or
 	// an expiry freed them): their nodes wake them.
 	Grants []LockGrant
+	// Lost lists, for OpLockExpire, the inodes where the session had locks
+	// or waits: its node marks them (a holder then sees EIO).
+	Lost []Ino
 }
 
 // LockGrant is a waiter that was granted.
@@ -124,6 +130,7 @@ const (
 
 // lockState is the table of one inode: granted locks and FIFO waiters.
 type lockState struct {
+	Path    string // last known "bucket/path" (LockCmd.Path)
 	Held    []Lock
 	Waiting []Lock
 }
@@ -322,6 +329,7 @@ func appendLockCmd(e *encoder, c *LockCmd) {
 	e.uvarint(uint64(c.Ino))
 	appendLock(e, &c.Lock)
 	e.bool1(c.Wait)
+	e.str(c.Path)
 	e.varint(c.LeaseNs)
 	e.varint(c.RenewNs)
 }
@@ -330,6 +338,7 @@ func decodeLockCmd(d *decoder) *LockCmd {
 	c := &LockCmd{Ino: Ino(d.uvarint())}
 	c.Lock = decodeLock(d)
 	c.Wait = d.bool1()
+	c.Path = d.str()
 	c.LeaseNs = d.varint()
 	c.RenewNs = d.varint()
 	return c
@@ -338,6 +347,7 @@ func decodeLockCmd(d *decoder) *LockCmd {
 func encodeLockState(s *lockState) []byte {
 	e := encoder{}
 	e.byte1(lockVersion)
+	e.str(s.Path)
 	e.uvarint(uint64(len(s.Held)))
 	for i := range s.Held {
 		appendLock(&e, &s.Held[i])
@@ -354,7 +364,7 @@ func decodeLockState(p []byte) (*lockState, error) {
 	if v := d.byte1(); d.err == nil && v != lockVersion {
 		return nil, errCorrupt("lock table version %d", v)
 	}
-	s := &lockState{}
+	s := &lockState{Path: d.str()}
 	for n := d.count(maxLockEntries); n > 0 && d.err == nil; n-- {
 		s.Held = append(s.Held, decodeLock(&d))
 	}
@@ -415,6 +425,14 @@ func (r *Reader) Locks(ino Ino) (held, waiting []Lock, err error) {
 	return s.Held, s.Waiting, nil
 }
 
+// LockTable is the table of one inode (Reader.AllLocks).
+type LockTable struct {
+	Ino     Ino
+	Path    string // "bucket/path" as the last requester knew it
+	Held    []Lock
+	Waiting []Lock
+}
+
 // LockConflict returns the first granted lock of ino that conflicts with
 // l (F_GETLK), or nil.
 func (r *Reader) LockConflict(ino Ino, l Lock) (*Lock, error) {
@@ -427,7 +445,7 @@ func (r *Reader) LockConflict(ino Ino, l Lock) (*Lock, error) {
 
 // AllLocks calls fn for every inode with locks or waiters, in inode order,
 // until it returns false.
-func (r *Reader) AllLocks(fn func(ino Ino, held, waiting []Lock) bool) error {
+func (r *Reader) AllLocks(fn func(LockTable) bool) error {
 	var derr error
 	err := r.r.Scan([]byte{pLock}, []byte{pLock + 1}, func(k, v []byte) bool {
 		if len(k) != 9 {
@@ -439,7 +457,7 @@ func (r *Reader) AllLocks(fn func(ino Ino, held, waiting []Lock) bool) error {
 			derr = err
 			return false
 		}
-		return fn(Ino(binary.BigEndian.Uint64(k[1:])), s.Held, s.Waiting)
+		return fn(LockTable{Ino: Ino(binary.BigEndian.Uint64(k[1:])), Path: s.Path, Held: s.Held, Waiting: s.Waiting})
 	})
 	return cmp.Or(err, derr)
 }
@@ -629,14 +647,16 @@ func (a *applier) lock() (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
+	if c.Path != "" {
+		st.Path = c.Path
+	}
 	res := &LockResult{}
 	switch {
 	case req.Type == LockUnlock:
+		// A close (Kind 0) drops held locks only: a waiter is blocked on an
+		// open description, and a POSIX process's other threads keep
+		// waiting after one of them closes, as on Linux.
 		st.remove(req.Owner, req.Kind, req.Start, req.End)
-		if req.Kind == 0 { // a close also ends the owner's waits here
-			st.Waiting = slices.DeleteFunc(st.Waiting, func(w Lock) bool { return w.Owner == req.Owner })
-			a.syncWaits(req.Owner, c.Ino, st)
-		}
 		res.Granted = true
 	default:
 		if req.Kind == LockFlock {
@@ -813,11 +833,12 @@ func (a *applier) lockExpire() (Result, error) {
 	if s == nil || s.Epoch != c.Lock.Owner.Epoch || s.Expired || s.RenewNs != c.RenewNs {
 		return Result{}, fmt.Errorf("%w: the lock session renewed or is gone", ErrPrecondition)
 	}
+	lost := s.Inos
 	grants, err := a.dropSession(s)
 	if err != nil {
 		return Result{}, err
 	}
 	s.Expired = true
 	a.putSession(s)
-	return Result{Lock: &LockResult{Granted: true, Grants: grants}}, nil
+	return Result{Lock: &LockResult{Granted: true, Grants: grants, Lost: lost}}, nil
 }

@@ -1,6 +1,6 @@
 package node
 
-// Mounts (--mount BUCKET[/PREFIX]:DIR, repeatable): the POSIX front end
+// Mounts (--mount BUCKET[/PREFIX]:DIR[:OPTIONS], repeatable): the POSIX front end
 // (internal/frontend/fuse) runs inside the node process over its store.
 // They start once the node serves (in a cluster, bucket creation needs
 // the log), and are unmounted first at Close, before the store closes.
@@ -31,15 +31,20 @@ func (n *Node) startMounts() error {
 		return fmt.Errorf("mount: %w", err)
 	}
 	for _, spec := range n.cfg.Mounts {
-		bucket, prefix, dir, err := fuse.ParseSpec(spec)
+		sp, err := fuse.ParseSpec(spec)
 		if err != nil {
 			return err
+		}
+		var locks store.Locker = n.store
+		if sp.NoLocks {
+			locks = nil
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), mountStartTimeout)
 		var m *fuse.Mount
 		for {
 			m, err = fuse.New(ctx, fuse.Config{Store: n.store, Watch: func(w store.Watcher) func() { return n.store.Watch(w) },
-				Bucket: bucket, Prefix: prefix, Dir: dir, TmpDir: tmp, Logger: n.cfg.Logger, Capacity: n.clusterCapacity, NoOpen: !n.cfg.MountHandles})
+				Bucket: sp.Bucket, Prefix: sp.Prefix, Dir: sp.Dir, TmpDir: tmp, Logger: n.cfg.Logger, Capacity: n.clusterCapacity,
+				NoOpen: !n.cfg.MountHandles && !sp.Handles, Locks: locks})
 			// A new cluster has no leader for a moment: creating the
 			// bucket waits for one.
 			if err == nil || !errors.Is(err, store.ErrUnavailable) || ctx.Err() != nil {

@@ -71,6 +71,7 @@ type Config struct {
 	RemoteCacheBytes  int64         // cluster mode: in-memory cache of blobs read from other nodes; 0 = off; default 64 MiB
 	Mounts            []string      // POSIX mounts, each BUCKET[/PREFIX]:DIR (mount.go)
 	MountHandles      bool          // mounts answer OPEN with a handle per open file instead of the kernel's no-open mode (fuse.Config.NoOpen)
+	LockLease         time.Duration // file locks of a node that stops renewing are released after this long; default 5s (store.DefaultLockLease)
 	ScrubRate         int64         // bytes/s the blob scrub reads at; 0 = live bytes / ScrubPeriod, at least 1 MiB/s
 	ScrubPeriod       time.Duration // a scrub pass starts this often; default 336h (2 weeks); negative = only on request
 	S3Domain          string        // virtual-hosted S3: BUCKET.S3Domain addresses BUCKET; "" = path style only (s3.go)
@@ -322,9 +323,16 @@ func Start(cfg Config) (_ *Node, err error) {
 			return nil, err
 		}
 	}
+	var nodeID uint64
+	var isLeader func() bool
+	if n.cl != nil {
+		r := n.cl.raft
+		nodeID = n.cl.id
+		isLeader = func() bool { st := r.Status(); return st.Leader != 0 && st.Leader == st.ID }
+	}
 	st, err = store.New(store.Config{Blobs: n.blobs, KV: n.kv, Log: n.log, GCGrace: cfg.GCGrace,
 		GCInterval: cfg.GCInterval, PathCacheEntries: cfg.PathCacheEntries, Logger: cfg.Logger,
-		Replication: replication})
+		Replication: replication, NodeID: nodeID, IsLeader: isLeader, LockLease: cfg.LockLease})
 	if err != nil {
 		return nil, err
 	}

@@ -23,6 +23,7 @@ import (
 	"github.com/cairn-fs/cairn/internal/cluster"
 	"github.com/cairn-fs/cairn/internal/placement"
 	"github.com/cairn-fs/cairn/internal/replica"
+	"github.com/cairn-fs/cairn/internal/store"
 	"github.com/cairn-fs/cairn/internal/vfs"
 )
 
@@ -46,7 +47,10 @@ type statusJSON struct {
 	// node: it is kept in the namespace).
 	UnderReplicated int64            `json:"under_replicated"`
 	Nodes           []nodeStatusJSON `json:"nodes"`
-	Time            time.Time        `json:"time"`
+	// Locks are the file locks held and waited for through the mounts
+	// of every node (the same on every node: the table is in the log).
+	Locks []store.LockInfo `json:"locks"`
+	Time  time.Time        `json:"time"`
 }
 
 // nodeStatusJSON is one member in the status view.
@@ -153,7 +157,12 @@ func (h *adminHandler) serveStatus(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	local := n.localStatus()
-	v := statusJSON{Self: local.ID, Time: time.Now().UTC(), CommitIndex: local.CommitIndex}
+	v := statusJSON{Self: local.ID, Time: time.Now().UTC(), CommitIndex: local.CommitIndex, Locks: []store.LockInfo{}}
+	if locks, err := n.store.Locks(r.Context()); err == nil {
+		if locks != nil {
+			v.Locks = locks
+		}
+	}
 	c := n.cl
 	if c == nil {
 		v.Nodes = []nodeStatusJSON{{URL: n.URL, State: "active", Live: "alive", Role: "none", Self: true, Report: &local}}

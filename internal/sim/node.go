@@ -168,7 +168,8 @@ func (s *Sim) start(n *node) error {
 	}
 	if err == nil {
 		inc.st, err = store.New(store.Config{Blobs: inc.blobs, KV: inc.kv, Log: inc.raft, Replication: inc.rep,
-			GCGrace: gcGrace, GCInterval: gcInterval, Now: s.clock.Now, Logger: log,
+			GCGrace: gcGrace, GCInterval: gcInterval, Now: s.clock.Now, Logger: log, NodeID: n.id,
+			IsLeader: func() bool { st := inc.raft.Status(); return st.Leader != 0 && st.Leader == st.ID },
 			// Real time: a replica cut off from the leader refuses a put
 			// soon, rather than hold the run for the default 5 s.
 			ReplicaPutWait: replicaPutWait})

@@ -53,6 +53,15 @@ type Config struct {
 	// Replication, if set, writes each blob to its replicas and reads blobs
 	// this node lacks from them (a cluster). Nil: blobs are local only.
 	Replication Replication
+	// NodeID is this node's ID (its lock session's); default 1.
+	NodeID uint64
+	// LockLease is how long a node's file locks outlive its last renewal
+	// when it stops renewing (dies, or is cut off). Default 5 s.
+	LockLease time.Duration
+	// IsLeader reports whether this node leads the log: the leader expires
+	// the lock sessions of nodes that stopped renewing. Nil: always (one
+	// node).
+	IsLeader func() bool
 	// Now is the clock; default time.Now.
 	Now func() time.Time
 	// Logger; default slog.Default().
@@ -122,6 +131,7 @@ type Local struct {
 	closed          sync.Once
 	watch           watchers       // watch.go
 	recWatch        recordWatchers // records.go
+	locks           *lockSessions  // locks.go
 }
 
 var _ Store = (*Local)(nil)
@@ -154,11 +164,20 @@ func New(cfg Config) (*Local, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	if cfg.NodeID == 0 {
+		cfg.NodeID = 1
+	}
+	if cfg.LockLease <= 0 {
+		cfg.LockLease = DefaultLockLease
+	}
 	s := &Local{cfg: cfg, blobs: cfg.Blobs, kv: cfg.KV, log: cfg.Log,
 		meta: meta.NewReader(cfg.KV), cache: newPathCache(cfg.PathCacheEntries),
 		pins: newPins(), reap: newReapGuard(), stop: make(chan struct{})}
 	s.bufs.New = func() any { b := make([]byte, blob.MaxSize); return &b }
 	s.del = newDeleter(s.deleteBlob)
+	s.locks = newLockSessions(cfg.NodeID, cfg.LockLease, cfg.Now())
+	s.wg.Add(1)
+	go s.lockLoop()
 	if cfg.GCInterval > 0 {
 		s.wg.Add(1)
 		go s.gcLoop()
@@ -187,6 +206,8 @@ func (s *Local) Applied(index uint64, cmds []meta.Command, res []meta.Result) {
 			if r.Err == nil {
 				s.recordsChanged()
 			}
+		case meta.OpLock, meta.OpLockCancel, meta.OpLockSession, meta.OpLockExpire:
+			s.appliedLocks(&cmds[i], r)
 		}
 		s.notify(r.Changed, all)
 		if len(r.Freed) > 0 {

@@ -69,6 +69,13 @@ func waitFile(t *testing.T, bound time.Duration, path string, want []byte, logs 
 // members and the mounts.
 func startMountCluster(t *testing.T, n int) ([]*server, []string) {
 	t.Helper()
+	return startMountClusterWith(t, n, "")
+}
+
+// startMountClusterWith is startMountCluster with mount options (the
+// --mount spec's third part, "" for none) and extra server args.
+func startMountClusterWith(t *testing.T, n int, opts string, extra ...string) ([]*server, []string) {
+	t.Helper()
 	base := t.TempDir()
 	// Other users must reach the mount points (t.TempDir makes 0700 dirs).
 	for _, d := range []string{filepath.Dir(base), base} {
@@ -80,7 +87,11 @@ func startMountCluster(t *testing.T, n int) ([]*server, []string) {
 	var mnts []string
 	for i := 1; i <= n; i++ {
 		mnt := filepath.Join(base, fmt.Sprintf("mnt%d", i))
-		args := []string{"--mount", "web:" + mnt}
+		spec := "web:" + mnt
+		if opts != "" {
+			spec += ":" + opts
+		}
+		args := append([]string{"--mount", spec}, extra...)
 		if i > 1 {
 			args = append(args, "--join", nodes[0].url)
 		}

@@ -19,6 +19,8 @@ type handle struct {
 	writable bool
 	obj      store.Object // read-only: the version opened, read once the inode is gone (unlinked while open); kept until release
 	noOpen   bool         // made for one call in no-open mode: the node's content, started when missing
+	// lockOwners took locks through the handle (locks.go); under n.mu.
+	lockOwners map[uint64]bool
 }
 
 // In no-open mode (Config.NoOpen) the kernel sends READ, WRITE, FLUSH and
@@ -49,7 +51,14 @@ func (n *node) Write(ctx context.Context, f fs.FileHandle, data []byte, off int6
 }
 
 func (n *node) Flush(ctx context.Context, f fs.FileHandle) syscall.Errno {
-	return n.fileHandle(f).Flush(ctx)
+	e := n.fileHandle(f).Flush(ctx)
+	if owner, ok := n.m.lockOwner(ctx); ok {
+		// A close releases the process's POSIX locks on the file.
+		if le := n.releaseLocks(ctx, owner); e == 0 {
+			e = le
+		}
+	}
+	return e
 }
 
 func (n *node) Allocate(ctx context.Context, f fs.FileHandle, off uint64, size uint64, mode uint32) syscall.Errno {
@@ -135,6 +144,9 @@ func (h *handle) Write(ctx context.Context, data []byte, off int64) (uint32, sys
 		return 0, syscall.EBADF
 	}
 	n := h.n
+	if n.lockLost() {
+		return 0, syscall.EIO
+	}
 	if n.m.killFlagged(ctx) {
 		if err := n.dropPrivs(ctx); err != nil {
 			return 0, errno(err)
@@ -164,11 +176,20 @@ func (h *handle) Flush(ctx context.Context) syscall.Errno {
 		return 0
 	}
 	h.n.queueDirty()
-	return errno(h.n.takeErr())
+	if err := h.n.takeErr(); err != nil {
+		return errno(err)
+	}
+	if h.n.lockLost() {
+		return syscall.EIO
+	}
+	return 0
 }
 
 // Release queues what is left and drops the handle.
 func (h *handle) Release(ctx context.Context) syscall.Errno {
+	if h.n.m.lk != nil {
+		h.releaseHandleLocks(ctx)
+	}
 	if h.obj != nil {
 		h.obj.Close()
 	}

@@ -48,16 +48,44 @@ type Config struct {
 	// a file's state lives on its node, a close's FLUSH publishes what
 	// was written to it.
 	NoOpen bool
+	// Locks, when set, takes the mount's flock, fcntl and OFD locks in the
+	// cluster's lock table (locks.go); nil: the kernel keeps them, local
+	// to this node.
+	Locks store.Locker
 }
 
-// ParseSpec parses a --mount value, BUCKET[/PREFIX]:DIR.
-func ParseSpec(spec string) (bucket, prefix, dir string, err error) {
-	src, dir, ok := strings.Cut(spec, ":")
+// Spec is a parsed --mount value.
+type Spec struct {
+	Bucket, Prefix, Dir string
+	// Handles: the "handles" option, a handle per open file instead of
+	// no-open mode (flock needs it). NoLocks: the "nolocks" option, locks
+	// kept by the kernel, local to the node.
+	Handles, NoLocks bool
+}
+
+// ParseSpec parses a --mount value, BUCKET[/PREFIX]:DIR[:OPTIONS], where
+// OPTIONS is a comma-separated list of "handles" and "nolocks".
+func ParseSpec(spec string) (Spec, error) {
+	src, rest, ok := strings.Cut(spec, ":")
+	dir, opts, _ := strings.Cut(rest, ":")
 	if !ok || src == "" || dir == "" {
-		return "", "", "", fmt.Errorf("mount %q: want BUCKET[/PREFIX]:DIR", spec)
+		return Spec{}, fmt.Errorf("mount %q: want BUCKET[/PREFIX]:DIR[:OPTIONS]", spec)
 	}
-	bucket, prefix, _ = strings.Cut(strings.Trim(src, "/"), "/")
-	return bucket, strings.Trim(prefix, "/"), dir, nil
+	var s Spec
+	s.Bucket, s.Prefix, _ = strings.Cut(strings.Trim(src, "/"), "/")
+	s.Prefix, s.Dir = strings.Trim(s.Prefix, "/"), dir
+	for o := range strings.SplitSeq(opts, ",") {
+		switch o {
+		case "":
+		case "handles":
+			s.Handles = true
+		case "nolocks":
+			s.NoLocks = true
+		default:
+			return Spec{}, fmt.Errorf("mount %q: unknown option %q (known: handles, nolocks)", spec, o)
+		}
+	}
+	return s, nil
 }
 
 // Mount is a mounted bucket. Close unmounts it.
@@ -70,9 +98,13 @@ type Mount struct {
 	wb     *writeback
 	idle   idleSet // no-open mode: content written and not flushed
 	kp     *killPrivFS
-	calls  counters // FUSE calls per opcode (stats.go)
-	wg     sync.WaitGroup
-	once   sync.Once
+	lk     *lockFS      // with Config.Locks: the lock owners of FLUSH and RELEASE
+	owners handleOwners // lock owners per open handle (locks.go)
+	// flockOnce logs once that a no-open mount refuses flock.
+	flockOnce sync.Once
+	calls     counters // FUSE calls per opcode (stats.go)
+	wg        sync.WaitGroup
+	once      sync.Once
 }
 
 // New mounts cfg.Bucket (cfg.Prefix) on cfg.Dir and serves it until Close.
@@ -140,12 +172,20 @@ func New(ctx context.Context, cfg Config) (*Mount, error) {
 			// mount keeps the mode's bits in step, and applies a
 			// directory's default ACL to what is made in it).
 			EnableAcl: true,
+			// flock, fcntl and OFD locks come to the mount, which holds
+			// them across the cluster (locks.go).
+			EnableLocks: cfg.Locks != nil,
 		},
 		UID: 0, GID: 0,
 	}
 	// fs.Mount, with every call counted (countingFS).
 	m.kp = &killPrivFS{RawFileSystem: fs.NewNodeFS(m.root, opts)}
-	server, err := gofuse.NewServer(&countingFS{RawFileSystem: m.kp, c: &m.calls}, cfg.Dir, &opts.MountOptions)
+	var raw gofuse.RawFileSystem = m.kp
+	if cfg.Locks != nil {
+		m.lk = &lockFS{RawFileSystem: raw}
+		raw = m.lk
+	}
+	server, err := gofuse.NewServer(&countingFS{RawFileSystem: raw, c: &m.calls}, cfg.Dir, &opts.MountOptions)
 	if err == nil {
 		go server.Serve()
 		err = server.WaitMount()

@@ -97,6 +97,9 @@ func (n *node) Fsync(ctx context.Context, f fs.FileHandle, flags uint32) syscall
 		n.m.wb.drain()
 		return errno(n.m.wb.takeNsErr()) // a queued unlink that failed, say
 	}
+	if n.lockLost() {
+		return syscall.EIO
+	}
 	return errno(n.sync())
 }
 
@@ -159,6 +162,10 @@ func errno(err error) syscall.Errno {
 		{store.ErrCorrupt, syscall.EIO},
 		{store.ErrUnavailable, syscall.EIO},
 		{context.DeadlineExceeded, syscall.EIO},
+		{store.ErrWouldBlock, syscall.EAGAIN},
+		{store.ErrDeadlock, syscall.EDEADLK},
+		{store.ErrLockLost, syscall.EIO},
+		{context.Canceled, syscall.EINTR},
 	}
 	for _, e := range table {
 		if errors.Is(err, e.err) {

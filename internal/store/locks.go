@@ -1,0 +1,530 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/cairn-fs/cairn/internal/meta"
+)
+
+// File locks held across the cluster (design 0006). The table lives in
+// the namespace's state machine: a request is one commit, decided in the
+// apply, the same on every node. This node's locks belong to its lock
+// session, which it renews through the log while it has any; the leader
+// expires a session that stopped renewing, and a node that cannot renew
+// considers its locks lost a margin before that can happen.
+
+// LockKind is the family of a lock: POSIX byte ranges (fcntl and OFD
+// locks, one family) or flock(2). Locks of different families never
+// conflict.
+type LockKind = meta.LockKind
+
+// LockType is what a lock request asks for.
+type LockType = meta.LockType
+
+// Lock families and types.
+const (
+	LockPOSIX  = meta.LockPOSIX
+	LockFlock  = meta.LockFlock
+	LockRead   = meta.LockRead
+	LockWrite  = meta.LockWrite
+	LockUnlock = meta.LockUnlock
+	LockEOF    = meta.LockEOF
+)
+
+// Lock errors.
+var (
+	// ErrWouldBlock: another owner holds a conflicting lock (EAGAIN).
+	ErrWouldBlock = errors.New("store: lock held by another owner")
+	// ErrDeadlock: the wait would close a cycle of waiting owners (EDEADLK).
+	ErrDeadlock = errors.New("store: lock wait would deadlock")
+	// ErrLockLost: this node's lock session expired (it was cut off from
+	// the quorum for longer than its lease), so the cluster released the
+	// locks it held on the file (EIO).
+	ErrLockLost = errors.New("store: this node lost its locks on the file (lock lease expired)")
+)
+
+// LockRequest is a lock, an unlock or a test (F_GETLK) by one owner.
+type LockRequest struct {
+	// Ino is the file's inode number (ObjectInfo.Ino); Path its
+	// "bucket/path", shown by status pages.
+	Ino  uint64
+	Path string
+	// Owner is the kernel's lock owner: a process's file table (POSIX) or
+	// an open file description (flock, OFD). Pid is the process.
+	Owner uint64
+	Pid   uint32
+	Kind  LockKind
+	Type  LockType
+	// Start and End (inclusive, LockEOF: to the end) are the byte range of
+	// a POSIX lock; flock locks the whole file.
+	Start, End uint64
+	// Wait blocks until the lock is granted (F_SETLKW, flock without
+	// LOCK_NB); the context's end cancels the wait (EINTR).
+	Wait bool
+}
+
+// LockInfo describes a held lock or a waiter.
+type LockInfo struct {
+	Ino     uint64    `json:"ino"`
+	Path    string    `json:"path,omitempty"`
+	Node    uint64    `json:"node"`
+	Owner   uint64    `json:"owner"`
+	Pid     uint32    `json:"pid"`
+	Kind    string    `json:"kind"` // "posix" or "flock"
+	Write   bool      `json:"write"`
+	Start   uint64    `json:"start"`
+	End     uint64    `json:"end"` // LockEOF: to the end of the file
+	Since   time.Time `json:"since"`
+	Waiting bool      `json:"waiting,omitempty"`
+}
+
+// Locker is the store's API for file locks (the mount's flock and fcntl).
+// Local implements it.
+type Locker interface {
+	// Lock takes, waits for or releases (Type LockUnlock) a lock. A
+	// refused request returns ErrWouldBlock and the conflicting lock.
+	Lock(ctx context.Context, req LockRequest) (conflict *LockInfo, err error)
+	// TestLock returns a lock that would refuse req (F_GETLK), or nil.
+	TestLock(ctx context.Context, req LockRequest) (*LockInfo, error)
+	// ReleaseOwner drops every lock and wait of owner on ino (a close). It
+	// costs nothing when this node holds no lock on ino.
+	ReleaseOwner(ctx context.Context, ino uint64, owner uint64) error
+	// HasLocks reports whether owner, on this node, holds or waits for a
+	// lock on ino (a local read).
+	HasLocks(ino, owner uint64) bool
+	// LockLost reports whether this node lost its locks on ino (its
+	// session expired while it held some) and no lock was taken since.
+	LockLost(ino uint64) bool
+	// Locks lists every lock and waiter of the cluster.
+	Locks(ctx context.Context) ([]LockInfo, error)
+}
+
+var _ Locker = (*Local)(nil)
+
+// Default lock lease, and the margin by which a node that cannot renew
+// gives its locks up before the leader may expire them.
+const (
+	DefaultLockLease = 5 * time.Second
+	lockLostMargin   = time.Second
+)
+
+// grantOutcome ends a wait: granted, or the session was lost.
+type grantOutcome struct{ err error }
+
+// lockSessions is this node's side of the lock table.
+type lockSessions struct {
+	node  uint64
+	lease time.Duration
+
+	mu      sync.Mutex
+	epoch   uint64
+	mine    map[uint64]bool // inodes where the session has locks or waits (the log's view)
+	lost    map[uint64]bool // inodes whose locks the node lost
+	waits   map[uint64]chan grantOutcome
+	renewed time.Time // start of the last lock command or renewal that committed
+	nextID  uint64
+	anyLost atomic.Bool
+
+	// leader side: the last renewal seen of each session, and when
+	seen       map[uint64]seenRenewal
+	wasLeader  bool
+	lastRenew  time.Time
+	renewEvery time.Duration
+}
+
+type seenRenewal struct {
+	epoch   uint64
+	renewNs int64
+	at      time.Time
+}
+
+func newLockSessions(node uint64, lease time.Duration, now time.Time) *lockSessions {
+	return &lockSessions{node: node, lease: lease, epoch: uint64(max(now.UnixNano(), 1)),
+		mine: map[uint64]bool{}, lost: map[uint64]bool{}, waits: map[uint64]chan grantOutcome{},
+		seen: map[uint64]seenRenewal{}, renewEvery: lease / 3}
+}
+
+func (l *lockSessions) owner(id uint64) meta.LockOwner {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return meta.LockOwner{Node: l.node, Epoch: l.epoch, ID: id}
+}
+
+func lockInfo(ino meta.Ino, path string, l *meta.Lock, waiting bool) *LockInfo {
+	kind := "posix"
+	if l.Kind == meta.LockFlock {
+		kind = "flock"
+	}
+	return &LockInfo{Ino: uint64(ino), Path: path, Node: l.Owner.Node, Owner: l.Owner.ID, Pid: l.Pid,
+		Kind: kind, Write: l.Type == meta.LockWrite, Start: l.Start, End: l.End,
+		Since: time.Unix(0, l.SinceNs).UTC(), Waiting: waiting}
+}
+
+// proposeLock proposes a lock command of this node's session. A session
+// the log expired is replaced by a new one (ErrLockLost is returned, and
+// the node's locks are marked lost).
+func (s *Local) proposeLock(ctx context.Context, op meta.Op, c meta.LockCmd) (meta.Result, error) {
+	ls := s.locks
+	start := time.Now()
+	c.LeaseNs = int64(ls.lease)
+	res, err := s.log.Propose(ctx, meta.Command{Op: op, TimeNs: s.cfg.Now().UnixNano(), Lock: &c})
+	if err == nil {
+		err = res.Err
+	}
+	switch {
+	case err == nil:
+		ls.mu.Lock()
+		if c.Lock.Owner.Epoch == ls.epoch && start.After(ls.renewed) {
+			ls.renewed = start
+		}
+		ls.mu.Unlock()
+		return res, nil
+	case errors.Is(err, meta.ErrLockLost):
+		s.loseLocks(c.Lock.Owner.Epoch, nil)
+		return res, ErrLockLost
+	case errors.Is(err, meta.ErrDeadlock):
+		return res, ErrDeadlock
+	}
+	return res, mapErr(err)
+}
+
+// Lock implements Locker.
+func (s *Local) Lock(ctx context.Context, req LockRequest) (*LockInfo, error) {
+	ls := s.locks
+	if req.Type == LockUnlock && !s.HasLocks(req.Ino, req.Owner) {
+		return nil, nil // nothing of the owner's to release
+	}
+	owner := ls.owner(req.Owner)
+	c := meta.LockCmd{Ino: meta.Ino(req.Ino), Path: req.Path, Wait: req.Wait && req.Type != LockUnlock,
+		Lock: meta.Lock{Owner: owner, Kind: req.Kind, Type: req.Type, Start: req.Start, End: req.End, Pid: req.Pid}}
+	var wait chan grantOutcome
+	if c.Wait {
+		ls.mu.Lock()
+		ls.nextID++
+		c.Lock.WaitID = ls.nextID
+		wait = make(chan grantOutcome, 1)
+		ls.waits[c.Lock.WaitID] = wait
+		ls.mu.Unlock()
+		defer func() {
+			ls.mu.Lock()
+			delete(ls.waits, c.Lock.WaitID)
+			ls.mu.Unlock()
+		}()
+	}
+	res, err := s.proposeLock(ctx, meta.OpLock, c)
+	if err != nil {
+		return nil, err
+	}
+	r := res.Lock
+	switch {
+	case r.Granted:
+		s.locked(req.Ino)
+		return nil, nil
+	case !r.Queued:
+		return lockInfo(c.Ino, req.Path, r.Conflict, false), ErrWouldBlock
+	}
+	select {
+	case o := <-wait:
+		if o.err == nil {
+			s.locked(req.Ino)
+		}
+		return nil, o.err
+	case <-ctx.Done():
+	}
+	// Interrupted: leave the queue. If the grant came first, the lock is
+	// held and the call succeeds (the cancel's apply comes after the
+	// grant's, so the grant has been delivered when the cancel returns).
+	cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := s.proposeLock(cctx, meta.OpLockCancel, meta.LockCmd{Ino: c.Ino, Lock: meta.Lock{Owner: owner, WaitID: c.Lock.WaitID}}); err != nil {
+		s.cfg.Logger.Warn("cancel an interrupted lock wait", "ino", req.Ino, "err", err)
+	}
+	select {
+	case o := <-wait:
+		if o.err == nil {
+			s.locked(req.Ino)
+			return nil, nil
+		}
+		return nil, o.err
+	default:
+	}
+	return nil, ctx.Err()
+}
+
+// locked clears a lost mark: the file was locked again.
+func (s *Local) locked(ino uint64) {
+	ls := s.locks
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	ls.mine[ino] = true
+	delete(ls.lost, ino)
+	ls.anyLost.Store(len(ls.lost) > 0)
+}
+
+// TestLock implements Locker: a read of the table after a read barrier,
+// so that it sees every lock change committed before it.
+func (s *Local) TestLock(ctx context.Context, req LockRequest) (*LockInfo, error) {
+	if err := s.Barrier(ctx); err != nil {
+		return nil, err
+	}
+	if req.Kind == LockFlock {
+		req.Start, req.End = 0, LockEOF
+	}
+	l := meta.Lock{Owner: s.locks.owner(req.Owner), Kind: req.Kind, Type: req.Type, Start: req.Start, End: req.End}
+	c, err := s.meta.LockConflict(meta.Ino(req.Ino), l)
+	if err != nil || c == nil {
+		return nil, err
+	}
+	return lockInfo(meta.Ino(req.Ino), req.Path, c, false), nil
+}
+
+// ReleaseOwner implements Locker.
+func (s *Local) ReleaseOwner(ctx context.Context, ino uint64, owner uint64) error {
+	if !s.HasLocks(ino, owner) {
+		return nil // the owner has nothing here: no commit
+	}
+	_, err := s.proposeLock(ctx, meta.OpLock, meta.LockCmd{Ino: meta.Ino(ino),
+		Lock: meta.Lock{Owner: s.locks.owner(owner), Type: meta.LockUnlock, End: meta.LockEOF}})
+	if errors.Is(err, ErrLockLost) {
+		return nil // nothing is held any more
+	}
+	return err
+}
+
+// HasLocks implements Locker.
+func (s *Local) HasLocks(ino, owner uint64) bool {
+	if !s.locks.has(ino) {
+		return false // the common case: a map lookup
+	}
+	o := s.locks.owner(owner)
+	held, waiting, err := s.meta.Locks(meta.Ino(ino))
+	if err != nil {
+		return true // let the release decide
+	}
+	return slices.ContainsFunc(slices.Concat(held, waiting), func(l meta.Lock) bool { return l.Owner == o })
+}
+
+func (l *lockSessions) has(ino uint64) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.mine[ino]
+}
+
+// LockLost implements Locker.
+func (s *Local) LockLost(ino uint64) bool {
+	ls := s.locks
+	if !ls.anyLost.Load() {
+		return false
+	}
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	return ls.lost[ino]
+}
+
+// Locks implements Locker.
+func (s *Local) Locks(ctx context.Context) ([]LockInfo, error) {
+	var out []LockInfo
+	err := s.meta.AllLocks(func(t meta.LockTable) bool {
+		for i := range t.Held {
+			out = append(out, *lockInfo(t.Ino, t.Path, &t.Held[i], false))
+		}
+		for i := range t.Waiting {
+			out = append(out, *lockInfo(t.Ino, t.Path, &t.Waiting[i], true))
+		}
+		return true
+	})
+	return out, err
+}
+
+// loseLocks marks every inode of session epoch lost (plus inos), fails
+// its waits and starts a new session. No-op for an epoch already left.
+func (s *Local) loseLocks(epoch uint64, inos []meta.Ino) {
+	ls := s.locks
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	if epoch != ls.epoch {
+		return
+	}
+	for ino := range ls.mine {
+		ls.lost[ino] = true
+	}
+	for _, ino := range inos {
+		ls.lost[uint64(ino)] = true
+	}
+	n := len(ls.lost)
+	ls.anyLost.Store(n > 0)
+	clear(ls.mine)
+	for id, w := range ls.waits {
+		w <- grantOutcome{err: ErrLockLost}
+		delete(ls.waits, id)
+	}
+	next := uint64(s.cfg.Now().UnixNano())
+	if sess, err := s.meta.LockSession(ls.node); err == nil && sess != nil {
+		next = max(next, sess.Epoch+1)
+	}
+	ls.epoch = max(next, ls.epoch+1)
+	ls.renewed = time.Time{}
+	if n > 0 {
+		s.cfg.Logger.Warn("file locks lost: the lock session expired; writes to the files answer EIO until they are locked again",
+			"files", n, "lease", ls.lease)
+	}
+}
+
+// appliedLocks handles an applied lock command: wakes this node's
+// granted waiters, and marks the locks lost when the log expired this
+// node's session.
+func (s *Local) appliedLocks(cmd *meta.Command, r *meta.Result) {
+	ls := s.locks
+	if r.Lock == nil {
+		return
+	}
+	ls.mu.Lock()
+	epoch := ls.epoch
+	for _, g := range r.Lock.Grants {
+		o := g.Lock.Owner
+		if o.Node != ls.node || o.Epoch != epoch {
+			continue
+		}
+		ls.mine[uint64(g.Ino)] = true
+		if w, ok := ls.waits[g.Lock.WaitID]; ok {
+			w <- grantOutcome{}
+			delete(ls.waits, g.Lock.WaitID)
+		}
+	}
+	ls.mu.Unlock()
+	if cmd.Op == meta.OpLockExpire && cmd.Lock.Lock.Owner.Node == ls.node && r.Err == nil {
+		s.loseLocks(cmd.Lock.Lock.Owner.Epoch, r.Lock.Lost)
+		return
+	}
+	if cmd.Lock.Lock.Owner.Node == ls.node && cmd.Lock.Lock.Owner.Epoch == epoch && r.Err == nil {
+		// The log's view of the session's inodes.
+		if sess, err := s.meta.LockSession(ls.node); err == nil && sess != nil && sess.Epoch == epoch {
+			ls.mu.Lock()
+			next := map[uint64]bool{}
+			for _, ino := range sess.Inos {
+				next[uint64(ino)] = true
+			}
+			ls.mine = next
+			ls.mu.Unlock()
+		}
+	}
+}
+
+// lockLoop renews this node's session while it has locks, gives them up
+// when it cannot renew in time, and, on the leader, expires the sessions
+// of nodes that stopped renewing.
+func (s *Local) lockLoop() {
+	defer s.wg.Done()
+	ls := s.locks
+	t := time.NewTicker(max(ls.lease/10, 20*time.Millisecond))
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-t.C:
+		}
+		s.renewLocks()
+		s.expireLocks()
+	}
+}
+
+func (s *Local) renewLocks() {
+	ls := s.locks
+	ls.mu.Lock()
+	busy := len(ls.mine) > 0 || len(ls.waits) > 0
+	epoch, renewed, last := ls.epoch, ls.renewed, ls.lastRenew
+	ls.mu.Unlock()
+	if !busy {
+		return
+	}
+	now := time.Now()
+	margin := min(lockLostMargin, ls.lease/3)
+	if !renewed.IsZero() && now.Sub(renewed) > ls.lease-margin {
+		s.loseLocks(epoch, nil)
+		return
+	}
+	if now.Sub(renewed) < ls.renewEvery || now.Sub(last) < ls.renewEvery/2 {
+		return
+	}
+	ls.mu.Lock()
+	ls.lastRenew = now
+	ls.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), ls.lease)
+	defer cancel()
+	if _, err := s.proposeLock(ctx, meta.OpLockSession, meta.LockCmd{Lock: meta.Lock{Owner: meta.LockOwner{Node: ls.node, Epoch: epoch}}}); err != nil {
+		s.cfg.Logger.Warn("renew the lock session", "err", err)
+	}
+}
+
+func (s *Local) expireLocks() {
+	ls := s.locks
+	leader := s.cfg.IsLeader == nil || s.cfg.IsLeader()
+	if !leader {
+		ls.wasLeader = false
+		return
+	}
+	now := time.Now()
+	if !ls.wasLeader {
+		// A new leader counts every lease from now: it cannot know when
+		// the sessions last renewed by its own clock.
+		ls.wasLeader = true
+		clear(ls.seen)
+	}
+	sessions, err := s.meta.LockSessions()
+	if err != nil {
+		s.cfg.Logger.Warn("read lock sessions", "err", err)
+		return
+	}
+	live := map[uint64]bool{}
+	for _, sess := range sessions {
+		if sess.Expired || len(sess.Inos) == 0 {
+			continue
+		}
+		live[sess.Node] = true
+		seen, ok := ls.seen[sess.Node]
+		if !ok || seen.epoch != sess.Epoch || seen.renewNs != sess.RenewNs {
+			ls.seen[sess.Node] = seenRenewal{epoch: sess.Epoch, renewNs: sess.RenewNs, at: now}
+			continue
+		}
+		lease := time.Duration(sess.LeaseNs)
+		if lease <= 0 {
+			lease = DefaultLockLease
+		}
+		if now.Sub(seen.at) < lease {
+			continue
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), lease)
+		_, err := s.propose(ctx, meta.Command{Op: meta.OpLockExpire, Lock: &meta.LockCmd{
+			Lock: meta.Lock{Owner: meta.LockOwner{Node: sess.Node, Epoch: sess.Epoch}}, RenewNs: sess.RenewNs}})
+		cancel()
+		switch {
+		case err == nil:
+			s.cfg.Logger.Warn("lock session expired: the node stopped renewing; its file locks are released",
+				"node", sess.Node, "files", len(sess.Inos), "lease", lease)
+		case !errors.Is(err, ErrPrecondition):
+			s.cfg.Logger.Warn("expire a lock session", "node", sess.Node, "err", err)
+		}
+	}
+	for _, n := range slices.Collect(maps.Keys(ls.seen)) {
+		if !live[n] {
+			delete(ls.seen, n)
+		}
+	}
+}
+
+// String describes a lock for logs.
+func (l LockInfo) String() string {
+	t := "read"
+	if l.Write {
+		t = "write"
+	}
+	return fmt.Sprintf("%s %s lock on %d by node %d pid %d", l.Kind, t, l.Ino, l.Node, l.Pid)
+}
