@@ -26,13 +26,15 @@ test: build vet fuse3 dav-tools ui-tools
 	@$(MAKE) --no-print-directory test-race
 
 # The WebDAV tests (test/e2e/webdav_test.go) run Debian's litmus and
-# davfs2, the resume test (test/e2e/resume_test.go) curl and wget; as root
+# davfs2, the resume test (test/e2e/resume_test.go) curl and wget, the PHP
+# sessions test (test/e2e/phpsession_test.go) php-fpm; as root
 # with apt-get they are installed when missing.
 dav-tools:
 	@missing=""; command -v litmus >/dev/null 2>&1 || missing="$$missing litmus"; \
 	command -v curl >/dev/null 2>&1 || missing="$$missing curl"; \
 	command -v wget >/dev/null 2>&1 || missing="$$missing wget"; \
 	command -v mount.davfs >/dev/null 2>&1 || [ -x /usr/sbin/mount.davfs ] || missing="$$missing davfs2"; \
+	ls /usr/sbin/php-fpm* >/dev/null 2>&1 || missing="$$missing php-fpm"; \
 	if [ -n "$$missing" ] && [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
 		echo "make: installing$$missing with apt-get for the e2e tests"; \
 		export DEBIAN_FRONTEND=noninteractive; \
