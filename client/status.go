@@ -25,8 +25,27 @@ type Status struct {
 	UnderReplicated int64 `json:"under_replicated"`
 	// Nodes are the members, by ID.
 	Nodes []NodeStatus `json:"nodes"`
+	// Locks are the file locks held, and waited for, through every
+	// node's mounts (flock, fcntl and OFD locks: docs/operations.md,
+	// "File locks").
+	Locks []FileLock `json:"locks"`
 	// Time is when the answering node made the view.
 	Time time.Time `json:"time"`
+}
+
+// FileLock is one held lock or waiter in Status.
+type FileLock struct {
+	Ino     uint64    `json:"ino"`
+	Path    string    `json:"path"`        // bucket/path as the locker knew it
+	Node    uint64    `json:"node,string"` // the node whose mount holds it
+	Owner   uint64    `json:"owner,string"`
+	Pid     uint32    `json:"pid"`  // the process, on that node
+	Kind    string    `json:"kind"` // "posix" (fcntl and OFD) or "flock"
+	Write   bool      `json:"write"`
+	Start   uint64    `json:"start,string"`
+	End     uint64    `json:"end,string"` // 18446744073709551615: to the end of the file
+	Since   time.Time `json:"since"`
+	Waiting bool      `json:"waiting"`
 }
 
 // NodeStatus is one member in Status.

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -88,7 +89,40 @@ func printStatus(out io.Writer, st client.Status) error {
 	if st.Cluster {
 		fmt.Fprintf(out, "under-replicated blobs: %d\n", st.UnderReplicated)
 	}
-	return nil
+	return printLocks(out, st.Locks)
+}
+
+// printLocks lists the file locks held and waited for through the mounts.
+func printLocks(out io.Writer, locks []client.FileLock) error {
+	if len(locks) == 0 {
+		fmt.Fprintln(out, "file locks: none")
+		return nil
+	}
+	fmt.Fprintf(out, "file locks: %d\n", len(locks))
+	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "PATH\tNODE\tPID\tKIND\tTYPE\tRANGE\tSINCE\tSTATE")
+	for _, l := range locks {
+		typ, state, rng := "read", "held", "whole file"
+		if l.Write {
+			typ = "write"
+		}
+		if l.Waiting {
+			state = "waiting"
+		}
+		if l.Kind != "flock" && (l.Start != 0 || l.End != math.MaxUint64) {
+			rng = fmt.Sprintf("%d-", l.Start)
+			if l.End != math.MaxUint64 {
+				rng += strconv.FormatUint(l.End, 10)
+			}
+		}
+		p := l.Path
+		if p == "" {
+			p = fmt.Sprintf("inode %d", l.Ino)
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%s\t%s\t%s\n", p, l.Node, l.Pid, l.Kind, typ, rng,
+			l.Since.Local().Format("15:04:05"), state)
+	}
+	return tw.Flush()
 }
 
 // repairSummary is one node's repair and rebalance progress in a few words.

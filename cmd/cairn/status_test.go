@@ -1,6 +1,7 @@
 package main
 
 import (
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -17,6 +18,10 @@ func TestPrintStatus(t *testing.T) {
 		{ID: 9, URL: "http://10.0.0.2:8080", State: "active", Liveness: "dead", Role: "voter", Lag: 0, Error: "unreachable: connection refused"},
 		{ID: 11, URL: "http://10.0.0.3:8080", State: "draining", Liveness: "suspect", Role: "learner", Lag: 17,
 			Report: &client.NodeReport{AppliedIndex: 103, Scrub: client.ScrubStatus{LastCompleted: time.Unix(1, 0)}}},
+	}, Locks: []client.FileLock{
+		{Ino: 42, Path: "web/sessions/sess_1", Node: 7, Pid: 311, Kind: "flock", Write: true, End: math.MaxUint64},
+		{Ino: 43, Path: "web/app.db", Node: 9, Pid: 12, Kind: "posix", Start: 1073741824, End: 1073741824},
+		{Ino: 43, Path: "web/app.db", Node: 11, Pid: 99, Kind: "posix", Write: true, Start: 10, End: math.MaxUint64, Waiting: true},
 	}}
 	var b strings.Builder
 	if err := printStatus(&b, st); err != nil {
@@ -29,6 +34,7 @@ func TestPrintStatus(t *testing.T) {
 		"idle, 2 passes, pulled 5 (5.0 MiB), handed off 0 (0 B), pending 1",
 		" dead ", "unreachable", "suspect", "draining", " 17 ", "last pass ",
 		"under-replicated blobs: 4",
+		"file locks: 3", "web/sessions/sess_1", "flock", "whole file", "1073741824-1073741824", "10-  ", "waiting",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("status output lacks %q:\n%s", want, out)

@@ -74,13 +74,13 @@ type LockRequest struct {
 type LockInfo struct {
 	Ino     uint64    `json:"ino"`
 	Path    string    `json:"path,omitempty"`
-	Node    uint64    `json:"node"`
-	Owner   uint64    `json:"owner"`
+	Node    uint64    `json:"node,string"`
+	Owner   uint64    `json:"owner,string"`
 	Pid     uint32    `json:"pid"`
 	Kind    string    `json:"kind"` // "posix" or "flock"
 	Write   bool      `json:"write"`
-	Start   uint64    `json:"start"`
-	End     uint64    `json:"end"` // LockEOF: to the end of the file
+	Start   uint64    `json:"start,string"`
+	End     uint64    `json:"end,string"` // LockEOF: to the end of the file
 	Since   time.Time `json:"since"`
 	Waiting bool      `json:"waiting,omitempty"`
 }

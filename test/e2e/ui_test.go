@@ -123,6 +123,10 @@ func TestUI(t *testing.T) {
 		if _, err := os.ReadFile(p); err != nil {
 			t.Fatal(err)
 		}
+		// A lock held through the mount, for the File locks section.
+		lc := startLockClient(t, "ui-lock")
+		lc.must("open "+p, "ok")
+		lc.must("lock w 0 0", "ok")
 	}
 
 	id3 := nodeID(t, n3)

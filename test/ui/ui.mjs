@@ -141,6 +141,10 @@ async function main() {
     }
     const line = await page.textContent(m);
     if (!/published/.test(line) || !/queued/.test(line) || !/zero-copy/.test(line)) throw new Error('the mount shows no write-back queue: ' + line);
+    // The File locks section: the write lock Go holds through the mount.
+    await page.waitForSelector('#locks tr[data-ino]', { timeout: 10000 });
+    const lk = await page.textContent('#locks tbody');
+    if (!/through-the-mount\.txt/.test(lk) || !/write/.test(lk) || !/held/.test(lk) || !/whole file/.test(lk)) throw new Error('the File locks section: ' + lk);
   } else if (!(await page.$eval('#mounts-card', (c) => c.hidden))) {
     throw new Error('the Mounts section shows without a mount');
   }

@@ -238,6 +238,7 @@
     renderBuckets(last.buckets, last.usage);
     renderMaintenance(last.status);
     renderMounts(last.mounts);
+    renderLocks(last.status);
     renderLogs(last.logs);
     renderKeys(last.keys);
     renderRules(last.rules);
@@ -387,6 +388,29 @@
         el('div', { class: 'table-wrap' }, el('table', { class: 'stack mount-ops' },
           el('thead', {}, el('tr', {}, ...['Call', 'Calls', 'Errors', 'Mean', 'p99 ≤', 'Time'].map(h => el('th', { text: h })))),
           el('tbody', {}, ...rows)))));
+    }
+  }
+
+  // File locks: the cluster's lock table (the same on every node).
+  function renderLocks(s) {
+    const locks = (s && s.locks) || [];
+    const tb = $('#locks tbody');
+    tb.replaceChildren();
+    $('#locks').hidden = locks.length === 0;
+    $('#locks-none').hidden = locks.length > 0;
+    const EOF = '18446744073709551615';
+    for (const l of locks) {
+      const end = String(l.end);
+      const range = l.kind === 'flock' || (l.start === '0' && end === EOF) ? 'whole file' : l.start + '–' + (end === EOF ? '' : end);
+      tb.append(el('tr', { 'data-ino': String(l.ino) },
+        td('Path', el('code', { text: l.path || 'inode ' + l.ino })),
+        td('Node', shortID(l.node)),
+        td('PID', String(l.pid)),
+        td('Kind', l.kind),
+        td('Type', l.write ? 'write' : 'read'),
+        td('Range', range),
+        td('Since', ago(l.since)),
+        td('State', badge(l.waiting ? 'waiting' : 'held'))));
     }
   }
 
