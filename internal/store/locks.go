@@ -131,6 +131,8 @@ type lockSessions struct {
 	renewed time.Time // start of the last lock command or renewal that committed
 	nextID  uint64
 	anyLost atomic.Bool
+	// renewing: a renewal is in flight (renewLocks)
+	renewing atomic.Bool
 
 	// leader side: the last renewal seen of each session, and when
 	seen       map[uint64]seenRenewal
@@ -454,14 +456,24 @@ func (s *Local) renewLocks() {
 	if now.Sub(renewed) < ls.renewEvery || now.Sub(last) < ls.renewEvery/2 {
 		return
 	}
+	if !ls.renewing.CompareAndSwap(false, true) {
+		return // a renewal is in flight
+	}
 	ls.mu.Lock()
 	ls.lastRenew = now
 	ls.mu.Unlock()
-	ctx, cancel := context.WithTimeout(context.Background(), ls.lease)
-	defer cancel()
-	if _, err := s.proposeLock(ctx, meta.OpLockSession, meta.LockCmd{Lock: meta.Lock{Owner: meta.LockOwner{Node: ls.node, Epoch: epoch}}}); err != nil {
-		s.cfg.Logger.Warn("renew the lock session", "err", err)
-	}
+	// Off the loop: a renewal that hangs (no quorum) must not delay the
+	// check above, which gives the locks up in time.
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		defer ls.renewing.Store(false)
+		ctx, cancel := context.WithTimeout(context.Background(), ls.lease)
+		defer cancel()
+		if _, err := s.proposeLock(ctx, meta.OpLockSession, meta.LockCmd{Lock: meta.Lock{Owner: meta.LockOwner{Node: ls.node, Epoch: epoch}}}); err != nil {
+			s.cfg.Logger.Warn("renew the lock session", "err", err)
+		}
+	}()
 }
 
 func (s *Local) expireLocks() {
@@ -501,7 +513,7 @@ func (s *Local) expireLocks() {
 		if now.Sub(seen.at) < lease {
 			continue
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), lease)
+		ctx, cancel := context.WithTimeout(context.Background(), ls.lease/3)
 		_, err := s.propose(ctx, meta.Command{Op: meta.OpLockExpire, Lock: &meta.LockCmd{
 			Lock: meta.Lock{Owner: meta.LockOwner{Node: sess.Node, Epoch: sess.Epoch}}, RenewNs: sess.RenewNs}})
 		cancel()

@@ -1,0 +1,76 @@
+#!/usr/bin/env python3
+"""bench/locks.py: timings for bench/locks.sh (file locks, issue 20).
+
+  pair FILE N          N uncontended flock(LOCK_EX) + flock(LOCK_UN) pairs
+                       on FILE (opened once): mean and p99 of a pair, in µs
+  fcntl FILE N         the same with fcntl F_SETLKW write lock + unlock
+  handover A B N       N hand-overs of an exclusive flock from a process
+                       holding it through path A to one waiting through
+                       path B: from just before the unlock to the waiter's
+                       return, in ms (median and p99)
+"""
+import fcntl
+import os
+import statistics
+import sys
+import time
+
+
+def pct(xs, p):
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(len(xs) * p))]
+
+
+def pair(path, n, use_fcntl):
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    ts = []
+    for _ in range(n):
+        t = time.perf_counter()
+        if use_fcntl:
+            fcntl.lockf(fd, fcntl.LOCK_EX)
+            fcntl.lockf(fd, fcntl.LOCK_UN)
+        else:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            fcntl.flock(fd, fcntl.LOCK_UN)
+        ts.append((time.perf_counter() - t) * 1e6)
+    os.close(fd)
+    print("mean_us=%.1f p99_us=%.1f n=%d" % (statistics.mean(ts), pct(ts, 0.99), n))
+
+
+def handover(a, b, n):
+    ra, wb = os.pipe()  # the waiter tells the holder it is about to wait
+    rb, wa = os.pipe()  # the holder sends the time of its unlock
+    pid = os.fork()
+    if pid == 0:  # the waiter, through b
+        fd = os.open(b, os.O_RDWR)
+        for _ in range(n):
+            os.write(wb, b"w")
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            got = time.time()
+            sent = float(os.read(rb, 64).decode())
+            os.write(wb, ("%.6f\n" % ((got - sent) * 1e3)).encode())
+            fcntl.flock(fd, fcntl.LOCK_UN)
+        os._exit(0)
+    fd = os.open(a, os.O_RDWR)
+    ms = []
+    for _ in range(n):
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        os.read(ra, 1)
+        time.sleep(0.05)  # the waiter is queued by then
+        t = time.time()
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        os.write(wa, ("%.6f" % t).encode())
+        ms.append(float(os.read(ra, 64).decode()))
+        time.sleep(0.02)
+    os.waitpid(pid, 0)
+    print("median_ms=%.2f p99_ms=%.2f n=%d" % (statistics.median(ms), pct(ms, 0.99), n))
+
+
+if __name__ == "__main__":
+    cmd = sys.argv[1]
+    if cmd in ("pair", "fcntl"):
+        pair(sys.argv[2], int(sys.argv[3]), cmd == "fcntl")
+    elif cmd == "handover":
+        handover(sys.argv[2], sys.argv[3], int(sys.argv[4]))
+    else:
+        sys.exit(__doc__)
