@@ -38,30 +38,34 @@ def pair(path, n, use_fcntl):
 
 
 def handover(a, b, n):
-    ra, wb = os.pipe()  # the waiter tells the holder it is about to wait
-    rb, wa = os.pipe()  # the holder sends the time of its unlock
+    # Each round: the holder takes the lock, tells the waiter, which then
+    # blocks in flock; the holder unlocks and sends the time; the waiter
+    # answers how long its flock took to return after that.
+    to_w_r, to_w_w = os.pipe()
+    to_h_r, to_h_w = os.pipe()
     pid = os.fork()
     if pid == 0:  # the waiter, through b
         fd = os.open(b, os.O_RDWR)
+        rd = os.fdopen(to_w_r, "r")
         for _ in range(n):
-            os.write(wb, b"w")
+            assert rd.readline().strip() == "locked"
             fcntl.flock(fd, fcntl.LOCK_EX)
             got = time.time()
-            sent = float(os.read(rb, 64).decode())
-            os.write(wb, ("%.6f\n" % ((got - sent) * 1e3)).encode())
+            sent = float(rd.readline())
             fcntl.flock(fd, fcntl.LOCK_UN)
+            os.write(to_h_w, ("%.6f\n" % ((got - sent) * 1e3)).encode())
         os._exit(0)
     fd = os.open(a, os.O_RDWR)
+    rd = os.fdopen(to_h_r, "r")
     ms = []
     for _ in range(n):
         fcntl.flock(fd, fcntl.LOCK_EX)
-        os.read(ra, 1)
+        os.write(to_w_w, b"locked\n")
         time.sleep(0.05)  # the waiter is queued by then
         t = time.time()
         fcntl.flock(fd, fcntl.LOCK_UN)
-        os.write(wa, ("%.6f" % t).encode())
-        ms.append(float(os.read(ra, 64).decode()))
-        time.sleep(0.02)
+        os.write(to_w_w, ("%.6f\n" % t).encode())
+        ms.append(float(rd.readline()))
     os.waitpid(pid, 0)
     print("median_ms=%.2f p99_ms=%.2f n=%d" % (statistics.median(ms), pct(ms, 0.99), n))
 
