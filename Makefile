@@ -21,7 +21,7 @@ vet:
 # Unit, package and end-to-end tests (the e2e test runs the real binary),
 # then the race detector over the concurrent packages.
 test: build vet fuse3 dav-tools ui-tools
-	$(GO) test -count=1 -timeout 12m ./...
+	$(GO) test -count=1 -timeout 16m ./...
 	@$(MAKE) --no-print-directory test-s3
 	@$(MAKE) --no-print-directory test-race
 

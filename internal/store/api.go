@@ -229,11 +229,43 @@ type LocalAccess interface {
 	// [off, off+n), for sendfile; release must be called once.
 	LocalSpan(off, n int64) (f *os.File, fileOff int64, release func(), ok bool)
 	// LocalBytes lends bytes [off, off+n) from the volume's memory map
-	// until ref.Release.
-	LocalBytes(off, n int64) (b []byte, ref blob.Ref, ok bool)
+	// until hold.Release.
+	LocalBytes(off, n int64) (b []byte, hold Hold, ok bool)
 	// Resident reports whether those bytes are all in the page cache.
 	Resident(off, n int64) bool
 }
+
+// Hold keeps bytes lent by LocalAccess.LocalBytes valid until Release,
+// which must be called exactly once.
+type Hold interface{ Release() }
+
+// MaxBlobSize is the largest piece a file is stored in: a body up to it is
+// one blob (front ends batch small files below it).
+const MaxBlobSize = blob.MaxSize
+
+// ValidBucketName checks a bucket name against the S3 naming rules that
+// CreateBucket enforces (3-63 characters of a-z, 0-9, '.' and '-', ...).
+func ValidBucketName(name string) error { return meta.ValidBucketName(name) }
+
+// Optional capabilities of a Store, checked with a type assertion: Local
+// has both; a front end must work without them.
+type (
+	// Barrierer serves consistent reads: after Barrier, a read of this
+	// node sees every write acknowledged anywhere before the call.
+	Barrierer interface {
+		Barrier(ctx context.Context) error
+	}
+	// Watchable reports applied namespace changes (watch.go) until
+	// cancel.
+	Watchable interface {
+		Watch(w Watcher) (cancel func())
+	}
+)
+
+var (
+	_ Barrierer = (*Local)(nil)
+	_ Watchable = (*Local)(nil)
+)
 
 // Memoizer is implemented by Objects that keep a slot for a front end's
 // data derived from the object (httpapi's answer headers): the same

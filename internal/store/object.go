@@ -193,7 +193,7 @@ func (o *object) LocalSpan(off, n int64) (f *os.File, fileOff int64, release fun
 // LocalBytes lends bytes [off, off+n) of the content (n > 0) when they
 // are one contiguous piece of a local blob in a memory-mapped volume: a
 // slice of the volume's read-only map (blob.Store.MappedData), valid until
-// ref.Release, which the caller must call exactly once when done with b
+// hold.Release, which the caller must call exactly once when done with b
 // (until then the volume stays open and mapped). b must not be written; it
 // is meant for a system call such as sendmsg (a page lost to a truncation
 // since the check is an EFAULT there, but a fault in Go code). The
@@ -203,24 +203,28 @@ func (o *object) LocalSpan(off, n int64) (f *os.File, fileOff int64, release fun
 // extents, the blob is remote or missing, the volume is not mapped, the
 // header does not check): the caller then uses ReadAt, which reports any
 // error.
-func (o *object) LocalBytes(off, n int64) (b []byte, ref blob.Ref, ok bool) {
+func (o *object) LocalBytes(off, n int64) (b []byte, hold Hold, ok bool) {
 	if off < 0 || n <= 0 || off+n > o.ino.Size {
-		return nil, blob.Ref{}, false
+		return nil, nil, false
 	}
 	ex := o.ino.Extents
 	i := 0
 	if len(ex) != 1 {
 		i = o.extentAt(off)
 		if i >= len(ex) {
-			return nil, blob.Ref{}, false
+			return nil, nil, false
 		}
 	}
 	e := &ex[i]
 	inner := off - e.Offset
 	if inner < 0 || inner+n > e.Length {
-		return nil, blob.Ref{}, false
+		return nil, nil, false
 	}
-	return o.s.blobs.MappedData(e.Hash, inner, n)
+	b, ref, ok := o.s.blobs.MappedData(e.Hash, inner, n)
+	if !ok {
+		return nil, nil, false
+	}
+	return b, ref, true // a blob.Ref is one pointer: no allocation
 }
 
 // Resident reports whether bytes [off, off+n) of the content are one

@@ -14,7 +14,6 @@ import (
 	"sync"
 
 	"github.com/cairn-fs/cairn/internal/access"
-	"github.com/cairn-fs/cairn/internal/blob"
 	"github.com/cairn-fs/cairn/internal/store"
 )
 
@@ -23,7 +22,7 @@ import (
 // upload"). Small files are gathered into groups and stored with one
 // store.BatchPutter call per group (their blobs go to each replica in one
 // batch, their namespace changes share log entries), one group committing
-// while the next is read; a file over blob.MaxSize is streamed with Put.
+// while the next is read; a file over store.MaxBlobSize is streamed with Put.
 
 // PAXContentType is the PAX record of an archive entry that gives the
 // file's Content-Type (as the header of a PUT would).
@@ -203,7 +202,7 @@ func (x *extractor) run(tr *tar.Reader, prefix string, bs store.BatchPutter, bat
 		}
 		opts := store.PutOptions{Mode: uint32(hdr.Mode) & 0o7777, ModTime: hdr.ModTime, Size: hdr.Size,
 			ContentType: storedContentType(hdr.PAXRecords[PAXContentType])}
-		if hdr.Size > blob.MaxSize || !batch {
+		if hdr.Size > store.MaxBlobSize || !batch {
 			// Stream it (a store without PutFiles: every file); the
 			// groups before it land first (a later entry of the same
 			// path must win).

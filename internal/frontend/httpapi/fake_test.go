@@ -13,7 +13,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/cairn-fs/cairn/internal/blob"
 	"github.com/cairn-fs/cairn/internal/store"
 )
 
@@ -434,7 +433,7 @@ func (o *fakeObject) Close() error { return nil }
 
 // LocalBytes lends nothing (no memory map) and Resident knows nothing:
 // with LocalSpan, the fake is a store.LocalAccess.
-func (o *fakeObject) LocalBytes(off, n int64) ([]byte, blob.Ref, bool) { return nil, blob.Ref{}, false }
+func (o *fakeObject) LocalBytes(off, n int64) ([]byte, store.Hold, bool) { return nil, nil, false }
 
 func (o *fakeObject) Resident(off, n int64) bool { return false }
 

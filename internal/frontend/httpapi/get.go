@@ -78,11 +78,6 @@ const ConsistentHeader = "X-Cairn-Consistent"
 // failed (a 503: the error also wraps store.ErrUnavailable).
 var errNoReadIndex = errors.New("consistent read unavailable: no leader confirmed the read index in time; retry, or read without consistent=1")
 
-// barrierStore is a store that can serve consistent reads (store.Local).
-type barrierStore interface {
-	Barrier(ctx context.Context) error
-}
-
 // consistentRequested reports whether a GET or HEAD asks for a consistent
 // read: "?consistent=1" (or "true"), or the header X-Cairn-Consistent with
 // one of those values. The fast path hands every request that names the
@@ -134,7 +129,7 @@ func (s *Server) openReadAs(ctx context.Context, p access.Principal, t target) r
 		return res
 	}
 	if store.IsConsistent(ctx) {
-		if bs, ok := s.store.(barrierStore); ok {
+		if bs, ok := s.store.(store.Barrierer); ok {
 			if err := bs.Barrier(ctx); err != nil {
 				if errors.Is(err, store.ErrUnavailable) {
 					err = fmt.Errorf("%w: %w", errNoReadIndex, err)

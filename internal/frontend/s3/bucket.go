@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/cairn-fs/cairn/internal/access"
-	"github.com/cairn-fs/cairn/internal/meta"
 	"github.com/cairn-fs/cairn/internal/store"
 )
 
@@ -87,7 +86,7 @@ func (h *Handler) listBuckets(w http.ResponseWriter, r *http.Request, rq *reques
 // serveBucket routes a request on a bucket (no key).
 func (h *Handler) serveBucket(w http.ResponseWriter, r *http.Request, rq *request) {
 	q := rq.query
-	if err := meta.ValidBucketName(rq.bucket); err != nil && !(r.Method == http.MethodPut && !q.Has("acl")) {
+	if err := store.ValidBucketName(rq.bucket); err != nil && !(r.Method == http.MethodPut && !q.Has("acl")) {
 		// Another kind of name cannot exist: answer as S3 does for it.
 		if r.Method == http.MethodPut {
 			rq.op = "CreateBucket"
@@ -196,7 +195,7 @@ func (h *Handler) serveBucket(w http.ResponseWriter, r *http.Request, rq *reques
 
 func (h *Handler) createBucket(w http.ResponseWriter, r *http.Request, rq *request) {
 	ctx := r.Context()
-	if err := meta.ValidBucketName(rq.bucket); err != nil {
+	if err := store.ValidBucketName(rq.bucket); err != nil {
 		h.writeError(w, r, rq, errorf(http.StatusBadRequest, "InvalidBucketName", "%v", err))
 		return
 	}

@@ -1,0 +1,82 @@
+// Package deps holds the import rules of the repository, as a test
+// (docs/ARCHITECTURE.md, "The I/O rule" and the package table): a change
+// that imports across one of these lines fails `make test`.
+package deps
+
+import (
+	"encoding/json"
+	"io"
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+)
+
+const mod = "github.com/cairn-fs/cairn/"
+
+type pkg struct {
+	ImportPath string
+	Imports    []string // not the tests'
+}
+
+func packages(t *testing.T) []pkg {
+	t.Helper()
+	cmd := exec.Command("go", "list", "-json=ImportPath,Imports", "github.com/cairn-fs/cairn/...")
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var ps []pkg
+	dec := json.NewDecoder(out)
+	for {
+		var p pkg
+		if err := dec.Decode(&p); err == io.EOF {
+			break
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		ps = append(ps, p)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	if len(ps) < 20 {
+		t.Fatalf("go list found %d packages", len(ps))
+	}
+	return ps
+}
+
+func under(path, dir string) bool { return path == mod+dir || strings.HasPrefix(path, mod+dir+"/") }
+
+// TestImportRules:
+//   - a front end imports, of Cairn, only the store API, access control
+//     and the other front ends: nothing below the store;
+//   - only cmd imports internal/node, and nothing imports cmd;
+//   - the core (namespace, log, blobs, volumes, placement, KV, store,
+//     replication, failure detector) does not import net/http, and the
+//     state machine and placement touch no os or net.
+func TestImportRules(t *testing.T) {
+	core := []string{"internal/meta", "internal/consensus", "internal/blob", "internal/volume",
+		"internal/placement", "internal/kv", "internal/store", "internal/replica", "internal/cluster", "internal/vfs", "internal/clock"}
+	pure := []string{"internal/meta", "internal/placement"}
+	for _, p := range packages(t) {
+		for _, imp := range p.Imports {
+			switch {
+			case under(p.ImportPath, "internal/frontend") && strings.HasPrefix(imp, mod) &&
+				!under(imp, "internal/store") && !under(imp, "internal/access") && !under(imp, "internal/frontend"):
+				t.Errorf("front end %s imports %s: front ends use the store API (internal/store) only", p.ImportPath, imp)
+			case under(imp, "internal/node") && !under(p.ImportPath, "cmd") && !under(p.ImportPath, "internal/node"):
+				t.Errorf("%s imports %s: only cmd wires a node", p.ImportPath, imp)
+			case under(imp, "cmd"):
+				t.Errorf("%s imports %s: nothing imports a command", p.ImportPath, imp)
+			case imp == "net/http" && slices.ContainsFunc(core, func(c string) bool { return under(p.ImportPath, c) }):
+				t.Errorf("core package %s imports net/http", p.ImportPath)
+			case (imp == "os" || imp == "net") && slices.ContainsFunc(pure, func(c string) bool { return under(p.ImportPath, c) }):
+				t.Errorf("%s imports %s: it must stay free of I/O", p.ImportPath, imp)
+			}
+		}
+	}
+}
