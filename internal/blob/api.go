@@ -1,40 +1,30 @@
 package blob
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
-	"fmt"
 	"log/slog"
 	"time"
 
+	"github.com/cairn-fs/cairn/internal/cas"
 	"github.com/cairn-fs/cairn/internal/clock"
 	"github.com/cairn-fs/cairn/internal/vfs"
 )
 
+// The content address lives in internal/cas, a leaf package that the
+// namespace and placement share without importing the blob store; these
+// are its names here.
+
 // MaxSize is the largest blob: files are cut into blobs of at most 4 MiB.
-const MaxSize = 4 << 20
+const MaxSize = cas.MaxSize
 
 // Hash names a blob: the SHA-256 of its bytes.
-type Hash [32]byte
+type Hash = cas.Hash
 
 // Sum returns the Hash of b.
-func Sum(b []byte) Hash { return Hash(sha256.Sum256(b)) }
+func Sum(b []byte) Hash { return cas.Sum(b) }
 
-// String returns the lowercase hex form of h.
-func (h Hash) String() string { return hex.EncodeToString(h[:]) }
-
-// ParseHash parses the hex form produced by String.
-func ParseHash(s string) (Hash, error) {
-	var h Hash
-	if len(s) != 64 {
-		return h, fmt.Errorf("blob: bad hash %q", s)
-	}
-	if _, err := hex.Decode(h[:], []byte(s)); err != nil {
-		return h, fmt.Errorf("blob: bad hash %q: %w", s, err)
-	}
-	return h, nil
-}
+// ParseHash parses the hex form produced by Hash.String.
+func ParseHash(s string) (Hash, error) { return cas.ParseHash(s) }
 
 // Errors returned by the Store. Callers test them with errors.Is. A read
 // that finds its copy corrupt quarantines it (see "Verified reads" in the

@@ -11,7 +11,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/cairn-fs/cairn/internal/blob"
+	"github.com/cairn-fs/cairn/internal/cas"
 	"github.com/cairn-fs/cairn/internal/kv"
 )
 
@@ -407,8 +407,8 @@ func (a *applier) bucket() (*Bucket, error) { return a.r.Bucket(a.cmd.BucketName
 // adjustRefs applies per-blob reference deltas in hash order, keeping the
 // garbage queue in step: a count that reaches 0 queues the blob at now, a
 // count that leaves 0 dequeues it.
-func (a *applier) adjustRefs(delta map[blob.Hash]int64) error {
-	hashes := slices.SortedFunc(maps.Keys(delta), func(x, y blob.Hash) int { return bytes.Compare(x[:], y[:]) })
+func (a *applier) adjustRefs(delta map[cas.Hash]int64) error {
+	hashes := slices.SortedFunc(maps.Keys(delta), func(x, y cas.Hash) int { return bytes.Compare(x[:], y[:]) })
 	for _, h := range hashes {
 		d := delta[h]
 		if d == 0 {
@@ -446,7 +446,7 @@ func (a *applier) adjustRefs(delta map[blob.Hash]int64) error {
 	return nil
 }
 
-func (a *applier) dequeueGarbage(h blob.Hash) error {
+func (a *applier) dequeueGarbage(h cas.Hash) error {
 	v, ok, err := a.r.get(garbageHashKey(h))
 	if err != nil || !ok {
 		return err
@@ -469,7 +469,7 @@ func (a *applier) dropLink(n *Inode) error {
 		return nil
 	}
 	a.t.del(inodeKey(n.Ino))
-	delta := map[blob.Hash]int64{}
+	delta := map[cas.Hash]int64{}
 	for _, x := range n.Extents {
 		delta[x.Hash]--
 	}
@@ -574,7 +574,7 @@ func (a *applier) deleteBucket() (Result, error) {
 func validExtents(f *Inode) error {
 	var off int64
 	for i, x := range f.Extents {
-		if x.Offset != off || x.Length <= 0 || x.Length > blob.MaxSize {
+		if x.Offset != off || x.Length <= 0 || x.Length > cas.MaxSize {
 			return fmt.Errorf("%w: extent %d (offset %d, length %d) is not contiguous or has a bad length", ErrInvalid, i, x.Offset, x.Length)
 		}
 		off += x.Length
@@ -616,7 +616,7 @@ func (a *applier) checkReaped(exts []Extent) error {
 // reapedMarker returns blob h's reaped marker like a.r.get. While no
 // marker exists at all (found with one scan per Apply), it answers "absent"
 // without a read: an ingest then skips one negative lookup per blob.
-func (a *applier) reapedMarker(h blob.Hash) ([]byte, bool, error) {
+func (a *applier) reapedMarker(h cas.Hash) ([]byte, bool, error) {
 	if !a.st.reapedKnown {
 		found := false
 		p := []byte{pReaped}
@@ -697,7 +697,7 @@ func (a *applier) putFile() (Result, error) {
 	if n.MtimeNs == 0 {
 		n.MtimeNs = a.now
 	}
-	delta := map[blob.Hash]int64{}
+	delta := map[cas.Hash]int64{}
 	for _, x := range n.Extents {
 		delta[x.Hash]++
 	}
@@ -963,7 +963,7 @@ func (a *applier) setAttr() (Result, error) {
 // --- garbage ---
 
 func (a *applier) reap() (Result, error) {
-	var freed []blob.Hash
+	var freed []cas.Hash
 	for _, h := range a.cmd.Reap {
 		if rc, err := a.r.RefCount(h); err != nil {
 			return Result{}, err
@@ -1008,7 +1008,7 @@ func (a *applier) reap() (Result, error) {
 // upload started after it put its copies through the reap guard, which
 // spares them.
 func (a *applier) reapOrphans() (Result, error) {
-	var freed []blob.Hash
+	var freed []cas.Hash
 	for _, h := range a.cmd.Reap {
 		if _, ok, err := a.r.get(refKey(h)); err != nil {
 			return Result{}, err
@@ -1034,7 +1034,7 @@ func (a *applier) reapOrphans() (Result, error) {
 // markReaped records that the entry being applied approved deleting h
 // (its x marker, moved to this index, and y index key), and drops h's
 // under-replicated record: no copy is wanted any more.
-func (a *applier) markReaped(h blob.Hash) error {
+func (a *applier) markReaped(h cas.Hash) error {
 	if prev, ok, err := a.r.get(reapedKey(h)); err != nil {
 		return err
 	} else if ok && len(prev) == 8 {
@@ -1113,7 +1113,7 @@ func (a *applier) link() (Result, error) {
 
 // markUnder records blob h as under-replicated, written to a bucket of R
 // replicas (0: the default). A blob already recorded keeps its record.
-func (a *applier) markUnder(h blob.Hash, replicas int32) error {
+func (a *applier) markUnder(h cas.Hash, replicas int32) error {
 	if _, ok, err := a.r.get(underKey(h)); err != nil || ok {
 		return err
 	}
@@ -1125,7 +1125,7 @@ func (a *applier) markUnder(h blob.Hash, replicas int32) error {
 }
 
 // clearUnder drops blob h's under-replicated record, if any.
-func (a *applier) clearUnder(h blob.Hash) error {
+func (a *applier) clearUnder(h cas.Hash) error {
 	if _, ok, err := a.r.get(underKey(h)); err != nil || !ok {
 		return err
 	}
@@ -1160,7 +1160,7 @@ func (a *applier) pruneMarkers() error {
 		return nil
 	}
 	lower := []byte{pReapedI}
-	upper := reapedIndexKey(a.index-ReapMarkerWindow, blob.Hash{})
+	upper := reapedIndexKey(a.index-ReapMarkerWindow, cas.Hash{})
 	var old [][]byte
 	if err := a.t.Scan(lower, upper, func(k, _ []byte) bool {
 		old = append(old, bytes.Clone(k))
@@ -1172,7 +1172,7 @@ func (a *applier) pruneMarkers() error {
 		if len(k) != 1+8+32 {
 			return errCorrupt("reaped index key of %d bytes", len(k))
 		}
-		var h blob.Hash
+		var h cas.Hash
 		copy(h[:], k[9:])
 		a.t.del(k)
 		a.t.del(reapedKey(h))

@@ -7,7 +7,7 @@ import (
 	"log/slog"
 	"testing"
 
-	"github.com/cairn-fs/cairn/internal/blob"
+	"github.com/cairn-fs/cairn/internal/cas"
 	"github.com/cairn-fs/cairn/internal/kv"
 )
 
@@ -101,7 +101,7 @@ func BenchmarkApplyPutFiles(b *testing.B) {
 	batch := func() []Command {
 		cmds := make([]Command, 64)
 		for i := range cmds {
-			var h blob.Hash
+			var h cas.Hash
 			binary.BigEndian.PutUint64(h[:], uint64(n)*0x9e3779b97f4a7c15)
 			binary.BigEndian.PutUint64(h[24:], uint64(n))
 			cmds[i] = Command{Op: OpPutFile, BucketName: "kernel", StartIndex: index,

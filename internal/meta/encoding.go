@@ -7,7 +7,7 @@ import (
 	"math"
 	"slices"
 
-	"github.com/cairn-fs/cairn/internal/blob"
+	"github.com/cairn-fs/cairn/internal/cas"
 )
 
 // ErrCorrupt is returned when a stored value or a log payload cannot be
@@ -49,7 +49,7 @@ func (e *encoder) uvarint(v uint64) { e.b = binary.AppendUvarint(e.b, v) }
 func (e *encoder) varint(v int64)   { e.b = binary.AppendVarint(e.b, v) }
 func (e *encoder) str(s string)     { e.uvarint(uint64(len(s))); e.b = append(e.b, s...) }
 func (e *encoder) bytes(p []byte)   { e.uvarint(uint64(len(p))); e.b = append(e.b, p...) }
-func (e *encoder) hash(h blob.Hash) { e.b = append(e.b, h[:]...) }
+func (e *encoder) hash(h cas.Hash)  { e.b = append(e.b, h[:]...) }
 func (e *encoder) bool1(v bool) {
 	if v {
 		e.byte1(1)
@@ -154,8 +154,8 @@ func (d *decoder) raw() []byte {
 
 func (d *decoder) str() string { return string(d.raw()) }
 
-func (d *decoder) hash() blob.Hash {
-	var h blob.Hash
+func (d *decoder) hash() cas.Hash {
+	var h cas.Hash
 	if d.err != nil {
 		return h
 	}
@@ -381,19 +381,19 @@ func decodeBucket(p []byte) (*Bucket, error) {
 	return b, nil
 }
 
-func appendHashes(e *encoder, hs []blob.Hash) {
+func appendHashes(e *encoder, hs []cas.Hash) {
 	e.uvarint(uint64(len(hs)))
 	for _, h := range hs {
 		e.hash(h)
 	}
 }
 
-func decodeHashes(d *decoder) []blob.Hash {
+func decodeHashes(d *decoder) []cas.Hash {
 	n := d.count(maxReap)
 	if n == 0 {
 		return nil
 	}
-	hs := make([]blob.Hash, n)
+	hs := make([]cas.Hash, n)
 	for i := range hs {
 		hs[i] = d.hash()
 	}

@@ -8,7 +8,7 @@ import (
 	"reflect"
 	"testing"
 
-	"github.com/cairn-fs/cairn/internal/blob"
+	"github.com/cairn-fs/cairn/internal/cas"
 )
 
 func randInode(rng *rand.Rand) *Inode {
@@ -19,11 +19,11 @@ func randInode(rng *rand.Rand) *Inode {
 		ETag: "d41d8cd98f00b204e9800998ecf8427e-3", SHA256: "ab", Target: "../x",
 	}
 	for i := rng.IntN(4); i > 0; i-- {
-		var h blob.Hash
+		var h cas.Hash
 		for j := range h {
 			h[j] = byte(rng.Uint32())
 		}
-		n.Extents = append(n.Extents, Extent{Hash: h, Offset: rng.Int64(), Length: rng.Int64N(blob.MaxSize)})
+		n.Extents = append(n.Extents, Extent{Hash: h, Offset: rng.Int64(), Length: rng.Int64N(cas.MaxSize)})
 	}
 	if rng.IntN(2) == 0 {
 		n.Xattrs = map[string][]byte{"user.z": {1, 2}, "user.a": {}, "system.posix_acl_access": []byte("acl")}
@@ -94,13 +94,13 @@ func randCommands(rng *rand.Rand) []Command {
 			c.File = randInode(rng)
 		}
 		for j := rng.IntN(3); j > 0; j-- {
-			c.Reap = append(c.Reap, blob.Sum([]byte{byte(j)}))
+			c.Reap = append(c.Reap, cas.Sum([]byte{byte(j)}))
 		}
 		for j := rng.IntN(3); j > 0; j-- {
-			c.Under = append(c.Under, blob.Sum([]byte{byte(j), 1}))
+			c.Under = append(c.Under, cas.Sum([]byte{byte(j), 1}))
 		}
 		for j := rng.IntN(3); j > 0; j-- {
-			c.Replicated = append(c.Replicated, blob.Sum([]byte{byte(j), 2}))
+			c.Replicated = append(c.Replicated, cas.Sum([]byte{byte(j), 2}))
 		}
 		cmds = append(cmds, c)
 	}

@@ -3,7 +3,7 @@ package meta
 import (
 	"encoding/binary"
 
-	"github.com/cairn-fs/cairn/internal/blob"
+	"github.com/cairn-fs/cairn/internal/cas"
 )
 
 // Key prefixes. See doc.go for the full layout.
@@ -54,18 +54,18 @@ func dentryKey(dir Ino, keyName string) []byte {
 
 func bucketKey(name string) []byte { return append([]byte{pBucket}, name...) }
 
-func refKey(h blob.Hash) []byte { return append([]byte{pRef}, h[:]...) }
+func refKey(h cas.Hash) []byte { return append([]byte{pRef}, h[:]...) }
 
-func garbageKey(t int64, h blob.Hash) []byte {
+func garbageKey(t int64, h cas.Hash) []byte {
 	k := binary.BigEndian.AppendUint64([]byte{pGarbage}, sortableTime(t))
 	return append(k, h[:]...)
 }
 
-func garbageHashKey(h blob.Hash) []byte { return append([]byte{pGarbageH}, h[:]...) }
+func garbageHashKey(h cas.Hash) []byte { return append([]byte{pGarbageH}, h[:]...) }
 
-func reapedKey(h blob.Hash) []byte { return append([]byte{pReaped}, h[:]...) }
+func reapedKey(h cas.Hash) []byte { return append([]byte{pReaped}, h[:]...) }
 
-func reapedIndexKey(index uint64, h blob.Hash) []byte {
+func reapedIndexKey(index uint64, h cas.Hash) []byte {
 	k := binary.BigEndian.AppendUint64([]byte{pReapedI}, index)
 	return append(k, h[:]...)
 }
@@ -104,7 +104,7 @@ func decodeDentry(v []byte) (Ino, FileType, error) {
 }
 
 // underKey is the key of an under-replicated blob's record.
-func underKey(h blob.Hash) []byte { return append([]byte{pUnder}, h[:]...) }
+func underKey(h cas.Hash) []byte { return append([]byte{pUnder}, h[:]...) }
 
 // nodeKey is the key of cluster member id.
 func nodeKey(id uint64) []byte {

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/cairn-fs/cairn/internal/blob"
+	"github.com/cairn-fs/cairn/internal/cas"
 	"github.com/cairn-fs/cairn/internal/kv"
 	"github.com/cockroachdb/datadriven"
 )
@@ -19,21 +19,21 @@ type env struct {
 	t     testing.TB
 	s     kv.Store
 	index uint64
-	names map[blob.Hash]string
+	names map[cas.Hash]string
 }
 
 func newEnv(t testing.TB) *env {
-	return &env{t: t, s: kv.NewMem(), names: map[blob.Hash]string{}}
+	return &env{t: t, s: kv.NewMem(), names: map[cas.Hash]string{}}
 }
 
 // hash maps a short name ("h1") to a blob hash and remembers the name.
-func (e *env) hash(name string) blob.Hash {
-	h := blob.Sum([]byte(name))
+func (e *env) hash(name string) cas.Hash {
+	h := cas.Sum([]byte(name))
 	e.names[h] = name
 	return h
 }
 
-func (e *env) hname(h blob.Hash) string {
+func (e *env) hname(h cas.Hash) string {
 	if n, ok := e.names[h]; ok {
 		return n
 	}
@@ -255,7 +255,7 @@ func mapsKeys(m map[string][]byte) func(func(string) bool) {
 func (e *env) dump(r kv.Reader) string {
 	var sb strings.Builder
 	err := r.Scan(nil, nil, func(k, v []byte) bool {
-		var h blob.Hash
+		var h cas.Hash
 		switch k[0] {
 		case pMeta:
 			if string(k) == string(keyCounts) {

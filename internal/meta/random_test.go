@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/cairn-fs/cairn/internal/blob"
+	"github.com/cairn-fs/cairn/internal/cas"
 	"github.com/cairn-fs/cairn/internal/kv"
 	pvfs "github.com/cockroachdb/pebble/v2/vfs"
 )
@@ -19,13 +19,13 @@ import (
 // are frequent.
 type gen struct {
 	rng    *rand.Rand
-	hashes []blob.Hash
+	hashes []cas.Hash
 }
 
 func newGen(seed uint64) *gen {
 	g := &gen{rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b9))}
 	for i := 0; i < 8; i++ {
-		g.hashes = append(g.hashes, blob.Sum([]byte{byte(i)}))
+		g.hashes = append(g.hashes, cas.Sum([]byte{byte(i)}))
 	}
 	return g
 }
@@ -246,13 +246,13 @@ func checkInvariants(t *testing.T, r kv.Reader) {
 		typ    FileType
 	}
 	var dents []dent
-	refs := map[blob.Hash]uint64{}
-	garbage := map[blob.Hash]int64{}
-	garbageH := map[blob.Hash]int64{}
-	reaped := map[blob.Hash]uint64{}
-	reapedI := map[blob.Hash]uint64{}
+	refs := map[cas.Hash]uint64{}
+	garbage := map[cas.Hash]int64{}
+	garbageH := map[cas.Hash]int64{}
+	reaped := map[cas.Hash]uint64{}
+	reapedI := map[cas.Hash]uint64{}
 	buckets := map[string]Ino{}
-	var h blob.Hash
+	var h cas.Hash
 	err := r.Scan(nil, nil, func(k, v []byte) bool {
 		switch k[0] {
 		case pInode:
@@ -298,7 +298,7 @@ func checkInvariants(t *testing.T, r kv.Reader) {
 		t.Fatal(err)
 	}
 	// Refcounts equal the extents referencing each blob.
-	want := map[blob.Hash]uint64{}
+	want := map[cas.Hash]uint64{}
 	var files, dirs, nbytes int64
 	for _, n := range inodes {
 		if n.Type == TypeDir {

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/cairn-fs/cairn/internal/blob"
+	"github.com/cairn-fs/cairn/internal/cas"
 	"github.com/cairn-fs/cairn/internal/kv"
 )
 
@@ -193,13 +193,13 @@ func (r *Reader) isEmptyDir(dir Ino) (bool, error) {
 
 // RefCount returns the number of extents, across all inodes, that name h
 // (0 if none).
-func (r *Reader) RefCount(h blob.Hash) (uint64, error) { return r.getU64(refKey(h)) }
+func (r *Reader) RefCount(h cas.Hash) (uint64, error) { return r.getU64(refKey(h)) }
 
 // Tracked reports whether h has a refcount entry: a file references it,
 // or its count fell to 0 and it waits in the garbage queue for an OpReap.
 // A blob that is not tracked was never referenced or was reaped: only an
 // OpReapOrphans may approve deleting its copies.
-func (r *Reader) Tracked(h blob.Hash) (bool, error) {
+func (r *Reader) Tracked(h cas.Hash) (bool, error) {
 	_, ok, err := r.get(refKey(h))
 	return ok, err
 }
@@ -299,9 +299,9 @@ func (r *Reader) UnderReplicatedCount() (int64, error) {
 // under-replicated, with the R of the bucket it was written to (0: the
 // default) and the time of the write that recorded it, until fn returns
 // false. It holds no iterator across fn: the records are read in chunks.
-func (r *Reader) UnderReplicated(fn func(h blob.Hash, replicas int, sinceNs int64) bool) error {
+func (r *Reader) UnderReplicated(fn func(h cas.Hash, replicas int, sinceNs int64) bool) error {
 	type rec struct {
-		h        blob.Hash
+		h        cas.Hash
 		replicas int
 		since    int64
 	}
@@ -321,7 +321,7 @@ func (r *Reader) UnderReplicated(fn func(h blob.Hash, replicas int, sinceNs int6
 				derr = fmt.Errorf("under-replicated record: %w", err)
 				return false
 			}
-			var h blob.Hash
+			var h cas.Hash
 			copy(h[:], k[1:])
 			recs = append(recs, rec{h, int(replicas), since})
 			return len(recs) < chunk
@@ -355,7 +355,7 @@ func (r *Reader) UnderReplicated(fn func(h blob.Hash, replicas int, sinceNs int6
 // bucket tree names (not expected) get the smallest R. Over a live store
 // the view is not one point in time; pass a Reader over a kv.Snapshot for
 // that.
-func (r *Reader) ReferencedBlobs(defaultReplicas int, fn func(h blob.Hash, replicas int) bool) error {
+func (r *Reader) ReferencedBlobs(defaultReplicas int, fn func(h cas.Hash, replicas int) bool) error {
 	buckets, err := r.Buckets()
 	if err != nil {
 		return err
@@ -379,16 +379,16 @@ func (r *Reader) ReferencedBlobs(defaultReplicas int, fn func(h blob.Hash, repli
 			base = rf
 		}
 	}
-	var higher map[blob.Hash]int // blobs of buckets whose R is above base
+	var higher map[cas.Hash]int // blobs of buckets whose R is above base
 	for _, b := range buckets {
 		rf := effective(b)
 		if order(rf) <= order(base) {
 			continue
 		}
 		if higher == nil {
-			higher = map[blob.Hash]int{}
+			higher = map[cas.Hash]int{}
 		}
-		if err := r.walkExtents(b.Ino, func(h blob.Hash) {
+		if err := r.walkExtents(b.Ino, func(h cas.Hash) {
 			if cur, ok := higher[h]; !ok || order(rf) > order(cur) {
 				higher[h] = rf
 			}
@@ -397,7 +397,7 @@ func (r *Reader) ReferencedBlobs(defaultReplicas int, fn func(h blob.Hash, repli
 		}
 	}
 	type ref struct {
-		h blob.Hash
+		h cas.Hash
 		n uint64
 	}
 	const chunk = 1024
@@ -444,7 +444,7 @@ func (r *Reader) ReferencedBlobs(defaultReplicas int, fn func(h blob.Hash, repli
 
 // walkExtents calls fn for every extent's blob in the tree under directory
 // dir (files reached by more than one link are visited once per link).
-func (r *Reader) walkExtents(dir Ino, fn func(h blob.Hash)) error {
+func (r *Reader) walkExtents(dir Ino, fn func(h cas.Hash)) error {
 	const page = 1024
 	after := ""
 	for {

@@ -3,7 +3,7 @@ package meta
 import (
 	"errors"
 
-	"github.com/cairn-fs/cairn/internal/blob"
+	"github.com/cairn-fs/cairn/internal/cas"
 )
 
 // Ino is an inode number. RootIno is the root directory; buckets are its
@@ -25,9 +25,9 @@ const (
 
 // Extent is one blob of a file's content: the blob Hash holds the file's
 // bytes [Offset, Offset+Length). Extents are sorted by Offset, contiguous,
-// and each Length is the whole blob's size (<= blob.MaxSize).
+// and each Length is the whole blob's size (<= cas.MaxSize).
 type Extent struct {
-	Hash   blob.Hash
+	Hash   cas.Hash
 	Offset int64
 	Length int64
 }
@@ -192,17 +192,17 @@ type Command struct {
 	// Reap lists blobs the proposer found with refcount 0 older than
 	// ReapBefore (OpReap), or copies it holds that nothing references
 	// (OpReapOrphans).
-	Reap       []blob.Hash
+	Reap       []cas.Hash
 	ReapBefore int64
 	// Node is the member record of OpSetNode and OpRemoveNode.
 	Node *Node
 	// Under, on OpPutFile, lists the file's blobs that were written with
 	// fewer copies than wanted: they are recorded as under-replicated
 	// (with the bucket's R) until an OpReplicated clears them.
-	Under []blob.Hash
+	Under []cas.Hash
 	// Replicated lists blobs whose copies repair confirmed (OpReplicated):
 	// their under-replicated records are dropped.
-	Replicated []blob.Hash
+	Replicated []cas.Hash
 	// Count is how many inode numbers OpReserveInos reserves (1..65536).
 	Count uint64
 	// Record is the record of OpPutRecord and OpDeleteRecord (Value
@@ -247,7 +247,7 @@ type Result struct {
 	Inode   *Inode // OpPutFile/OpMkdir/OpSetAttr: the new inode
 	// Freed lists, for OpReap and OpReapOrphans, the blobs whose deletion
 	// was approved: every node may now delete its copies, and only now.
-	Freed []blob.Hash
+	Freed []cas.Hash
 	// Changed lists paths ("bucket/path") whose resolution changed, for
 	// path caches; ChangedAll means "drop every cached path" (rename of a
 	// directory, bucket deletion).
@@ -262,6 +262,6 @@ type Result struct {
 
 // GarbageEntry is a blob whose reference count fell to zero at TimeNs.
 type GarbageEntry struct {
-	Hash   blob.Hash
+	Hash   cas.Hash
 	TimeNs int64
 }

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/cairn-fs/cairn/internal/blob"
+	"github.com/cairn-fs/cairn/internal/cas"
 	"github.com/cairn-fs/cairn/internal/kv"
 )
 
@@ -19,11 +19,11 @@ func mustApply(t *testing.T, s kv.Store, index uint64, cmd Command) Result {
 	return res
 }
 
-func underOf(t *testing.T, s kv.Store) (map[blob.Hash]int, int64) {
+func underOf(t *testing.T, s kv.Store) (map[cas.Hash]int, int64) {
 	t.Helper()
 	r := NewReader(s)
-	got := map[blob.Hash]int{}
-	if err := r.UnderReplicated(func(h blob.Hash, replicas int, _ int64) bool {
+	got := map[cas.Hash]int{}
+	if err := r.UnderReplicated(func(h cas.Hash, replicas int, _ int64) bool {
 		got[h] = replicas
 		return true
 	}); err != nil {
@@ -48,8 +48,8 @@ func TestUnderReplicatedRecords(t *testing.T) {
 	if err != nil || !bk.Strict || bk.Replicas != 2 {
 		t.Fatalf("bucket %+v, %v: want strict, R=2", bk, err)
 	}
-	h1, h2, stranger := blob.Sum([]byte("1")), blob.Sum([]byte("2")), blob.Sum([]byte("x"))
-	file := func(hs ...blob.Hash) *Inode {
+	h1, h2, stranger := cas.Sum([]byte("1")), cas.Sum([]byte("2")), cas.Sum([]byte("x"))
+	file := func(hs ...cas.Hash) *Inode {
 		f := &Inode{Type: TypeFile}
 		for _, h := range hs {
 			f.Extents = append(f.Extents, Extent{Hash: h, Offset: f.Size, Length: 1})
@@ -58,18 +58,18 @@ func TestUnderReplicatedRecords(t *testing.T) {
 		return f
 	}
 	mustApply(t, s, 2, Command{Op: OpPutFile, BucketName: "bkt", Path: "f", File: file(h1, h2), TimeNs: 2,
-		Under: []blob.Hash{h1, stranger}})
+		Under: []cas.Hash{h1, stranger}})
 	got, n := underOf(t, s)
 	if n != 1 || got[h1] != 2 {
 		t.Fatalf("after put: %v (count %d), want only h1 with R=2", got, n)
 	}
 	// Again with the same blob: still one record.
-	mustApply(t, s, 3, Command{Op: OpPutFile, BucketName: "bkt", Path: "g", File: file(h1), TimeNs: 3, Under: []blob.Hash{h1}})
+	mustApply(t, s, 3, Command{Op: OpPutFile, BucketName: "bkt", Path: "g", File: file(h1), TimeNs: 3, Under: []cas.Hash{h1}})
 	if _, n := underOf(t, s); n != 1 {
 		t.Fatalf("after a second put of h1: count %d, want 1", n)
 	}
-	mustApply(t, s, 4, Command{Op: OpPutFile, BucketName: "bkt", Path: "h", File: file(h2), TimeNs: 4, Under: []blob.Hash{h2}})
-	mustApply(t, s, 5, Command{Op: OpReplicated, Replicated: []blob.Hash{h1, stranger}, TimeNs: 5})
+	mustApply(t, s, 4, Command{Op: OpPutFile, BucketName: "bkt", Path: "h", File: file(h2), TimeNs: 4, Under: []cas.Hash{h2}})
+	mustApply(t, s, 5, Command{Op: OpReplicated, Replicated: []cas.Hash{h1, stranger}, TimeNs: 5})
 	if got, n := underOf(t, s); n != 1 || got[h2] != 2 {
 		t.Fatalf("after OpReplicated(h1): %v (count %d), want only h2", got, n)
 	}
@@ -77,7 +77,7 @@ func TestUnderReplicatedRecords(t *testing.T) {
 	for i, p := range []string{"f", "g", "h"} {
 		mustApply(t, s, uint64(6+i), Command{Op: OpDelete, BucketName: "bkt", Path: p, TimeNs: 6})
 	}
-	res := mustApply(t, s, 10, Command{Op: OpReap, Reap: []blob.Hash{h1, h2}, ReapBefore: 100, TimeNs: 10})
+	res := mustApply(t, s, 10, Command{Op: OpReap, Reap: []cas.Hash{h1, h2}, ReapBefore: 100, TimeNs: 10})
 	if len(res.Freed) != 2 {
 		t.Fatalf("reap freed %d blobs, want 2", len(res.Freed))
 	}
@@ -187,7 +187,7 @@ func TestReserveInos(t *testing.T) {
 func TestLink(t *testing.T) {
 	s := kv.NewMem()
 	mustApply(t, s, 1, Command{Op: OpCreateBucket, Bucket: &Bucket{Name: "bkt"}, TimeNs: 1})
-	h := blob.Sum([]byte("x"))
+	h := cas.Sum([]byte("x"))
 	mustApply(t, s, 2, Command{Op: OpPutFile, BucketName: "bkt", Path: "a/f", TimeNs: 2,
 		File: &Inode{Type: TypeFile, Size: 1, Extents: []Extent{{Hash: h, Length: 1}}}})
 	mustApply(t, s, 3, Command{Op: OpMkdir, BucketName: "bkt", Path: "b", TimeNs: 3})

@@ -57,7 +57,8 @@ func under(path, dir string) bool { return path == mod+dir || strings.HasPrefix(
 //   - only cmd imports internal/node, and nothing imports cmd;
 //   - the core (namespace, log, blobs, volumes, placement, KV, store,
 //     replication, failure detector) does not import net/http, and the
-//     state machine and placement touch no os or net.
+//     state machine and placement touch no os or net, and name blobs
+//     with internal/cas, not the blob store.
 func TestImportRules(t *testing.T) {
 	core := []string{"internal/meta", "internal/consensus", "internal/blob", "internal/volume",
 		"internal/placement", "internal/kv", "internal/store", "internal/replica", "internal/cluster", "internal/vfs", "internal/clock"}
@@ -76,6 +77,8 @@ func TestImportRules(t *testing.T) {
 				t.Errorf("core package %s imports net/http", p.ImportPath)
 			case (imp == "os" || imp == "net") && slices.ContainsFunc(pure, func(c string) bool { return under(p.ImportPath, c) }):
 				t.Errorf("%s imports %s: it must stay free of I/O", p.ImportPath, imp)
+			case under(imp, "internal/blob") && slices.ContainsFunc(pure, func(c string) bool { return under(p.ImportPath, c) }):
+				t.Errorf("%s imports %s: a blob's name is internal/cas's Hash, not the blob store's", p.ImportPath, imp)
 			}
 		}
 	}
