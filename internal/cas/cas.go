@@ -1,7 +1,3 @@
-// Package cas is the content address of Cairn's blobs: the Hash that names
-// a blob (the SHA-256 of its bytes) and the largest blob, MaxSize. It is a
-// leaf: the namespace (meta), placement, transport and the blob store
-// share these names without importing each other.
 package cas
 
 import (

@@ -1,7 +1,3 @@
-// Package node wires one Cairn node together: the blob store, the
-// namespace KV, the log, the store and the HTTP front end. cmd/cairn and the
-// end-to-end tests start nodes through it; it holds no logic of its own
-// beyond start-up order and shutdown.
 package node
 
 import (

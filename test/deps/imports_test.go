@@ -6,7 +6,9 @@ package deps
 import (
 	"encoding/json"
 	"io"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -16,12 +18,13 @@ const mod = "github.com/cairn-fs/cairn/"
 
 type pkg struct {
 	ImportPath string
+	Dir        string
 	Imports    []string // not the tests'
 }
 
 func packages(t *testing.T) []pkg {
 	t.Helper()
-	cmd := exec.Command("go", "list", "-json=ImportPath,Imports", "github.com/cairn-fs/cairn/...")
+	cmd := exec.Command("go", "list", "-json=ImportPath,Dir,Imports", "github.com/cairn-fs/cairn/...")
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -80,6 +83,19 @@ func TestImportRules(t *testing.T) {
 			case under(imp, "internal/blob") && slices.ContainsFunc(pure, func(c string) bool { return under(p.ImportPath, c) }):
 				t.Errorf("%s imports %s: a blob's name is internal/cas's Hash, not the blob store's", p.ImportPath, imp)
 			}
+		}
+	}
+}
+
+// TestDocPerPackage: every package under internal/ has a doc.go saying
+// what it owns and what it must not do.
+func TestDocPerPackage(t *testing.T) {
+	for _, p := range packages(t) {
+		if !under(p.ImportPath, "internal") {
+			continue
+		}
+		if _, err := os.Stat(filepath.Join(p.Dir, "doc.go")); err != nil {
+			t.Errorf("%s has no doc.go", p.ImportPath)
 		}
 	}
 }

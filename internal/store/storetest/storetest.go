@@ -1,6 +1,3 @@
-// Package storetest makes a real store.Local over in-memory parts (blobs
-// on vfs.NewMem, kv.NewMem, a single-node consensus.Local) for the tests
-// of the front ends. It does no I/O outside memory.
 package storetest
 
 import (
