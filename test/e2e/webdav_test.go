@@ -38,6 +38,18 @@ func TestWebDAV(t *testing.T) {
 	}, nodes...)
 	do(t, "POST", n1.url+"/_cairn/buckets", []byte(`{"name":"davpub","public":true}`), auth()...)
 
+	// litmus talks to node 2, which learns of the buckets when it applies
+	// their creation (it joined a moment ago): its first MKCOL came before
+	// that now and then and got 404 (make test, 2026-11-27). Wait until
+	// node 2's WebDAV answers for both, with litmus's credentials.
+	davAuth := []string{"Authorization", "Basic " + base64.StdEncoding.EncodeToString([]byte("anyone:"+adminKey)), "Depth", "0"}
+	for _, b := range []string{"dav", "davpub"} {
+		waitFor(t, 30*time.Second, "bucket "+b+" in node 2's WebDAV", func() bool {
+			resp, _ := do(t, "PROPFIND", n2.url+"/_dav/"+b+"/", nil, davAuth...)
+			return resp.StatusCode == 207
+		}, nodes...)
+	}
+
 	// litmus through node 2, with the admin key as the Basic password.
 	cmd := exec.Command(litmus, "-k", n2.url+"/_dav/dav/", "anyone", adminKey)
 	cmd.Dir = t.TempDir()
@@ -53,6 +65,7 @@ func TestWebDAV(t *testing.T) {
 	}
 	if t.Failed() {
 		t.Logf("litmus output:\n%s", out)
+		t.Logf("node 2's log:\n%s", n2.logs.String())
 	}
 
 	basic := func(user, pass string) []string {
