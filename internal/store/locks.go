@@ -3,7 +3,6 @@ package store
 import (
 	"context"
 	"errors"
-	"fmt"
 	"maps"
 	"slices"
 	"sync"
@@ -530,13 +529,4 @@ func (s *Local) expireLocks() {
 			delete(ls.seen, n)
 		}
 	}
-}
-
-// String describes a lock for logs.
-func (l LockInfo) String() string {
-	t := "read"
-	if l.Write {
-		t = "write"
-	}
-	return fmt.Sprintf("%s %s lock on %d by node %d pid %d", l.Kind, t, l.Ino, l.Node, l.Pid)
 }
