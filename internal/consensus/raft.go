@@ -124,6 +124,11 @@ type RaftConfig struct {
 	// OnProposed, if set, is called when a Propose returns, with the time
 	// it took and whether it failed (metrics). It must not block.
 	OnProposed func(d time.Duration, failed bool)
+	// DeferStart makes NewRaft return a log whose loop has not started:
+	// nothing is applied, ticked, sent or received until Start. A host
+	// builds what OnApply and OnSnapshot call (its store) in between, so
+	// that no callback can see it half built (internal/core).
+	DeferStart bool
 	// Logger; default slog.Default().
 	Logger *slog.Logger
 }
@@ -281,16 +286,17 @@ type Raft struct {
 	st    *storage
 	snaps *snapshots
 
-	propc    chan raftProposal
-	recvc    chan *pb.Message
-	installc chan *install
-	ctrlc    chan func()
-	reportc  chan snapReport
-	tickc    <-chan time.Time
-	ticker   *time.Ticker
-	stopc    chan struct{}
-	done     chan struct{}
-	stopOnce sync.Once
+	propc     chan raftProposal
+	recvc     chan *pb.Message
+	installc  chan *install
+	ctrlc     chan func()
+	reportc   chan snapReport
+	tickc     <-chan time.Time
+	ticker    *time.Ticker
+	stopc     chan struct{}
+	done      chan struct{}
+	stopOnce  sync.Once
+	startOnce sync.Once
 
 	snapCtx    context.Context
 	snapCancel context.CancelFunc
@@ -448,8 +454,16 @@ func NewRaft(cfg RaftConfig) (*Raft, error) {
 	}
 	r.log.Info("raft log started", "applied", applied, "first", st.truncIndex+1, "last", st.last,
 		"term", st.hs.GetTerm(), "voters", st.cs.GetVoters(), "learners", st.cs.GetLearners())
-	go r.run()
+	if !cfg.DeferStart {
+		r.Start()
+	}
 	return r, nil
+}
+
+// Start starts the loop of a log made with DeferStart (NewRaft starts it
+// otherwise). Later calls do nothing.
+func (r *Raft) Start() {
+	r.startOnce.Do(func() { go r.run() })
 }
 
 // ---------------------------------------------------------------------------
@@ -761,6 +775,7 @@ func (r *Raft) ApplySnapshot(ctx context.Context, msg *pb.Message, body io.Reade
 // ErrStopped. It does not close KV or Transport. Idempotent.
 func (r *Raft) Close() error {
 	r.stopOnce.Do(func() { close(r.stopc) })
+	r.Start() // a log never started stops at once (run sees stopc)
 	<-r.done
 	return nil
 }

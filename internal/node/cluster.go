@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/cairn-fs/cairn/internal/consensus"
+	"github.com/cairn-fs/cairn/internal/core"
 	"github.com/cairn-fs/cairn/internal/meta"
 	"github.com/cairn-fs/cairn/internal/placement"
 	"github.com/cairn-fs/cairn/internal/replica"
@@ -40,12 +41,11 @@ type clusterNode struct {
 	reader *meta.Reader
 	lv     *liveness       // failure detector (liveness.go)
 	mets   *clusterMetrics // metrics.go
-	// store is the node's store once it exists (replica puts guard
-	// against its deleter).
-	store atomic.Pointer[store.Local]
-
-	mapMu sync.Mutex // serializes rebuildMaps
-	pmap  atomic.Pointer[placement.Map]
+	core   *core.Core      // set by attach
+	// raftP is raft for the transport's unreachable reports, which may
+	// come before attach.
+	raftP atomic.Pointer[consensus.Raft]
+	tcfg  transport.Config
 	addrs atomic.Pointer[map[uint64]string]
 	// seeds are addresses learnt from a join answer, before the cluster
 	// map reaches this node.
@@ -86,7 +86,10 @@ func loadOrCreateNodeID(dir string) (uint64, error) {
 	return id, os.Rename(tmp, p)
 }
 
-func startCluster(n *Node, cfg Config, onApply func(uint64, []meta.Command, []meta.Result), onSnapshot func()) (_ *clusterNode, err error) {
+// newClusterNode prepares the cluster half of a node before its core
+// exists: its ID, the node-to-node client, and the core's cluster settings
+// (coreConfig). attach completes it once the core is built.
+func newClusterNode(n *Node, cfg Config) (_ *clusterNode, err error) {
 	if len(cfg.ClusterSecret) < 16 {
 		return nil, errors.New("node: the cluster secret must be at least 16 bytes")
 	}
@@ -94,98 +97,75 @@ func startCluster(n *Node, cfg Config, onApply func(uint64, []meta.Command, []me
 	if err != nil {
 		return nil, fmt.Errorf("node ID: %w", err)
 	}
-	c := &clusterNode{n: n, cfg: cfg, id: id, reader: meta.NewReader(n.kv), seeds: map[uint64]string{},
-		stop: make(chan struct{})}
-	if c.lv, err = newLiveness(c); err != nil {
-		return nil, err
-	}
-	defer func() {
-		if err != nil {
-			c.lv.close()
-		}
-	}()
-	c.rebuildMaps()
+	c := &clusterNode{n: n, cfg: cfg, id: id, seeds: map[uint64]string{}, stop: make(chan struct{})}
+	c.addrs.Store(&map[uint64]string{})
+	c.mets = newClusterMetrics(c)
 
-	tcfg := transport.DefaultConfig()
-	tcfg.NodeID = transport.NodeID(id)
-	tcfg.Secret = []byte(cfg.ClusterSecret)
-	tcfg.Addr = func(to transport.NodeID) (string, bool) {
+	c.tcfg = transport.DefaultConfig()
+	c.tcfg.NodeID = transport.NodeID(id)
+	c.tcfg.Secret = []byte(cfg.ClusterSecret)
+	c.tcfg.Addr = func(to transport.NodeID) (string, bool) {
 		u, ok := (*c.addrs.Load())[uint64(to)]
 		return u, ok
 	}
-	tcfg.Logger = cfg.Logger
+	c.tcfg.Logger = cfg.Logger
 	if !cfg.ClusterTLSOff {
-		if c.ident, err = transport.NewIdentity(tcfg.Secret, tcfg.NodeID, nil); err != nil {
+		if c.ident, err = transport.NewIdentity(c.tcfg.Secret, c.tcfg.NodeID, nil); err != nil {
 			return nil, err
 		}
-		tcfg.TLS = c.ident
+		c.tcfg.TLS = c.ident
 	}
 	c.peerHC = newPeerClient(c.ident)
-	tcfg.OnUnreachable = func(to transport.NodeID, err error) {
-		if r := c.raft; r != nil {
+	c.tcfg.OnUnreachable = func(to transport.NodeID, err error) {
+		if r := c.raftP.Load(); r != nil {
 			r.ReportUnreachable(uint64(to))
 		}
 	}
-	c.client, err = transport.New(tcfg)
-	if err != nil {
+	if c.lv, err = newLiveness(c); err != nil {
 		return nil, err
 	}
+	if c.client, err = transport.New(c.tcfg); err != nil {
+		c.lv.close()
+		return nil, err
+	}
+	return c, nil
+}
 
+// coreConfig is the cluster half of the node's core (internal/core).
+func (c *clusterNode) coreConfig() *core.ClusterConfig {
+	cfg := c.cfg
 	rcfg := consensus.DefaultRaftConfig()
-	rcfg.ID = id
-	rcfg.KV = n.kv
-	rcfg.Transport = transport.RaftSender{C: c.client}
 	if cfg.Join == "" {
-		rcfg.InitialVoters = []uint64{id} // a new cluster; ignored once the store has Raft state
+		rcfg.InitialVoters = []uint64{c.id} // a new cluster; ignored once the store has Raft state
 	}
 	if cfg.Voters > 0 {
 		rcfg.Voters = cfg.Voters
 	}
-	rcfg.OnApply = onApply
-	c.mets = newClusterMetrics(c)
 	rcfg.OnProposed = c.mets.observeProposal
-	rcfg.PromoteFirst = c.isWitness // a witness votes before a data node does (witness.go)
-	rcfg.OnSnapshot = func(uint64) { c.rebuildMaps(); onSnapshot() }
-	rcfg.Logger = cfg.Logger
-	c.raft, err = consensus.NewRaft(rcfg)
+	return &core.ClusterConfig{ID: c.id, Net: c.client, Raft: rcfg,
+		Replica: replica.Config{CacheBytes: cfg.RemoteCacheBytes},
+		Repair: replica.RepairConfig{Interval: cfg.RepairInterval, DefaultReplicas: store.DefaultReplicas,
+			BytesPerSec: float64(cfg.RepairRate), DeadPastGrace: c.lv.deadPastGrace},
+		Liveness: c.liveStates, OnNodes: c.setAddrs, NoBlobs: cfg.Witness}
+}
+
+// attach completes the cluster half once the core is built: the RPC
+// server, and the handles on the core's parts.
+func (c *clusterNode) attach(k *core.Core) (err error) {
+	c.core, c.raft, c.rep, c.repair, c.reader = k, k.Raft, k.Rep, k.Repair, k.Reader
+	c.raftP.Store(k.Raft)
+	c.server, err = transport.NewServer(c.tcfg, rpcHandler{c: c, witness: c.cfg.Witness, RaftHandler: transport.RaftHandler{Log: c.raft},
+		GuardedBlobServer: k.BlobServer()})
 	if err != nil {
-		c.client.Close()
-		return nil, err
+		return err
 	}
-	c.rep, err = replica.New(replica.Config{Self: placement.NodeID(id), Local: n.blobs,
-		Peers: replica.TransportPeers{C: c.client}, Map: c.pmap.Load, Logger: cfg.Logger,
-		CacheBytes: cfg.RemoteCacheBytes})
-	if err != nil {
-		c.raft.Close()
-		c.client.Close()
-		return nil, err
-	}
-	c.repair, err = replica.NewRepairer(replica.RepairConfig{Self: placement.NodeID(id), Local: n.blobs,
-		Peers: replica.TransportPeers{C: c.client}, Map: c.pmap.Load, Logger: cfg.Logger,
-		Interval: cfg.RepairInterval, AppliedIndex: c.raft.AppliedIndex,
-		DefaultReplicas: store.DefaultReplicas, BytesPerSec: float64(cfg.RepairRate),
-		DeadPastGrace: c.lv.deadPastGrace,
-		Referenced: func(ctx context.Context, fn func(blob.Hash, int) bool) error {
-			return c.reader.ReferencedBlobs(store.DefaultReplicas, fn)
-		},
-		UnderReplicated: func(fn func(blob.Hash, int) bool) error {
-			return c.reader.UnderReplicated(func(h blob.Hash, replicas int, _ int64) bool { return fn(h, replicas) })
-		},
-		MarkReplicated: c.markReplicated})
-	if err != nil {
-		c.raft.Close()
-		c.client.Close()
-		return nil, err
-	}
-	c.server, err = transport.NewServer(tcfg, rpcHandler{c: c, witness: cfg.Witness, RaftHandler: transport.RaftHandler{Log: c.raft},
-		GuardedBlobServer: replica.GuardedBlobServer{BlobServer: replica.BlobServer{Store: n.blobs}, Guard: c.guardReplicaPut}})
-	if err != nil {
-		c.raft.Close()
-		c.client.Close()
-		return nil, err
-	}
-	cfg.Logger.Info("cluster node", "id", id, "join", cfg.Join)
-	return c, nil
+	c.cfg.Logger.Info("cluster node", "id", c.id, "join", c.cfg.Join)
+	return nil
+}
+
+// liveStates is the failure detector's view of nodes.
+func (c *clusterNode) liveStates(nodes []*meta.Node) map[uint64]placement.State {
+	return c.lv.states(nodes)
 }
 
 // start runs the background work once the node serves: join the cluster
@@ -305,59 +285,23 @@ func (c *clusterNode) clusterURL() string {
 	return c.n.ClusterURL
 }
 
-// applied is called after every applied entry; membership changes rebuild
-// the placement and address maps.
-func (c *clusterNode) applied(cmds []meta.Command) {
-	under := false
-	for _, cmd := range cmds {
-		if cmd.Op == meta.OpSetNode || cmd.Op == meta.OpRemoveNode {
-			c.rebuildMaps()
-			return
-		}
-		// An under-replicated write whose blob this node lacks: this node
-		// may be one of the targets that missed it (it is catching up after
-		// a restart). An under pass pulls what it should hold at once.
-		for _, h := range cmd.Under {
-			under = under || !c.n.blobs.Has(h)
-		}
-	}
-	if under && c.repair != nil && !c.cfg.Witness { // a witness holds no blob, ever
-		c.repair.TriggerUnder()
-	}
-}
-
-// markReplicated records that blobs hs have all their copies again
-// (replica.RepairConfig.MarkReplicated).
-func (c *clusterNode) markReplicated(ctx context.Context, hs []blob.Hash) error {
-	res, err := c.raft.Propose(ctx, meta.Command{Op: meta.OpReplicated, Replicated: hs, TimeNs: time.Now().UnixNano()})
-	if err == nil {
-		err = res.Err
-	}
-	return err
-}
-
-// rebuildMaps recomputes the placement map and the node addresses from the
-// cluster map in the namespace (plus join seeds) and the failure detector's
-// view (liveness.go).
+// rebuildMaps recomputes the placement map and the node addresses
+// (core.RebuildMap, which calls setAddrs).
 func (c *clusterNode) rebuildMaps() {
-	c.mapMu.Lock()
-	defer c.mapMu.Unlock()
-	nodes, err := c.reader.Nodes()
-	if err != nil {
-		c.cfg.Logger.Error("read cluster map", "err", err)
-		return
+	if k := c.core; k != nil {
+		k.RebuildMap()
 	}
+}
+
+// setAddrs records the members' node-to-node addresses from the cluster
+// map, plus the seeds a join answer gave (core.ClusterConfig.OnNodes).
+func (c *clusterNode) setAddrs(nodes []*meta.Node) {
 	addrs := map[uint64]string{}
 	c.seedMu.Lock()
 	for id, u := range c.seeds {
 		addrs[id] = u
 	}
 	c.seedMu.Unlock()
-	var live map[uint64]placement.State // nil (all Live) until the detector starts
-	if c.lv != nil {
-		live = c.lv.states(nodes)
-	}
-	var pn []placement.Node
 	for _, nd := range nodes {
 		u := nd.ClusterURL
 		if u == "" {
@@ -366,23 +310,6 @@ func (c *clusterNode) rebuildMaps() {
 		if u != "" {
 			addrs[nd.ID] = u
 		}
-		st := live[nd.ID] // Live or Dead
-		switch {
-		case nd.Witness:
-			st = placement.Witness
-		case nd.State == meta.NodeDraining:
-			st = placement.Draining
-		}
-		pn = append(pn, placement.Node{ID: placement.NodeID(nd.ID), Zone: nd.Zone, Weight: nd.Weight, State: st})
-	}
-	m, err := placement.NewMap(pn)
-	if err != nil {
-		c.cfg.Logger.Error("build placement map", "err", err)
-		return
-	}
-	c.pmap.Store(m)
-	if c.repair != nil {
-		c.repair.Trigger() // membership or liveness changed: copies may need to move
 	}
 	c.addrs.Store(&addrs)
 }
@@ -424,16 +351,6 @@ func (h rpcHandler) PutBlobs(ctx context.Context, from transport.NodeID, blobs [
 		return errs
 	}
 	return h.GuardedBlobServer.PutBlobs(ctx, from, blobs)
-}
-
-// guardReplicaPut is store.Local.GuardReplicaPut once the store exists;
-// before that nothing deletes blobs, so there is nothing to guard.
-func (c *clusterNode) guardReplicaPut(ctx context.Context, minIndex uint64, hs []blob.Hash) (func(), error) {
-	st := c.store.Load()
-	if st == nil {
-		return func() {}, nil
-	}
-	return st.GuardReplicaPut(ctx, minIndex, hs)
 }
 
 // Join admits a node: its record goes into the cluster map (so every node

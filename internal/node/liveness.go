@@ -171,8 +171,9 @@ type liveness struct {
 	wg   sync.WaitGroup
 }
 
-// newLiveness starts the detector (binding the gossip port) with the gossip
-// addresses of the cluster map as seeds. Its loop starts with run.
+// newLiveness starts the detector (binding the gossip port); the gossip
+// addresses of the cluster map become its seeds through states. Its loop
+// starts with run.
 func newLiveness(c *clusterNode) (*liveness, error) {
 	host, port, explicit, err := gossipBind(c.cfg)
 	if err != nil {
@@ -182,9 +183,8 @@ func newLiveness(c *clusterNode) (*liveness, error) {
 		firstSeen: map[uint64]time.Time{}, published: map[uint64]placement.State{},
 		deadSince: map[uint64]time.Time{}, pastGrace: map[uint64]bool{},
 		wake: make(chan struct{}, 1), stop: make(chan struct{})}
-	if nodes, err := c.reader.Nodes(); err == nil {
-		l.mapSeeds = l.seedsOf(nodes)
-	}
+	// The seeds come from the cluster map when the core first builds its
+	// placement map (states), before the loop starts (run).
 	dc := cluster.DefaultDetectorConfig()
 	dc.NodeID = c.id
 	dc.BindAddr = host

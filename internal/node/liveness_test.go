@@ -87,7 +87,7 @@ func TestLivenessInProcess(t *testing.T) {
 	nodes := []*Node{n1, n2, n3}
 	states := func(n *Node) map[uint64]placement.State {
 		out := map[uint64]placement.State{}
-		for _, nd := range n.cl.pmap.Load().Nodes() {
+		for _, nd := range n.cl.core.Map().Nodes() {
 			out[uint64(nd.ID)] = nd.State
 		}
 		return out

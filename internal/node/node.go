@@ -21,11 +21,11 @@ import (
 	"github.com/cairn-fs/cairn/internal/access/rules"
 	"github.com/cairn-fs/cairn/internal/blob"
 	"github.com/cairn-fs/cairn/internal/consensus"
+	"github.com/cairn-fs/cairn/internal/core"
 	"github.com/cairn-fs/cairn/internal/frontend/fuse"
 	"github.com/cairn-fs/cairn/internal/frontend/httpapi"
 	"github.com/cairn-fs/cairn/internal/frontend/webdav"
 	"github.com/cairn-fs/cairn/internal/kv"
-	"github.com/cairn-fs/cairn/internal/meta"
 	"github.com/cairn-fs/cairn/internal/store"
 	"github.com/cairn-fs/cairn/internal/vfs"
 	"github.com/prometheus/client_golang/prometheus"
@@ -107,6 +107,7 @@ type Node struct {
 	kv         kv.Store
 	log        consensus.Log
 	cl         *clusterNode
+	core       *core.Core
 	capacity   capacityCache
 	store      *store.Local
 	api        *httpapi.Server
@@ -218,23 +219,6 @@ func Start(cfg Config) (_ *Node, err error) {
 	if err := checkWitness(cfg); err != nil { // witness.go
 		return nil, err
 	}
-	bcfg := blob.Config{Dir: filepath.Join(cfg.DataDir, "blobs"), FS: vfs.OS(),
-		MaxVolumeSize: cfg.MaxVolumeSize, CompactGarbageRatio: cfg.CompactRatio,
-		MinFreeBytes: cfg.MinFreeBytes, Logger: cfg.Logger, OnFsync: metrics.ObserveFsync,
-		DisableMmap: cfg.DisableMmap, OnCorrupt: n.scrub.corrupt, ScrubRate: cfg.ScrubRate, ScrubPeriod: cfg.ScrubPeriod}
-	if cfg.Witness {
-		witnessBlobConfig(&bcfg)
-	}
-	n.blobs, err = blob.Open(bcfg)
-	if err != nil {
-		return nil, fmt.Errorf("open blob store: %w", err)
-	}
-	reg.MustRegister(scrubCollector{n.blobs}) // scrub.go
-	reg.MustRegister(mountCollector{n})       // mountstats.go
-	n.kv, err = kv.OpenPebble(filepath.Join(cfg.DataDir, "meta"), kv.PebbleConfig{CacheSize: cfg.KVCacheBytes, Logger: cfg.Logger})
-	if err != nil {
-		return nil, fmt.Errorf("open namespace store: %w", err)
-	}
 	n.ln, err = net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return nil, fmt.Errorf("listen on %s: %w", cfg.Listen, err)
@@ -283,58 +267,45 @@ func Start(cfg Config) (_ *Node, err error) {
 		}
 		n.ClusterURL = advertisedURL(n.cln.Addr(), host)
 	}
-	var st *store.Local
-	onApply := func(index uint64, cmds []meta.Command, res []meta.Result) {
-		if st != nil {
-			st.Applied(index, cmds, res)
-		}
-		if n.cl != nil {
-			n.cl.applied(cmds)
-		}
+	bcfg := blob.Config{Dir: filepath.Join(cfg.DataDir, "blobs"), FS: vfs.OS(),
+		MaxVolumeSize: cfg.MaxVolumeSize, CompactGarbageRatio: cfg.CompactRatio,
+		MinFreeBytes: cfg.MinFreeBytes, OnFsync: metrics.ObserveFsync,
+		DisableMmap: cfg.DisableMmap, OnCorrupt: n.scrub.corrupt, ScrubRate: cfg.ScrubRate, ScrubPeriod: cfg.ScrubPeriod}
+	if cfg.Witness {
+		witnessBlobConfig(&bcfg)
 	}
-	var replication store.Replication
+	ccfg := core.Config{FS: bcfg.FS, BlobDir: bcfg.Dir, Blob: bcfg,
+		KVDir: filepath.Join(cfg.DataDir, "meta"), KV: kv.PebbleConfig{CacheSize: cfg.KVCacheBytes},
+		Logger: cfg.Logger,
+		Store: store.Config{GCGrace: cfg.GCGrace, GCInterval: cfg.GCInterval, PathCacheEntries: cfg.PathCacheEntries,
+			LockLease: cfg.LockLease}}
 	if cfg.ClusterSecret != "" {
-		n.cl, err = startCluster(n, cfg, onApply, func() {
-			if st != nil {
-				st.Invalidate()
-			}
-		})
-		if err != nil {
+		if n.cl, err = newClusterNode(n, cfg); err != nil {
 			return nil, err
 		}
-		n.log = n.cl.raft
-		replication = n.cl.rep
+		ccfg.Cluster = n.cl.coreConfig()
+	}
+	if n.core, err = core.New(ccfg); err != nil {
+		if n.cl != nil {
+			n.cl.close()
+			n.cl = nil
+		}
+		return nil, err
+	}
+	n.blobs, n.kv, n.log, n.store = n.core.Blobs, n.core.KV, n.core.Log, n.core.Store
+	reg.MustRegister(scrubCollector{n.blobs}) // scrub.go
+	reg.MustRegister(mountCollector{n})       // mountstats.go
+	st := n.store
+	if n.cl != nil {
+		if err := n.cl.attach(n.core); err != nil {
+			return nil, err
+		}
 		reg.MustRegister(n.cl.rep.Collector()) // remote-blob cache, write batching and outcomes
 		reg.MustRegister(n.cl.mets)            // Raft, under-replicated blobs, repair (metrics.go)
 		n.scrub.repair.Store(n.cl.repair)      // a corrupt copy asks for a repair pass
 		if n.cl.removedLocally() {
-			err := n.cl.markRemoved("as this node's Raft configuration shows")
-			n.cl.close()
-			n.cl = nil
-			return nil, err
+			return nil, n.cl.markRemoved("as this node's Raft configuration shows")
 		}
-	} else {
-		n.log, err = consensus.NewLocal(consensus.LocalConfig{KV: n.kv, Logger: cfg.Logger, OnApply: onApply})
-		if err != nil {
-			return nil, err
-		}
-	}
-	var nodeID uint64
-	var isLeader func() bool
-	if n.cl != nil {
-		r := n.cl.raft
-		nodeID = n.cl.id
-		isLeader = func() bool { st := r.Status(); return st.Leader != 0 && st.Leader == st.ID }
-	}
-	st, err = store.New(store.Config{Blobs: n.blobs, KV: n.kv, Log: n.log, GCGrace: cfg.GCGrace,
-		GCInterval: cfg.GCInterval, PathCacheEntries: cfg.PathCacheEntries, Logger: cfg.Logger,
-		Replication: replication, NodeID: nodeID, IsLeader: isLeader, LockLease: cfg.LockLease})
-	if err != nil {
-		return nil, err
-	}
-	n.store = st
-	if n.cl != nil {
-		n.cl.store.Store(st)
 	}
 
 	switch cfg.AccessLog {
@@ -534,20 +505,11 @@ func (n *Node) Close() error {
 func (n *Node) closeStores() error {
 	n.stopUI()
 	var errs []error
-	if n.store != nil {
-		errs = append(errs, n.store.Close())
-	}
 	if n.cl != nil {
 		errs = append(errs, n.cl.close())
 	}
-	if n.log != nil {
-		errs = append(errs, n.log.Close())
-	}
-	if n.kv != nil {
-		errs = append(errs, n.kv.Close())
-	}
-	if n.blobs != nil {
-		errs = append(errs, n.blobs.Close())
+	if n.core != nil {
+		errs = append(errs, n.core.Close())
 	}
 	if n.alog != nil {
 		errs = append(errs, n.alog.Close())

@@ -61,10 +61,3 @@ func witnessBlobConfig(c *blob.Config) {
 	c.DisableMmap = true
 	c.OnFsync = nil
 }
-
-// isWitness reports whether member id is a witness in this node's cluster
-// map (consensus.RaftConfig.PromoteFirst).
-func (c *clusterNode) isWitness(id uint64) bool {
-	nd, err := c.reader.Node(id)
-	return err == nil && nd.Witness
-}

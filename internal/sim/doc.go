@@ -3,16 +3,17 @@
 //
 // # The harness
 //
-// Run starts Voters + Learners nodes (default 3 + 2). Each node is the real
-// stack, wired as internal/node/cluster.go wires a real node: Pebble
-// (kv.OpenPebble over pebble's crashable in-memory FS) holding the Raft log
-// and the namespace, a blob.Store over a vfs.Mem, consensus.Raft, a
-// store.Local with a replica.Replicator as its Replication, a
-// replica.Repairer, and the node-to-node handler (raft steps, snapshots,
-// blob put/get/has). What the sim does not take from internal/node:
-// HTTP, memberlist, join (the harness writes the cluster map with
-// meta.OpSetNode and adds learners with Raft.AddLearner), the
-// registration loop and the admin API.
+// Run starts Voters + Learners nodes (default 3 + 2). Each node is the
+// node's own core, built by internal/core as internal/node builds it:
+// Pebble (over pebble's crashable in-memory FS) holding the Raft log and
+// the namespace, a blob.Store over a vfs.Mem, consensus.Raft, the
+// replicator, the repairer, the store, the placement map and the guard on
+// peers' blob puts. Around it the sim adds only faults and its own
+// stand-ins for what internal/node adds: the network (transport.MemNetwork
+// instead of HTTP), a simulated failure detector instead of memberlist,
+// and bootstrap instead of join (the harness writes the cluster map with
+// meta.OpSetNode and adds learners with Raft.AddLearner). Not covered:
+// HTTP, the registration loop and the admin API.
 //
 // Nodes talk over transport.MemNetwork: every delivery may be dropped,
 // delayed (which reorders) or, for Raft messages, duplicated; links are

@@ -16,6 +16,7 @@ import (
 
 	"github.com/cairn-fs/cairn/internal/blob"
 	"github.com/cairn-fs/cairn/internal/consensus"
+	"github.com/cairn-fs/cairn/internal/core"
 	"github.com/cairn-fs/cairn/internal/kv"
 	"github.com/cairn-fs/cairn/internal/meta"
 	"github.com/cairn-fs/cairn/internal/placement"
@@ -54,12 +55,10 @@ type incarnation struct {
 	reader *meta.Reader
 	client transport.Client
 	tick   chan time.Time
-	pmap   atomic.Pointer[placement.Map]
-	mapMu  sync.Mutex
-	// raftP and stP publish raft and st to callbacks that Raft's loop may
-	// run before start has assigned them.
+	core   *core.Core
+	// raftP publishes raft to the network's unreachable callback, which
+	// may run before start has assigned it.
 	raftP atomic.Pointer[consensus.Raft]
-	stP   atomic.Pointer[store.Local]
 
 	users       sync.WaitGroup // goroutines using this incarnation's stores
 	repairing   atomic.Bool
@@ -81,7 +80,8 @@ const (
 	replicaPutWait = 100 * time.Millisecond
 )
 
-// start boots n over its disks.
+// start boots n over its disks: the node's own core (internal/core),
+// over the sim's disks, network and clock.
 func (s *Sim) start(n *node) error {
 	if n.inc != nil {
 		return fmt.Errorf("node %d already running", n.id)
@@ -89,103 +89,68 @@ func (s *Sim) start(n *node) error {
 	n.boots++
 	log := s.logger().With("node", n.id, "boot", n.boots)
 	inc := &incarnation{s: s, n: n, fence: &fenceFS{FS: n.mem}, tick: make(chan time.Time, 1)}
-	var err error
-	inc.kv, err = kv.OpenPebble(metaDir, kv.PebbleConfig{FS: n.pfs, CacheSize: 1 << 20, MemTableSize: 1 << 20,
-		MaxOpenFiles: 64, Logger: log})
-	if err != nil {
-		return fmt.Errorf("node %d: open pebble: %w", n.id, err)
-	}
-	inc.blobs, err = blob.Open(blob.Config{Dir: blobDir, FS: inc.fence, MaxVolumeSize: 256 << 10,
-		MinFreeBytes: 1, Logger: log, Now: s.clock.Now, DisableMmap: true, CheckpointInterval: 512 << 10,
-		ScrubPeriod: -1}) // no background scrub: its reads and saves would run outside the schedule
-	if err != nil {
-		inc.kv.Close()
-		return fmt.Errorf("node %d: open blob store: %w", n.id, err)
-	}
-	inc.reader = meta.NewReader(inc.kv)
 	inc.client = s.net.Client(transport.NodeID(n.id), func(to transport.NodeID, err error) {
 		if r := inc.raftP.Load(); r != nil {
 			r.ReportUnreachable(uint64(to))
 		}
 	})
-	inc.rebuildMap()
-
 	rcfg := consensus.DefaultRaftConfig()
-	rcfg.ID = n.id
-	rcfg.KV = inc.kv
-	rcfg.Transport = transport.RaftSender{C: inc.client}
-	rcfg.Ticker = inc.tick
 	if n.voter {
 		rcfg.InitialVoters = s.voterIDs() // ignored once the store has Raft state
 	}
 	rcfg.CompactAfter, rcfg.CompactMargin = 100, 20 // lagging and crashed nodes catch up by snapshot
-	rcfg.Logger = log
-	rcfg.OnApply = func(index uint64, cmds []meta.Command, res []meta.Result) {
-		if st := inc.stP.Load(); st != nil {
-			st.Applied(index, cmds, res)
-		}
-		if n.id == 1 {
-			for i := range cmds {
-				if cmds[i].Op == meta.OpPutFile && errors.Is(res[i].Err, meta.ErrBlobReaped) {
-					s.noteReaped(cmds[i].BucketName + "/" + cmds[i].Path)
+	// ReplicaPutWait in real time: a replica cut off from the leader
+	// refuses a put soon, rather than hold the run for the default 5 s.
+	scfg := store.Config{GCGrace: gcGrace, GCInterval: gcInterval, ReplicaPutWait: replicaPutWait}
+	c, err := core.New(core.Config{
+		FS: inc.fence, BlobDir: blobDir,
+		Blob: blob.Config{MaxVolumeSize: 256 << 10, MinFreeBytes: 1, DisableMmap: true, CheckpointInterval: 512 << 10,
+			ScrubPeriod: -1}, // no background scrub: its reads and saves would run outside the schedule
+		KVFS: n.pfs, KVDir: metaDir, KV: kv.PebbleConfig{CacheSize: 1 << 20, MemTableSize: 1 << 20, MaxOpenFiles: 64},
+		Clock: s.clock, Logger: log, Store: scfg,
+		Cluster: &core.ClusterConfig{ID: n.id, Net: inc.client, Ticks: inc.tick, Raft: rcfg,
+			Liveness: func(nodes []*meta.Node) map[uint64]placement.State {
+				live := map[uint64]placement.State{}
+				for _, nd := range nodes {
+					if s.detectedDead(n.id, nd.ID) {
+						live[nd.ID] = placement.Dead
+					}
 				}
-				if cmds[i].Op == meta.OpPutFile && res[i].Err == nil {
-					s.noteLog(fmt.Sprintf("put %s/%s at index %d (start index %d)", cmds[i].BucketName, cmds[i].Path, index, cmds[i].StartIndex), cmds[i].File.Extents)
-				}
-				for _, h := range res[i].Freed {
-					s.noteLog(fmt.Sprintf("reap at index %d", index), []meta.Extent{{Hash: h}})
-				}
+				return live
+			}},
+		OnApply: func(index uint64, cmds []meta.Command, res []meta.Result) {
+			if n.id == 1 {
+				s.noteApplied(index, cmds, res)
 			}
-		}
-		for _, c := range cmds {
-			if c.Op == meta.OpSetNode || c.Op == meta.OpRemoveNode {
-				inc.rebuildMap()
-				break
-			}
-		}
-	}
-	rcfg.OnSnapshot = func(uint64) {
-		inc.rebuildMap()
-		if st := inc.stP.Load(); st != nil {
-			st.Invalidate()
-		}
-	}
-	inc.raft, err = consensus.NewRaft(rcfg)
+		},
+	})
 	if err != nil {
-		inc.blobs.Close()
-		inc.kv.Close()
-		return fmt.Errorf("node %d: start raft: %w", n.id, err)
-	}
-	peers := replica.TransportPeers{C: inc.client}
-	inc.rep, err = replica.New(replica.Config{Self: placement.NodeID(n.id), Local: inc.blobs, Peers: peers,
-		Map: inc.pmap.Load, Logger: log})
-	if err == nil {
-		inc.repair, err = replica.NewRepairer(replica.RepairConfig{Self: placement.NodeID(n.id), Local: inc.blobs,
-			Peers: peers, Map: inc.pmap.Load, Logger: log, AppliedIndex: inc.raft.AppliedIndex,
-			Referenced: func(ctx context.Context, fn func(blob.Hash, int) bool) error {
-				return inc.reader.ReferencedBlobs(store.DefaultReplicas, fn)
-			}})
-	}
-	if err == nil {
-		inc.st, err = store.New(store.Config{Blobs: inc.blobs, KV: inc.kv, Log: inc.raft, Replication: inc.rep,
-			GCGrace: gcGrace, GCInterval: gcInterval, Now: s.clock.Now, Logger: log, NodeID: n.id,
-			IsLeader: func() bool { st := inc.raft.Status(); return st.Leader != 0 && st.Leader == st.ID },
-			// Real time: a replica cut off from the leader refuses a put
-			// soon, rather than hold the run for the default 5 s.
-			ReplicaPutWait: replicaPutWait})
-	}
-	if err != nil {
-		inc.raft.Close()
-		inc.blobs.Close()
-		inc.kv.Close()
+		inc.client.Close()
 		return fmt.Errorf("node %d: %w", n.id, err)
 	}
+	inc.core = c
+	inc.kv, inc.blobs, inc.raft, inc.st, inc.rep, inc.repair, inc.reader = c.KV, c.Blobs, c.Raft, c.Store, c.Rep, c.Repair, c.Reader
 	inc.raftP.Store(inc.raft)
-	inc.stP.Store(inc.st)
 	n.inc = inc
 	s.net.Register(transport.NodeID(n.id), nodeURL(n.id), handler{inc: inc, RaftHandler: transport.RaftHandler{Log: inc.raft},
-		GuardedBlobServer: replica.GuardedBlobServer{BlobServer: replica.BlobServer{Store: inc.blobs}, Guard: inc.st.GuardReplicaPut}})
+		GuardedBlobServer: c.BlobServer()})
 	return nil
+}
+
+// noteApplied records, for failure messages, what node 1 applied about
+// blobs.
+func (s *Sim) noteApplied(index uint64, cmds []meta.Command, res []meta.Result) {
+	for i := range cmds {
+		if cmds[i].Op == meta.OpPutFile && errors.Is(res[i].Err, meta.ErrBlobReaped) {
+			s.noteReaped(cmds[i].BucketName + "/" + cmds[i].Path)
+		}
+		if cmds[i].Op == meta.OpPutFile && res[i].Err == nil {
+			s.noteLog(fmt.Sprintf("put %s/%s at index %d (start index %d)", cmds[i].BucketName, cmds[i].Path, index, cmds[i].StartIndex), cmds[i].File.Extents)
+		}
+		for _, h := range res[i].Freed {
+			s.noteLog(fmt.Sprintf("reap at index %d", index), []meta.Extent{{Hash: h}})
+		}
+	}
 }
 
 // tickWait gives Raft one tick, first waiting (a little, in real time) for
@@ -207,36 +172,13 @@ func (inc *incarnation) tickWait() {
 
 func nodeURL(id uint64) string { return fmt.Sprintf("sim://node%d", id) }
 
-// rebuildMap recomputes this incarnation's placement map from its cluster
-// map and the simulated failure detector's view from this node.
+// rebuildMap recomputes this incarnation's placement map (the core's,
+// with the simulated failure detector's view from this node) and starts a
+// repair pass when it changed, as a real node's repair loop does.
 func (inc *incarnation) rebuildMap() {
-	inc.mapMu.Lock()
-	defer inc.mapMu.Unlock()
-	nodes, err := inc.reader.Nodes()
-	if err != nil {
-		return // a closed store during shutdown
-	}
-	var pn []placement.Node
-	for _, nd := range nodes {
-		st := placement.Live
-		if inc.s.detectedDead(inc.n.id, nd.ID) {
-			st = placement.Dead
-		}
-		switch {
-		case nd.Witness:
-			st = placement.Witness
-		case nd.State == meta.NodeDraining:
-			st = placement.Draining
-		}
-		pn = append(pn, placement.Node{ID: placement.NodeID(nd.ID), Zone: nd.Zone, Weight: nd.Weight, State: st})
-	}
-	m, err := placement.NewMap(pn)
-	if err != nil {
-		inc.s.fail("node %d: build placement map: %v", inc.n.id, err)
-		return
-	}
-	old := inc.pmap.Swap(m)
-	if old != nil && !sameMap(old, m) {
+	old := inc.core.Map()
+	inc.core.RebuildMap()
+	if m := inc.core.Map(); old != nil && m != nil && !sameMap(old, m) {
 		inc.s.kickRepair(inc)
 	}
 }
@@ -301,9 +243,7 @@ func (s *Sim) crash(n *node, torn bool, unsyncedPct int) {
 		defer s.closers.Done()
 		inc.raft.Close()
 		inc.users.Wait()
-		inc.st.Close()
-		inc.blobs.Close() // fails: its disk crashed
-		inc.kv.Close()    // the pre-crash Pebble, on the abandoned file system
+		inc.core.Close() // the blob store's close fails (its disk crashed); Pebble is the pre-crash one, on the abandoned file system
 	}()
 }
 
@@ -321,7 +261,7 @@ func (s *Sim) stop(n *node) error {
 	inc.client.Close()
 	inc.raft.Close()
 	inc.users.Wait()
-	return errors.Join(inc.st.Close(), inc.blobs.Close(), inc.kv.Close())
+	return inc.core.Close()
 }
 
 // handler answers node-to-node calls, as internal/node's rpcHandler.

@@ -64,7 +64,7 @@ func under(path, dir string) bool { return path == mod+dir || strings.HasPrefix(
 //     with internal/cas, not the blob store.
 func TestImportRules(t *testing.T) {
 	core := []string{"internal/meta", "internal/consensus", "internal/blob", "internal/volume",
-		"internal/placement", "internal/kv", "internal/store", "internal/replica", "internal/cluster", "internal/vfs", "internal/clock"}
+		"internal/placement", "internal/kv", "internal/store", "internal/replica", "internal/cluster", "internal/vfs", "internal/clock", "internal/core"}
 	pure := []string{"internal/meta", "internal/placement"}
 	for _, p := range packages(t) {
 		for _, imp := range p.Imports {
