@@ -45,7 +45,7 @@
 //	                           abuse rules 'l', WebDAV locks 'v'); the value is the owner
 //	                           package's encoding, opaque to meta
 //	l ino(8)                 → the inode's file locks: granted locks and
-//	                           FIFO waiters (locks.go, design 0006)
+//	                           FIFO waiters (locks_encoding.go, design 0006)
 //	s node(8)                → the node's lock session: epoch, lease, last
 //	                           renewal, expired, inodes it has locks on
 //	w node(8) epoch(8) owner(8) ino(8) → empty: the owner waits for a lock
