@@ -318,3 +318,38 @@ func (s *Store) loadCheckpoint(vols map[uint32]*volRef) (*checkpoint, error) {
 	}
 	return ck, nil
 }
+
+// checkpointer writes a checkpoint each time noteAppend asks for one, until
+// Close.
+func (s *Store) checkpointer() {
+	defer close(s.ckDone)
+	for {
+		select {
+		case <-s.ckStop:
+			return
+		case <-s.ckTrigger:
+		}
+		covered, err := s.checkpoint()
+		if err != nil {
+			// The previous checkpoint stays valid; recovery scans more.
+			s.log.Warn("background checkpoint failed", "err", err)
+			continue
+		}
+		if s.cfg.checkpointHook != nil && covered > 0 {
+			s.cfg.checkpointHook(covered)
+		}
+	}
+}
+
+// noteAppend counts n appended bytes towards the next background
+// checkpoint and asks for one, without blocking, once CheckpointInterval is
+// reached. Must hold s.mu.
+func (s *Store) noteAppend(n int64) {
+	s.sinceCk += n
+	if s.cfg.CheckpointInterval > 0 && s.sinceCk >= s.cfg.CheckpointInterval {
+		select {
+		case s.ckTrigger <- struct{}{}:
+		default: // one is already pending
+		}
+	}
+}
