@@ -124,3 +124,19 @@ func (b *buffer) Close() error {
 	}
 	return nil
 }
+
+// oTmpfile is Linux's O_TMPFILE (with O_DIRECTORY).
+const oTmpfile = 0x410000
+
+// tempFile is an anonymous temporary file in dir (O_TMPFILE: one call).
+func tempFile(dir string) (*os.File, error) {
+	if f, err := os.OpenFile(dir, os.O_RDWR|oTmpfile, 0o600); err == nil {
+		return f, nil
+	}
+	f, err := os.CreateTemp(dir, "cairn-mount-*")
+	if err != nil {
+		return nil, err
+	}
+	os.Remove(f.Name()) // anonymous: gone with the last descriptor
+	return f, nil
+}

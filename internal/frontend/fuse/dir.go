@@ -1,0 +1,370 @@
+package fuse
+
+import (
+	"context"
+	"path"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/cairn-fs/cairn/internal/store"
+	"github.com/hanwen/go-fuse/v2/fs"
+	gofuse "github.com/hanwen/go-fuse/v2/fuse"
+)
+
+// OpendirHandle opens directory n with the kernel's readdir cache on
+// (FOPEN_CACHE_DIR): a warm find or ls costs no call until a change in
+// the directory invalidates it (Mount.changed).
+func (n *node) OpendirHandle(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
+	return &dirHandle{n: n}, gofuse.FOPEN_CACHE_DIR | gofuse.FOPEN_KEEP_CACHE, 0
+}
+
+// dirHandle is an open directory: its listing is read at the first
+// readdir (or seek), and dropped at release.
+type dirHandle struct {
+	n  *node
+	ds fs.DirStream
+}
+
+var (
+	_ fs.FileReaddirenter = (*dirHandle)(nil)
+	_ fs.FileSeekdirer    = (*dirHandle)(nil)
+	_ fs.FileReleasedirer = (*dirHandle)(nil)
+)
+
+func (d *dirHandle) stream(ctx context.Context) syscall.Errno {
+	if d.ds != nil {
+		return 0
+	}
+	ds, e := d.n.Readdir(ctx)
+	d.ds = ds
+	return e
+}
+
+// Readdirent returns the next entry (nil at the end).
+func (d *dirHandle) Readdirent(ctx context.Context) (*gofuse.DirEntry, syscall.Errno) {
+	if e := d.stream(ctx); e != 0 {
+		return nil, e
+	}
+	if !d.ds.HasNext() {
+		return nil, 0
+	}
+	de, e := d.ds.Next()
+	return &de, e
+}
+
+// Seekdir moves to entry off.
+func (d *dirHandle) Seekdir(ctx context.Context, off uint64) syscall.Errno {
+	if e := d.stream(ctx); e != 0 {
+		return e
+	}
+	if sd, ok := d.ds.(fs.FileSeekdirer); ok {
+		return sd.Seekdir(ctx, off)
+	}
+	return syscall.ENOTSUP
+}
+
+// Releasedir drops the listing.
+func (d *dirHandle) Releasedir(ctx context.Context, flags uint32) {
+	if d.ds != nil {
+		d.ds.Close()
+	}
+}
+
+// Readdir lists directory n.
+func (n *node) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
+	n.m.wb.drain() // the files written here are listed
+	prefix := n.storePath()
+	if prefix != "" {
+		prefix += "/"
+	}
+	var entries []gofuse.DirEntry
+	opts := store.ListOptions{Prefix: prefix, Delimiter: "/", Limit: 1000}
+	for {
+		res, err := n.m.cfg.Store.List(ctx, n.m.cfg.Bucket, opts)
+		if err != nil {
+			return nil, errno(err)
+		}
+		for _, e := range res.Entries {
+			entries = append(entries, gofuse.DirEntry{Name: path.Base(e.Path), Ino: e.Ino, Mode: fileType(e)})
+		}
+		for _, p := range res.CommonPrefixes {
+			entries = append(entries, gofuse.DirEntry{Name: path.Base(strings.TrimSuffix(p, "/")), Mode: syscall.S_IFDIR})
+		}
+		if !res.Truncated {
+			break
+		}
+		opts.StartAfter = res.NextToken
+	}
+	return fs.NewListDirStream(entries), 0
+}
+
+// Mkdir creates directory name in n: the mount's at once (a reserved
+// inode number), queued for the cluster like a closed file. In a
+// directory with a default ACL it is made at once, with the ACL.
+func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *gofuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	ctx, cancel := bounded(ctx)
+	defer cancel()
+	p, e := n.newName(name)
+	if e != 0 {
+		return nil, e
+	}
+	if ch := n.GetChild(name); ch != nil {
+		if c, ok := ch.Operations().(*node); ok && c.uncommitted() {
+			return nil, syscall.EEXIST
+		}
+	}
+	if _, err := n.existing(ctx, p); err == nil {
+		return nil, syscall.EEXIST
+	}
+	uid, gid := caller(ctx)
+	mode &= 0o7777
+	xs, err := n.xattrs(ctx)
+	if err != nil {
+		return nil, errno(err)
+	}
+	if len(xs[aclDefault]) > 0 {
+		return n.mkdirNow(ctx, p, mode, uid, gid, out) // the default ACL, not the umask, narrows the mode
+	}
+	mode &^= callerUmask(ctx)
+	ino, err := n.m.wb.newIno(ctx)
+	if err != nil {
+		return nil, errno(err)
+	}
+	now := time.Now()
+	c := &node{m: n.m, fresh: true, local: &attrs{mode: mode, uid: uid, gid: gid, mtime: now, ctime: now, atime: now}}
+	c.fill(store.ObjectInfo{Ino: ino, IsDir: true, Mode: mode, UID: uid, GID: gid, ModTime: now}, &out.Attr)
+	ch := n.NewInode(ctx, c, fs.StableAttr{Mode: syscall.S_IFDIR, Ino: ino})
+	c.mu.Lock()
+	n.m.wb.enqueueOp(c, opMkdir, p)
+	c.mu.Unlock()
+	n.touchedDir(now)
+	return ch, 0
+}
+
+// mkdirNow is Mkdir made at once (then given the parent's default ACL).
+func (n *node) mkdirNow(ctx context.Context, p string, mode, uid, gid uint32, out *gofuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	n.m.wb.drain()
+	if err := n.m.cfg.Store.Mkdir(ctx, n.m.cfg.Bucket, p, store.Attrs{Mode: mode, UID: uid, GID: gid, Explicit: true}); err != nil {
+		return nil, errno(err)
+	}
+	n.inheritACL(ctx, p, true, mode)
+	info, err := n.m.cfg.Store.Stat(ctx, n.m.cfg.Bucket, p)
+	if err != nil {
+		return nil, errno(err)
+	}
+	return n.newChild(ctx, info, out), 0
+}
+
+// Rmdir removes the empty directory name.
+func (n *node) Rmdir(ctx context.Context, name string) syscall.Errno {
+	ctx, cancel := bounded(ctx)
+	defer cancel()
+	n.m.wb.drain()
+	info, err := n.m.cfg.Store.Stat(ctx, n.m.cfg.Bucket, n.child(name))
+	if err != nil {
+		return errno(err)
+	}
+	if !info.IsDir {
+		return syscall.ENOTDIR
+	}
+	return errno(n.m.cfg.Store.Delete(ctx, n.m.cfg.Bucket, n.child(name), ""))
+}
+
+// Unlink removes file name. The removal joins the write-back queue (an
+// rm -rf costs a few log entries, not a round trip per name): from the
+// call on, the mount answers as if the name were gone, and a failure is
+// returned by the directory's next fsync. A name whose file has a change
+// queued, or was never published, is removed at once, after the queue.
+func (n *node) Unlink(ctx context.Context, name string) syscall.Errno {
+	ctx, cancel := bounded(ctx)
+	defer cancel()
+	p := n.child(name)
+	c, _ := n.GetChild(name).Operations().(*node)
+	if n.m.wb.queued(p) || (c != nil && c.uncommitted()) {
+		return n.unlinkNow(ctx, name, c)
+	}
+	info, err := n.m.cfg.Store.Stat(ctx, n.m.cfg.Bucket, p)
+	if err != nil {
+		return errno(err)
+	}
+	if info.IsDir {
+		return syscall.EISDIR
+	}
+	if info.Nlink > 1 {
+		// Another name of the file shows its link count: change it now.
+		return n.unlinkNow(ctx, name, c)
+	}
+	c.pinNow(ctx)
+	n.m.wb.enqueueUnlink(c, p)
+	if c != nil && info.Nlink <= 1 {
+		c.unlinked(info)
+	}
+	// The directory's mtime and ctime move now, as a local unlink's do
+	// (pjdfstest unlink/00.t checks them at once).
+	n.touchedDir(time.Now())
+	return 0
+}
+
+// unlinkNow is Unlink once the queue is published.
+func (n *node) unlinkNow(ctx context.Context, name string, c *node) syscall.Errno {
+	n.m.wb.drain()
+	info, err := n.m.cfg.Store.Stat(ctx, n.m.cfg.Bucket, n.child(name))
+	if err != nil {
+		if c != nil && c.uncommitted() {
+			c.unlinked(store.ObjectInfo{Ino: c.StableAttr().Ino}) // created and never published
+			return 0
+		}
+		return errno(err)
+	}
+	if info.IsDir {
+		return syscall.EISDIR
+	}
+	if info.Nlink <= 1 {
+		c.pinNow(ctx)
+	}
+	if err := n.m.cfg.Store.Delete(ctx, n.m.cfg.Bucket, n.child(name), ""); err != nil {
+		return errno(err)
+	}
+	if c != nil && info.Nlink <= 1 {
+		c.unlinked(info)
+	}
+	return 0
+}
+
+// pinNow pins, in no-open mode, the committed version of file n (nil: no
+// node) about to be unlinked or replaced through the mount: descriptors
+// still open read it (with a handle, the handle keeps the version it
+// opened).
+func (n *node) pinNow(ctx context.Context) {
+	if n == nil || !n.m.cfg.NoOpen || n.IsDir() {
+		return
+	}
+	if obj, err := n.open(ctx); err == nil {
+		n.keep(obj)
+	}
+}
+
+// existing is the store's description of p, unless an unlink of p is
+// queued (ErrNotFound: the name is gone for the mount).
+func (n *node) existing(ctx context.Context, p string) (store.ObjectInfo, error) {
+	if n.m.wb.unlinking(p) {
+		return store.ObjectInfo{}, store.ErrNotFound
+	}
+	return n.m.cfg.Store.Stat(ctx, n.m.cfg.Bucket, p)
+}
+
+// unlinked marks n removed (info: its last description): what is still
+// written through open handles stays readable through them, is described
+// by fstat (link count 0) and is never published.
+func (n *node) unlinked(info store.ObjectInfo) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	info.Nlink = 0
+	n.goneInfo = &info
+	n.gone, n.fresh, n.local = true, false, nil
+	if n.write != nil {
+		n.write.dirty = false
+	}
+}
+
+// Rename moves name to newName in newParent (within this mount).
+func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedder, newName string, flags uint32) syscall.Errno {
+	ctx, cancel := bounded(ctx)
+	defer cancel()
+	np, ok := newParent.(*node)
+	if !ok {
+		return syscall.EXDEV
+	}
+	if flags != 0 {
+		return syscall.EINVAL // RENAME_NOREPLACE / EXCHANGE: not yet
+	}
+	dst, e := np.newName(newName)
+	if e != 0 {
+		return e
+	}
+	if c, ok := n.GetChild(name).Operations().(*node); ok {
+		c.queueDirty() // a file being written moves with its content
+	}
+	n.m.wb.drain()
+	if ch := np.GetChild(newName); ch != nil {
+		if c, ok := ch.Operations().(*node); ok {
+			c.pinNow(ctx) // replaced: its open descriptors keep reading it
+		}
+	}
+	if c, ok := n.GetChild(name).Operations().(*node); ok {
+		if err := c.takeErr(); err != nil {
+			return errno(err)
+		}
+	}
+	return errno(n.m.cfg.Store.Rename(ctx, n.m.cfg.Bucket, n.child(name), dst))
+}
+
+// fileType is the S_IFMT bits of info.
+func fileType(info store.ObjectInfo) uint32 {
+	switch {
+	case info.IsDir:
+		return syscall.S_IFDIR
+	case info.Symlink != "":
+		return syscall.S_IFLNK
+	}
+	return syscall.S_IFREG
+}
+
+// Symlink creates a symbolic link name -> target in n.
+func (n *node) Symlink(ctx context.Context, target, name string, out *gofuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	ctx, cancel := bounded(ctx)
+	defer cancel()
+	p, e := n.newName(name)
+	if e != 0 {
+		return nil, e
+	}
+	n.m.wb.drain()
+	uid, gid := caller(ctx)
+	info, err := n.m.cfg.Store.Symlink(ctx, n.m.cfg.Bucket, p, target, store.Attrs{UID: uid, GID: gid, Explicit: true})
+	if err != nil {
+		return nil, errno(err)
+	}
+	return n.newChild(ctx, info, out), 0
+}
+
+// Link makes name in n one more name of target's file.
+func (n *node) Link(ctx context.Context, target fs.InodeEmbedder, name string, out *gofuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	ctx, cancel := bounded(ctx)
+	defer cancel()
+	t, ok := target.(*node)
+	if !ok {
+		return nil, syscall.EXDEV
+	}
+	t.queueDirty() // a file being written links to its current content
+	n.m.wb.drain()
+	if err := t.takeErr(); err != nil {
+		return nil, errno(err)
+	}
+	p, e := n.newName(name)
+	if e != 0 {
+		return nil, e
+	}
+	info, err := n.m.cfg.Store.Link(ctx, n.m.cfg.Bucket, t.storePath(), p)
+	if err != nil {
+		return nil, errno(err)
+	}
+	return n.newChild(ctx, info, out), 0
+}
+
+// Readlink returns symlink n's target.
+func (n *node) Readlink(ctx context.Context) ([]byte, syscall.Errno) {
+	info, err := n.stat(ctx)
+	if err != nil {
+		return nil, errno(err)
+	}
+	if info.Symlink == "" {
+		return nil, syscall.EINVAL
+	}
+	return []byte(info.Symlink), 0
+}
+
+// Mknod refuses FIFOs, sockets and devices.
+func (n *node) Mknod(ctx context.Context, name string, mode, dev uint32, out *gofuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	return nil, syscall.EPERM
+}
