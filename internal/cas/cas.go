@@ -12,6 +12,14 @@ const MaxSize = 4 << 20
 // Hash names a blob: the SHA-256 of its bytes.
 type Hash [32]byte
 
+// Blob is a blob's bytes with its name: Hash is Sum(Data), as the sender
+// vouches (a node that stores it checks). It is one blob of a batched
+// write, handed from the store through replication to the transport.
+type Blob struct {
+	Hash Hash
+	Data []byte
+}
+
 // Sum returns the Hash of b.
 func Sum(b []byte) Hash { return Hash(sha256.Sum256(b)) }
 

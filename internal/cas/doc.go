@@ -1,8 +1,10 @@
 // Package cas is the content address of Cairn's blobs: the Hash that names
-// a blob (the SHA-256 of its bytes) and the largest blob, MaxSize. It is a
-// leaf: the namespace (meta), placement, transport and the blob store
-// share these names without importing each other.
+// a blob (the SHA-256 of its bytes), a Blob (bytes with their Hash) and the
+// largest blob, MaxSize. It is a leaf: the namespace (meta), placement,
+// the store, replication, the transport and the blob store share these
+// names without importing each other.
 //
 // It must not import anything of Cairn: it is the leaf that the namespace,
-// placement, the transport and the blob store share.
+// placement, the store, replication, the transport and the blob store
+// share.
 package cas

@@ -47,6 +47,11 @@
 //	                  Plan.StandIns and Plan.Absent tell repair what to move
 //	Sources(m, h)     nodes that may hold a copy, most likely first (reads)
 //
+// A write's Policy (R, W, Strict) and its outcome, Copies, are here too,
+// with the kinds a replicated write or read fails with: QuorumError
+// (errors.Is ErrNoQuorum) and ErrUnavailable. Placement returns none of
+// them; replication does, and the store maps them without importing it.
+//
 // # Invariants (each checked by a test)
 //
 //   - Determinism: the result depends only on the set of members and h, not

@@ -1,5 +1,10 @@
 package placement
 
+import (
+	"errors"
+	"fmt"
+)
+
 // Policy is a bucket's replication policy for the write of one blob.
 type Policy struct {
 	// Replicas is R: a count >= 1, or Mirror (every data node). It is
@@ -50,3 +55,47 @@ type Copies struct {
 // Under reports whether the write left the blob with fewer copies than
 // wanted: it is under-replicated until repair makes the missing ones.
 func (c Copies) Under() bool { return c.Made < c.Wanted }
+
+// Errors of a replicated write or read under a Policy. Placement does no
+// I/O and returns none of them: replication (internal/replica) does, and
+// the store maps them to its own kinds. They live here, beside Policy and
+// Copies, so that the store and replication share them without importing
+// each other. The messages name replication, which returns them.
+var (
+	// ErrNoQuorum: fewer than W replicas could take the blob.
+	ErrNoQuorum = errors.New("replica: write quorum not reached")
+	// ErrUnavailable: no replica could serve the read.
+	ErrUnavailable = errors.New("replica: no replica available")
+)
+
+// QuorumError is the failure of a write that could not make the copies its
+// policy requires. errors.Is(err, ErrNoQuorum) holds.
+type QuorumError struct {
+	// Reachable is how many copies could be made: the live targets less
+	// those that failed (0 when no data node is live).
+	Reachable int
+	// Required is W.
+	Required int
+	// Strict: the bucket asked for a strict quorum (otherwise the write
+	// failed because no copy at all could be made).
+	Strict bool
+	// Err joins the failures of the targets, if any.
+	Err error
+}
+
+func (e *QuorumError) Error() string {
+	msg := fmt.Sprintf("write quorum not reached: %d copies reachable, %d required", e.Reachable, e.Required)
+	if e.Strict {
+		msg += " (strict bucket)"
+	}
+	if e.Err != nil {
+		msg += ": " + e.Err.Error()
+	}
+	return msg
+}
+
+// Is reports ErrNoQuorum.
+func (e *QuorumError) Is(target error) bool { return target == ErrNoQuorum }
+
+// Unwrap returns the targets' failures.
+func (e *QuorumError) Unwrap() error { return e.Err }

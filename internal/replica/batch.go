@@ -7,6 +7,8 @@ import (
 	"sync/atomic"
 
 	"github.com/cairn-fs/cairn/internal/blob"
+	"github.com/cairn-fs/cairn/internal/cas"
+	"github.com/cairn-fs/cairn/internal/minindex"
 	"github.com/cairn-fs/cairn/internal/placement"
 	"github.com/cairn-fs/cairn/internal/transport"
 )
@@ -17,7 +19,7 @@ import (
 type BatchPeers interface {
 	// PutBlobs stores blobs on node to; errs has one entry per blob (nil:
 	// durable there), or err says the whole call failed.
-	PutBlobs(ctx context.Context, to placement.NodeID, blobs []transport.BlobPut) (errs []error, err error)
+	PutBlobs(ctx context.Context, to placement.NodeID, blobs []cas.Blob) (errs []error, err error)
 }
 
 // BatchConfig tunes a Batcher. Zero fields take DefaultBatchConfig's value.
@@ -197,16 +199,16 @@ func (b *Batcher) sendBatch(to placement.NodeID, batch []*batchItem) {
 	// (waiting for a later index is safe for the others).
 	var minIndex uint64
 	for _, it := range batch {
-		minIndex = max(minIndex, transport.MinIndex(it.ctx))
+		minIndex = max(minIndex, minindex.From(it.ctx))
 	}
-	ctx, cancel := context.WithCancel(transport.WithMinIndex(context.Background(), minIndex))
+	ctx, cancel := context.WithCancel(minindex.With(context.Background(), minIndex))
 	defer cancel()
 	var left atomic.Int64
 	left.Store(int64(len(batch)))
 	stops := make([]func() bool, len(batch))
-	blobs := make([]transport.BlobPut, len(batch))
+	blobs := make([]cas.Blob, len(batch))
 	for i, it := range batch {
-		blobs[i] = transport.BlobPut{Hash: it.h, Data: it.data}
+		blobs[i] = cas.Blob{Hash: it.h, Data: it.data}
 		stops[i] = context.AfterFunc(it.ctx, func() {
 			if left.Add(-1) == 0 {
 				cancel()

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/cairn-fs/cairn/internal/blob"
+	"github.com/cairn-fs/cairn/internal/cas"
 	"github.com/cairn-fs/cairn/internal/placement"
 	"github.com/cairn-fs/cairn/internal/transport"
 	"github.com/cairn-fs/cairn/internal/vfs"
@@ -35,7 +36,7 @@ func newBatchPeer() *batchPeer {
 	return &batchPeer{entered: make(chan int, 1000), fail: map[blob.Hash]error{}, stored: map[blob.Hash][]byte{}}
 }
 
-func (p *batchPeer) PutBlobs(ctx context.Context, to placement.NodeID, blobs []transport.BlobPut) ([]error, error) {
+func (p *batchPeer) PutBlobs(ctx context.Context, to placement.NodeID, blobs []cas.Blob) ([]error, error) {
 	p.mu.Lock()
 	gate := p.gate
 	hs := make([]blob.Hash, len(blobs))

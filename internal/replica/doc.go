@@ -16,15 +16,15 @@
 // Every target is sent the blob at once; Write returns when W have
 // acknowledged (each acknowledges only after its fsync). When so many
 // targets are missing or failed that W cannot be reached, a strict policy
-// fails with a *QuorumError (errors.Is ErrNoQuorum) saying how many copies
-// were reachable and how many are required; a non-strict one (the
-// default) waits for every target to answer and succeeds if at least one
-// holds the blob: the result's Copies then says Made < Wanted, the write is
-// under-replicated (counted in WriteStats), and the caller records it for
-// repair (meta's under-replicated records, RunUnder). The sends still
-// running when Write returns go on in the background, bounded by
-// Config.BackgroundTimeout: a straggler that misses the write is repaired
-// later.
+// fails with a *placement.QuorumError (errors.Is placement.ErrNoQuorum)
+// saying how many copies were reachable and how many are required; a
+// non-strict one (the default) waits for every target to answer and
+// succeeds if at least one holds the blob: the result's Copies then says
+// Made < Wanted, the write is under-replicated (counted in WriteStats),
+// and the caller records it for repair (meta's under-replicated records,
+// RunUnder). The sends still running when Write returns go on in the
+// background, bounded by Config.BackgroundTimeout: a straggler that misses
+// the write is repaired later.
 //
 // Read rule: the local copy if there is one; otherwise the sources in
 // placement order (live ones first) one after another, and when a request

@@ -4,11 +4,12 @@ import (
 	"context"
 
 	"github.com/cairn-fs/cairn/internal/blob"
+	"github.com/cairn-fs/cairn/internal/minindex"
 	"github.com/cairn-fs/cairn/internal/transport"
 )
 
 // PutGuard readies the node's store for blobs hs that a peer's upload
-// sends, once the node has applied minIndex (transport.MinIndex of the
+// sends, once the node has applied minIndex (minindex.From of the
 // call); release is called once they are stored. store.Local's
 // GuardReplicaPut is one: it keeps a reap this node applied from deleting
 // a copy that the upload deduplicated against.
@@ -24,7 +25,7 @@ type GuardedBlobServer struct {
 // PutBlob implements transport.Handler.
 func (s GuardedBlobServer) PutBlob(ctx context.Context, from transport.NodeID, h blob.Hash, data []byte) error {
 	if s.Guard != nil {
-		release, err := s.Guard(ctx, transport.MinIndex(ctx), []blob.Hash{h})
+		release, err := s.Guard(ctx, minindex.From(ctx), []blob.Hash{h})
 		if err != nil {
 			return err
 		}
@@ -38,7 +39,7 @@ func (s GuardedBlobServer) PutBlob(ctx context.Context, from transport.NodeID, h
 // put's rule: the copy is spared from the reaps the asker has applied.
 func (s GuardedBlobServer) HasBlobs(ctx context.Context, from transport.NodeID, hs []blob.Hash) ([]bool, error) {
 	if s.Guard != nil {
-		release, err := s.Guard(ctx, transport.MinIndex(ctx), hs)
+		release, err := s.Guard(ctx, minindex.From(ctx), hs)
 		if err != nil {
 			return nil, err
 		}
@@ -54,7 +55,7 @@ func (s GuardedBlobServer) PutBlobs(ctx context.Context, from transport.NodeID, 
 		for i := range blobs {
 			hs[i] = blobs[i].Hash
 		}
-		release, err := s.Guard(ctx, transport.MinIndex(ctx), hs)
+		release, err := s.Guard(ctx, minindex.From(ctx), hs)
 		if err != nil {
 			errs := make([]error, len(blobs))
 			for i := range errs {

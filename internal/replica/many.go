@@ -6,8 +6,8 @@ import (
 	"time"
 
 	"github.com/cairn-fs/cairn/internal/blob"
+	"github.com/cairn-fs/cairn/internal/cas"
 	"github.com/cairn-fs/cairn/internal/placement"
-	"github.com/cairn-fs/cairn/internal/transport"
 )
 
 // WriteMany stores many blobs, each on its replicas exactly as Write would
@@ -24,7 +24,7 @@ import (
 // caller must not modify the slices afterwards. It is the bulk upload's
 // path (store.Local.PutFiles): one call per group of small files instead
 // of one Write per blob.
-func (r *Replicator) WriteMany(ctx context.Context, blobs []transport.BlobPut, pol placement.Policy) ([]placement.Copies, []error) {
+func (r *Replicator) WriteMany(ctx context.Context, blobs []cas.Blob, pol placement.Policy) ([]placement.Copies, []error) {
 	m := r.cfg.Map()
 	n := len(blobs)
 	errs := make([]error, n)
@@ -134,7 +134,7 @@ func (r *Replicator) WriteMany(ctx context.Context, blobs []transport.BlobPut, p
 
 // sendMany stores blobs[idx...] on node id and reports each blob's outcome
 // once through report.
-func (r *Replicator) sendMany(ctx context.Context, id placement.NodeID, blobs []transport.BlobPut, idx []int, report func(i int, err error)) {
+func (r *Replicator) sendMany(ctx context.Context, id placement.NodeID, blobs []cas.Blob, idx []int, report func(i int, err error)) {
 	if id == r.cfg.Self {
 		if bp, ok := r.cfg.Local.(batchPutter); ok {
 			hs := make([]blob.Hash, len(idx))
@@ -194,7 +194,7 @@ func (r *Replicator) sendMany(ctx context.Context, id placement.NodeID, blobs []
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			put := make([]transport.BlobPut, len(chunk))
+			put := make([]cas.Blob, len(chunk))
 			for k, i := range chunk {
 				put[k] = blobs[i]
 			}
@@ -212,7 +212,7 @@ func (r *Replicator) sendMany(ctx context.Context, id placement.NodeID, blobs []
 }
 
 // putEach stores blobs[idx...] on node id one call per blob, concurrently.
-func (r *Replicator) putEach(ctx context.Context, id placement.NodeID, blobs []transport.BlobPut, idx []int, report func(i int, err error)) {
+func (r *Replicator) putEach(ctx context.Context, id placement.NodeID, blobs []cas.Blob, idx []int, report func(i int, err error)) {
 	var wg sync.WaitGroup
 	for _, i := range idx {
 		wg.Add(1)

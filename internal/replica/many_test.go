@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cairn-fs/cairn/internal/cas"
 	"github.com/cairn-fs/cairn/internal/placement"
-	"github.com/cairn-fs/cairn/internal/transport"
 )
 
 // WriteMany over the in-memory transport and real blob stores: every blob
@@ -17,14 +17,14 @@ import (
 func TestWriteManyOverTransport(t *testing.T) {
 	stores, writer, m := memCluster(t, 2)
 	const n, large = 300, 3
-	var blobs []transport.BlobPut
+	var blobs []cas.Blob
 	for i := range n {
 		size := 100 + i*7
 		if i < large {
 			size = 300 << 10 // over the batch's MaxBlobBytes: sent alone
 		}
 		h, d := testBlob(i, size)
-		blobs = append(blobs, transport.BlobPut{Hash: h, Data: d})
+		blobs = append(blobs, cas.Blob{Hash: h, Data: d})
 	}
 	_, errs := writer.WriteMany(context.Background(), blobs, placement.Policy{Replicas: 3})
 	for i, err := range errs {
@@ -60,8 +60,8 @@ func TestWriteManyOverTransport(t *testing.T) {
 
 // A blob is acknowledged once W copies are durable; in a strict bucket,
 // with two of its targets failing and W=2 of R=3 it fails with
-// ErrNoQuorum, the others succeed; no result waits for a hung node once
-// the quorum is in. Without Strict, a blob whose answering targets all
+// placement.ErrNoQuorum, the others succeed; no result waits for a hung
+// node once the quorum is in. Without Strict, a blob whose answering targets all
 // answered succeeds with the copies made, under-replicated.
 func TestWriteManyQuorum(t *testing.T) {
 	f := newFakeNet(1, 2, 3, 4, 5)
@@ -69,10 +69,10 @@ func TestWriteManyQuorum(t *testing.T) {
 	r := newRep(t, 1, f, m)
 	f.fail[4], f.fail[5] = true, true
 	f.hang[3] = true
-	var blobs []transport.BlobPut
+	var blobs []cas.Blob
 	for i := range 60 {
 		h, d := testBlob(i, 64)
-		blobs = append(blobs, transport.BlobPut{Hash: h, Data: d})
+		blobs = append(blobs, cas.Blob{Hash: h, Data: d})
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
 	defer cancel()
@@ -92,8 +92,8 @@ func TestWriteManyQuorum(t *testing.T) {
 			t.Fatalf("blob %d (targets %v): %v, want success", i, targets, errs[i])
 		case good >= 2:
 			ok++
-		case !contains(targets, 3) && !errors.Is(errs[i], ErrNoQuorum):
-			t.Fatalf("blob %d (targets %v): %v, want ErrNoQuorum", i, targets, errs[i])
+		case !contains(targets, 3) && !errors.Is(errs[i], placement.ErrNoQuorum):
+			t.Fatalf("blob %d (targets %v): %v, want placement.ErrNoQuorum", i, targets, errs[i])
 		case errs[i] == nil:
 			t.Fatalf("blob %d (targets %v) succeeded with one good copy", i, targets)
 		default:

@@ -5,6 +5,7 @@ import (
 	"io"
 
 	"github.com/cairn-fs/cairn/internal/blob"
+	"github.com/cairn-fs/cairn/internal/cas"
 	"github.com/cairn-fs/cairn/internal/placement"
 	"github.com/cairn-fs/cairn/internal/transport"
 )
@@ -29,6 +30,6 @@ func (p TransportPeers) HasBlobs(ctx context.Context, to placement.NodeID, hs []
 }
 
 // PutBlobs implements BatchPeers.
-func (p TransportPeers) PutBlobs(ctx context.Context, to placement.NodeID, blobs []transport.BlobPut) ([]error, error) {
+func (p TransportPeers) PutBlobs(ctx context.Context, to placement.NodeID, blobs []cas.Blob) ([]error, error) {
 	return p.C.PutBlobs(ctx, transport.NodeID(to), blobs)
 }

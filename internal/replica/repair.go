@@ -90,7 +90,7 @@ type RepairConfig struct {
 	// order (meta's: by hash) makes passes deterministic.
 	Referenced func(ctx context.Context, fn func(h blob.Hash, replicas int) bool) error
 	// AppliedIndex, if set, is this node's applied index: the pushes and
-	// confirmations of a hand-off carry it (transport.WithMinIndex), so a
+	// confirmations of a hand-off carry it (internal/minindex), so a
 	// target confirms or takes a copy only once it has applied every reap
 	// this node saw, and spares the copy from them. Without it a lagging
 	// target could confirm an old copy that a reap it applies later

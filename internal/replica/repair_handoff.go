@@ -6,8 +6,8 @@ import (
 	"slices"
 
 	"github.com/cairn-fs/cairn/internal/blob"
+	"github.com/cairn-fs/cairn/internal/minindex"
 	"github.com/cairn-fs/cairn/internal/placement"
-	"github.com/cairn-fs/cairn/internal/transport"
 )
 
 // copy states of one (blob, target) pair during a hand-off.
@@ -158,7 +158,7 @@ func (r *Repairer) withApplied(ctx context.Context) context.Context {
 	if r.cfg.AppliedIndex == nil {
 		return ctx
 	}
-	return transport.WithMinIndex(ctx, r.cfg.AppliedIndex())
+	return minindex.With(ctx, r.cfg.AppliedIndex())
 }
 
 func (r *Repairer) putBlob(ctx context.Context, to placement.NodeID, h blob.Hash, data []byte) error {

@@ -15,14 +15,6 @@ import (
 	"github.com/cairn-fs/cairn/internal/placement"
 )
 
-// Errors returned by the Replicator.
-var (
-	// ErrNoQuorum: fewer than W replicas could take the blob.
-	ErrNoQuorum = errors.New("replica: write quorum not reached")
-	// ErrUnavailable: no replica could serve the read.
-	ErrUnavailable = errors.New("replica: no replica available")
-)
-
 // Peers reaches the other nodes. Implementations must be safe for
 // concurrent use and honour ctx deadlines promptly.
 type Peers interface {
@@ -197,8 +189,9 @@ type WriteResult struct {
 // pol.Quorum of them hold it durably. When fewer targets can be reached
 // than the quorum, a non-strict write waits for every target and succeeds
 // if at least one holds a copy (res.Copies.Under() then says so); a strict
-// one fails. It fails with a *QuorumError (errors.Is ErrNoQuorum) when
-// the write cannot succeed, or with ctx's error.
+// one fails. It fails with a *placement.QuorumError (errors.Is
+// placement.ErrNoQuorum) when the write cannot succeed, or with ctx's
+// error.
 func (r *Replicator) Write(ctx context.Context, h blob.Hash, data []byte, pol placement.Policy) (WriteResult, error) {
 	targets, t, err := newTally(r.cfg.Map(), h, pol)
 	res := WriteResult{Targets: targets, Copies: t.copies()}
@@ -264,38 +257,6 @@ func (r *Replicator) Write(ctx context.Context, h blob.Hash, data []byte, pol pl
 	}
 }
 
-// QuorumError is the failure of a write that could not make the copies its
-// policy requires. errors.Is(err, ErrNoQuorum) holds.
-type QuorumError struct {
-	// Reachable is how many copies could be made: the live targets less
-	// those that failed (0 when no data node is live).
-	Reachable int
-	// Required is W.
-	Required int
-	// Strict: the bucket asked for a strict quorum (otherwise the write
-	// failed because no copy at all could be made).
-	Strict bool
-	// Err joins the failures of the targets, if any.
-	Err error
-}
-
-func (e *QuorumError) Error() string {
-	msg := fmt.Sprintf("write quorum not reached: %d copies reachable, %d required", e.Reachable, e.Required)
-	if e.Strict {
-		msg += " (strict bucket)"
-	}
-	if e.Err != nil {
-		msg += ": " + e.Err.Error()
-	}
-	return msg
-}
-
-// Is reports ErrNoQuorum.
-func (e *QuorumError) Is(target error) bool { return target == ErrNoQuorum }
-
-// Unwrap returns the targets' failures.
-func (e *QuorumError) Unwrap() error { return e.Err }
-
 // tally decides one blob's write from its targets' answers (see Write).
 type tally struct {
 	targets, need, want int
@@ -305,21 +266,22 @@ type tally struct {
 }
 
 // newTally places blob h under pol in m: its targets and the tally that
-// decides the write. err is a *QuorumError when the write cannot start: no
-// live data node, or a strict policy with fewer targets than W.
+// decides the write. err is a *placement.QuorumError when the write
+// cannot start: no live data node, or a strict policy with fewer targets
+// than W.
 func newTally(m *placement.Map, h blob.Hash, pol placement.Policy) ([]placement.NodeID, tally, error) {
 	t := tally{need: pol.Quorum(m), want: pol.Wanted(m), strict: pol.Strict}
 	if t.want == 0 {
-		return nil, t, &QuorumError{Required: max(pol.WriteQuorum, 1), Strict: pol.Strict,
+		return nil, t, &placement.QuorumError{Required: max(pol.WriteQuorum, 1), Strict: pol.Strict,
 			Err: errors.New("no data node in the cluster map")}
 	}
 	targets := placement.Place(m, h, pol.Replicas).Targets
 	t.targets = len(targets)
 	switch {
 	case len(targets) == 0:
-		return nil, t, &QuorumError{Required: t.need, Strict: pol.Strict, Err: errors.New("no live data node")}
+		return nil, t, &placement.QuorumError{Required: t.need, Strict: pol.Strict, Err: errors.New("no live data node")}
 	case pol.Strict && len(targets) < t.need:
-		return targets, t, &QuorumError{Reachable: len(targets), Required: t.need, Strict: true}
+		return targets, t, &placement.QuorumError{Reachable: len(targets), Required: t.need, Strict: true}
 	}
 	return targets, t, nil
 }
@@ -338,13 +300,13 @@ func (t *tally) add(id placement.NodeID, err error) (done bool, _ error) {
 	case t.acked >= t.need:
 		return true, nil
 	case t.strict && t.acked+left < t.need:
-		return true, &QuorumError{Reachable: t.targets - t.failed, Required: t.need, Strict: true, Err: errors.Join(t.errs...)}
+		return true, &placement.QuorumError{Reachable: t.targets - t.failed, Required: t.need, Strict: true, Err: errors.Join(t.errs...)}
 	case left > 0:
 		return false, nil
 	case t.acked > 0:
 		return true, nil // every target answered: the copies that could be made are
 	default:
-		return true, &QuorumError{Required: t.need, Err: errors.Join(t.errs...)}
+		return true, &placement.QuorumError{Required: t.need, Err: errors.Join(t.errs...)}
 	}
 }
 
@@ -403,7 +365,7 @@ func (r *Replicator) ReadAt(ctx context.Context, h blob.Hash, p []byte, off int6
 		}
 	}
 	if len(sources) == 0 {
-		return 0, fmt.Errorf("%w: blob %s has no replica", ErrUnavailable, h)
+		return 0, fmt.Errorf("%w: blob %s has no replica", placement.ErrUnavailable, h)
 	}
 	if maxItem := int64(r.cache.MaxItemBytes()); maxItem > 0 && off >= 0 && off+int64(len(p)) <= maxItem {
 		// Ask for one byte more than the cache admits: a shorter answer
@@ -488,7 +450,7 @@ func (r *Replicator) hedgedRead(ctx context.Context, h blob.Hash, off, n int64, 
 				start()
 				timer.Reset(r.cfg.HedgeAfter)
 			} else if inflight == 0 {
-				return nil, fmt.Errorf("%w: %w", ErrUnavailable, errors.Join(errs...))
+				return nil, fmt.Errorf("%w: %w", placement.ErrUnavailable, errors.Join(errs...))
 			}
 		case <-timer.C:
 			if next < len(sources) {

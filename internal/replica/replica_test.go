@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/cairn-fs/cairn/internal/blob"
+	"github.com/cairn-fs/cairn/internal/cas"
 	"github.com/cairn-fs/cairn/internal/placement"
-	"github.com/cairn-fs/cairn/internal/transport"
 )
 
 // memNode is one node's blob store in memory.
@@ -274,7 +274,7 @@ func TestWriteCountsLateFailure(t *testing.T) {
 	if err != nil || res.Copies != (placement.Copies{Made: 2, Wanted: 3}) {
 		t.Fatalf("Write with a target failing late: %v, copies %+v; want 2 of 3", err, res.Copies)
 	}
-	copies, errs := r.WriteMany(context.Background(), []transport.BlobPut{{Hash: h, Data: data}}, pol)
+	copies, errs := r.WriteMany(context.Background(), []cas.Blob{{Hash: h, Data: data}}, pol)
 	if errs[0] != nil || copies[0] != (placement.Copies{Made: 2, Wanted: 3}) {
 		t.Fatalf("WriteMany with a target failing late: %v, copies %+v; want 2 of 3", errs[0], copies[0])
 	}
@@ -306,9 +306,9 @@ func TestWriteQuorumFailure(t *testing.T) {
 	f.fail[targets[0]], f.fail[targets[1]] = true, true
 	r := newRep(t, self, f, m)
 	_, err := r.Write(context.Background(), h, data, placement.Policy{Replicas: 3, Strict: true})
-	var qe *QuorumError
-	if !errors.Is(err, ErrNoQuorum) || !errors.As(err, &qe) || qe.Reachable != 1 || qe.Required != 2 {
-		t.Fatalf("strict, two of three replicas failing: %v, want ErrNoQuorum with 1 reachable of 2", err)
+	var qe *placement.QuorumError
+	if !errors.Is(err, placement.ErrNoQuorum) || !errors.As(err, &qe) || qe.Reachable != 1 || qe.Required != 2 {
+		t.Fatalf("strict, two of three replicas failing: %v, want placement.ErrNoQuorum with 1 reachable of 2", err)
 	}
 	if !strings.Contains(err.Error(), "1 copies reachable, 2 required") {
 		t.Fatalf("error %q does not say the counts", err)
@@ -321,8 +321,8 @@ func TestWriteQuorumFailure(t *testing.T) {
 	}
 	// Every target failing fails even when not strict.
 	f.fail[targets[2]] = true
-	if _, err := r.Write(context.Background(), h, data, placement.Policy{Replicas: 3}); !errors.Is(err, ErrNoQuorum) {
-		t.Fatalf("no copy at all: %v, want ErrNoQuorum", err)
+	if _, err := r.Write(context.Background(), h, data, placement.Policy{Replicas: 3}); !errors.Is(err, placement.ErrNoQuorum) {
+		t.Fatalf("no copy at all: %v, want placement.ErrNoQuorum", err)
 	}
 	f.fail[targets[2]] = false
 	// W=1 succeeds with one good replica.
@@ -420,7 +420,7 @@ func TestReadHedgesAroundHungReplica(t *testing.T) {
 		f.fail[id] = true
 	}
 	f.mu.Unlock()
-	if _, err := r.ReadAt(context.Background(), h, p, 0); !errors.Is(err, ErrUnavailable) {
-		t.Fatalf("all replicas failing: %v, want ErrUnavailable", err)
+	if _, err := r.ReadAt(context.Background(), h, p, 0); !errors.Is(err, placement.ErrUnavailable) {
+		t.Fatalf("all replicas failing: %v, want placement.ErrUnavailable", err)
 	}
 }

@@ -76,8 +76,8 @@ func TestOverTransport(t *testing.T) {
 			p := make([]byte, len(want))
 			_, err := r.ReadAt(ctx, h, p, 0)
 			if id == cut && !stores[id].Has(h) {
-				if !errors.Is(err, ErrUnavailable) {
-					t.Fatalf("cut-off node %d, blob %d it lacks: %v, want ErrUnavailable", id, i, err)
+				if !errors.Is(err, placement.ErrUnavailable) {
+					t.Fatalf("cut-off node %d, blob %d it lacks: %v, want placement.ErrUnavailable", id, i, err)
 				}
 				continue
 			}

@@ -10,10 +10,11 @@ import (
 	"sync"
 
 	"github.com/cairn-fs/cairn/internal/blob"
+	"github.com/cairn-fs/cairn/internal/cas"
 	"github.com/cairn-fs/cairn/internal/consensus"
 	"github.com/cairn-fs/cairn/internal/meta"
+	"github.com/cairn-fs/cairn/internal/minindex"
 	"github.com/cairn-fs/cairn/internal/placement"
-	"github.com/cairn-fs/cairn/internal/transport"
 )
 
 // FilePut is one file of a PutFiles call: its whole content in memory.
@@ -53,7 +54,7 @@ type BatchReplication interface {
 	// WriteMany stores each blob on its replicas like WriteBlob and
 	// returns one outcome and one error per blob. It takes ownership of
 	// the data.
-	WriteMany(ctx context.Context, blobs []transport.BlobPut, pol placement.Policy) ([]placement.Copies, []error)
+	WriteMany(ctx context.Context, blobs []cas.Blob, pol placement.Policy) ([]placement.Copies, []error)
 }
 
 var _ BatchPutter = (*Local)(nil)
@@ -81,7 +82,7 @@ func (s *Local) PutFiles(ctx context.Context, bucket string, files []FilePut) []
 	}
 	pol := policy(binfo)
 	startIndex := s.log.AppliedIndex()
-	ctx = transport.WithMinIndex(ctx, startIndex) // as in Put: see GuardReplicaPut
+	ctx = minindex.With(ctx, startIndex) // as in Put: see GuardReplicaPut
 
 	// The last occurrence of each path is the one stored.
 	last := make(map[string]int, len(files))
@@ -89,7 +90,7 @@ func (s *Local) PutFiles(ctx context.Context, bucket string, files []FilePut) []
 		last[f.Path] = i
 	}
 	cmds := make([]*meta.Command, len(files))
-	var blobs []transport.BlobPut
+	var blobs []cas.Blob
 	blobOf := make(map[blob.Hash]int) // hash -> index in blobs
 	for i, f := range files {
 		if last[f.Path] != i {
@@ -116,7 +117,7 @@ func (s *Local) PutFiles(ctx context.Context, bucket string, files []FilePut) []
 			sha = h.String()
 			if _, dup := blobOf[h]; !dup {
 				blobOf[h] = len(blobs)
-				blobs = append(blobs, transport.BlobPut{Hash: h, Data: f.Data})
+				blobs = append(blobs, cas.Blob{Hash: h, Data: f.Data})
 				s.pins.pin(h)
 			}
 		} else {
@@ -201,7 +202,7 @@ func (s *Local) commitFiles(ctx context.Context, cmds []*meta.Command, idx []int
 // writeBlobs stores the blobs of a PutFiles call and returns one outcome
 // and one error per blob: in a cluster through the replication (in bulk
 // when it can), else with one local PutMany.
-func (s *Local) writeBlobs(ctx context.Context, blobs []transport.BlobPut, pol placement.Policy) ([]placement.Copies, []error) {
+func (s *Local) writeBlobs(ctx context.Context, blobs []cas.Blob, pol placement.Policy) ([]placement.Copies, []error) {
 	if len(blobs) == 0 {
 		return nil, nil
 	}

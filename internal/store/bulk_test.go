@@ -15,11 +15,12 @@ import (
 	"time"
 
 	"github.com/cairn-fs/cairn/internal/blob"
+	"github.com/cairn-fs/cairn/internal/cas"
 	"github.com/cairn-fs/cairn/internal/consensus"
 	"github.com/cairn-fs/cairn/internal/kv"
 	"github.com/cairn-fs/cairn/internal/meta"
+	"github.com/cairn-fs/cairn/internal/minindex"
 	"github.com/cairn-fs/cairn/internal/placement"
-	"github.com/cairn-fs/cairn/internal/transport"
 	"github.com/cairn-fs/cairn/internal/vfs"
 )
 
@@ -136,13 +137,13 @@ type bulkReplication struct {
 	many     []int // blobs per WriteMany call
 	fail     map[blob.Hash]bool
 	minIndex []uint64
-	kept     []transport.BlobPut // every blob handed over, as handed
+	kept     []cas.Blob // every blob handed over, as handed
 }
 
-func (b *bulkReplication) WriteMany(ctx context.Context, blobs []transport.BlobPut, pol placement.Policy) ([]placement.Copies, []error) {
+func (b *bulkReplication) WriteMany(ctx context.Context, blobs []cas.Blob, pol placement.Policy) ([]placement.Copies, []error) {
 	b.mu2.Lock()
 	b.many = append(b.many, len(blobs))
-	b.minIndex = append(b.minIndex, transport.MinIndex(ctx))
+	b.minIndex = append(b.minIndex, minindex.From(ctx))
 	b.kept = append(b.kept, blobs...)
 	b.mu2.Unlock()
 	errs := make([]error, len(blobs))

@@ -11,8 +11,8 @@ import (
 
 	"github.com/cairn-fs/cairn/internal/blob"
 	"github.com/cairn-fs/cairn/internal/meta"
+	"github.com/cairn-fs/cairn/internal/minindex"
 	"github.com/cairn-fs/cairn/internal/replica"
-	"github.com/cairn-fs/cairn/internal/transport"
 )
 
 // These tests drive one store by hand, on its fake clock, with the GC
@@ -50,7 +50,7 @@ func (o *orphanEnv) pass() GCStats {
 // does: through the guarded blob server.
 func (o *orphanEnv) replicaPut(start uint64, data []byte) {
 	o.t.Helper()
-	ctx := transport.WithMinIndex(context.Background(), start)
+	ctx := minindex.With(context.Background(), start)
 	if err := o.server.PutBlob(ctx, 2, blob.Sum(data), data); err != nil {
 		o.t.Fatalf("replica put: %v", err)
 	}

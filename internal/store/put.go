@@ -13,9 +13,10 @@ import (
 	"sync"
 
 	"github.com/cairn-fs/cairn/internal/blob"
+	"github.com/cairn-fs/cairn/internal/cas"
 	"github.com/cairn-fs/cairn/internal/meta"
+	"github.com/cairn-fs/cairn/internal/minindex"
 	"github.com/cairn-fs/cairn/internal/placement"
-	"github.com/cairn-fs/cairn/internal/transport"
 )
 
 // underTally collects the under-replicated blobs of one file's write.
@@ -76,7 +77,7 @@ func (s *Local) Put(ctx context.Context, bucket, path string, r io.Reader, opts 
 	// Replicas store the blobs only once they have applied startIndex
 	// (GuardReplicaPut): a reap this upload saw cannot delete, under it, a
 	// copy a replica deduplicated against.
-	ctx = transport.WithMinIndex(ctx, startIndex)
+	ctx = minindex.With(ctx, startIndex)
 	held := make(map[blob.Hash]struct{})
 	defer func() {
 		for h := range held {
@@ -144,7 +145,7 @@ func (s *Local) Put(ctx context.Context, bucket, path string, r io.Reader, opts 
 						// The buffer goes to the replication (its sends to
 						// slow replicas outlive this call) instead of
 						// being copied there; the pool makes a new one.
-						cs, errs := br.WriteMany(ctx, []transport.BlobPut{{Hash: h, Data: data}}, pol)
+						cs, errs := br.WriteMany(ctx, []cas.Blob{{Hash: h, Data: data}}, pol)
 						copies, err = cs[0], errs[0]
 						<-sem
 					} else {

@@ -176,7 +176,7 @@ func (g *reapGuard) take(h blob.Hash) bool {
 
 // GuardReplicaPut readies this node to store blobs hs that a peer's upload
 // sends it as a replica; call release once they are stored. minIndex is
-// the index the upload started from (transport.MinIndex; 0: none, e.g. a
+// the index the upload started from (minindex.From; 0: none, e.g. a
 // repair copy). It first waits until this node has applied minIndex
 // (usually at once: a replica lags the uploader by milliseconds), so that
 // every reap the upload saw is applied here and recorded as applied on

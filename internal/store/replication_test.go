@@ -14,7 +14,6 @@ import (
 	"github.com/cairn-fs/cairn/internal/kv"
 	"github.com/cairn-fs/cairn/internal/meta"
 	"github.com/cairn-fs/cairn/internal/placement"
-	"github.com/cairn-fs/cairn/internal/replica"
 	"github.com/cairn-fs/cairn/internal/vfs"
 )
 
@@ -161,7 +160,7 @@ func TestPutUnderReplicated(t *testing.T) {
 	}
 	// A strict failure from the replication keeps its counts, and is a 503
 	// kind of error.
-	qe := &replica.QuorumError{Reachable: 1, Required: 2, Strict: true, Err: errors.New("node 2: connection refused")}
+	qe := &placement.QuorumError{Reachable: 1, Required: 2, Strict: true, Err: errors.New("node 2: connection refused")}
 	err = mapErr(fmt.Errorf("write blob: %w", qe))
 	var sq *QuorumError
 	if !errors.Is(err, ErrUnavailable) || !errors.As(err, &sq) || sq.Reachable != 1 || sq.Required != 2 {

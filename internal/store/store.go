@@ -13,7 +13,6 @@ import (
 	"github.com/cairn-fs/cairn/internal/kv"
 	"github.com/cairn-fs/cairn/internal/meta"
 	"github.com/cairn-fs/cairn/internal/placement"
-	"github.com/cairn-fs/cairn/internal/replica"
 )
 
 // Config configures a Local store.
@@ -89,9 +88,10 @@ type Replication interface {
 	// the write is decided (see placement.Policy): W copies are durable,
 	// or, not strict, every reachable target holds one. copies says how
 	// many were made of how many wanted. The error wraps
-	// replica.ErrNoQuorum when the write cannot succeed.
+	// placement.ErrNoQuorum when the write cannot succeed.
 	WriteBlob(ctx context.Context, h blob.Hash, data []byte, pol placement.Policy) (placement.Copies, error)
-	// ReadAt reads blob h from this node's copy or a replica's.
+	// ReadAt reads blob h from this node's copy or a replica's. The error
+	// wraps placement.ErrUnavailable when no replica could serve it.
 	ReadAt(ctx context.Context, h blob.Hash, p []byte, off int64) (int, error)
 }
 
@@ -258,7 +258,7 @@ func mapErr(err error) error {
 	if err == nil {
 		return nil
 	}
-	if qe, ok := errors.AsType[*replica.QuorumError](err); ok {
+	if qe, ok := errors.AsType[*placement.QuorumError](err); ok {
 		return &QuorumError{Reachable: qe.Reachable, Required: qe.Required, Strict: qe.Strict, Err: err}
 	}
 	table := []struct{ from, to error }{
@@ -278,8 +278,8 @@ func mapErr(err error) error {
 		{blob.ErrNotFound, ErrCorrupt}, // a referenced blob is missing
 		{consensus.ErrStopped, ErrUnavailable},
 		{consensus.ErrUnavailable, ErrUnavailable},
-		{replica.ErrNoQuorum, ErrUnavailable}, // a *replica.QuorumError becomes a *QuorumError first
-		{replica.ErrUnavailable, ErrUnavailable},
+		{placement.ErrNoQuorum, ErrUnavailable}, // a *placement.QuorumError becomes a *QuorumError first
+		{placement.ErrUnavailable, ErrUnavailable},
 		{meta.ErrBlobReaped, ErrUnavailable}, // retries exhausted: the client may retry
 	}
 	for _, e := range table {

@@ -15,13 +15,13 @@ import (
 	"sync"
 
 	"github.com/cairn-fs/cairn/internal/blob"
+	"github.com/cairn-fs/cairn/internal/cas"
 )
 
-// BlobPut is one blob of a PutBlobs call.
-type BlobPut struct {
-	Hash blob.Hash
-	Data []byte
-}
+// BlobPut is one blob of a PutBlobs call: a cas.Blob, the type in which
+// the store and replication hand blobs down (an alias, so that a batch
+// passes through without a copy).
+type BlobPut = cas.Blob
 
 // BatchHandler is the optional batch half of Handler: a Handler that also
 // implements it receives a PutBlobs call in one piece (e.g. to write every

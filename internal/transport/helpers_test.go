@@ -17,6 +17,7 @@ import (
 	"go.etcd.io/raft/v3/raftpb"
 
 	"github.com/cairn-fs/cairn/internal/blob"
+	"github.com/cairn-fs/cairn/internal/minindex"
 )
 
 var testSecret = []byte("0123456789abcdef-cluster-secret")
@@ -32,7 +33,7 @@ type fakeHandler struct {
 	snapErr   error // the error the last snapshot body ended with
 	joins     []JoinRequest
 	cutAfter  int64    // GetBlob: return a reader that fails after this many bytes (0: off)
-	minIdx    []uint64 // MinIndex of each PutBlob's context
+	minIdx    []uint64 // minindex.From of each PutBlob's context
 }
 
 func newFakeHandler() *fakeHandler {
@@ -67,7 +68,7 @@ func (f *fakeHandler) PutBlob(ctx context.Context, from NodeID, h blob.Hash, dat
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.blobs[h] = bytes.Clone(data)
-	f.minIdx = append(f.minIdx, MinIndex(ctx))
+	f.minIdx = append(f.minIdx, minindex.From(ctx))
 	return nil
 }
 
@@ -108,7 +109,7 @@ func (f *fakeHandler) HasBlobs(ctx context.Context, from NodeID, hs []blob.Hash)
 	f.calls.Add(1)
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.minIdx = append(f.minIdx, MinIndex(ctx))
+	f.minIdx = append(f.minIdx, minindex.From(ctx))
 	out := make([]bool, len(hs))
 	for i, h := range hs {
 		_, out[i] = f.blobs[h]
