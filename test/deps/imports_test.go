@@ -61,7 +61,11 @@ func under(path, dir string) bool { return path == mod+dir || strings.HasPrefix(
 //   - the core (namespace, log, blobs, volumes, placement, KV, store,
 //     replication, failure detector) does not import net/http, and the
 //     state machine and placement touch no os or net, and name blobs
-//     with internal/cas, not the blob store.
+//     with internal/cas, not the blob store;
+//   - the store imports neither the transport nor replication: it
+//     declares what it needs of replication (store.Replication), and the
+//     types it shares with them live in leaves (cas.Blob, placement's
+//     QuorumError and error kinds, minindex).
 func TestImportRules(t *testing.T) {
 	core := []string{"internal/meta", "internal/consensus", "internal/blob", "internal/volume",
 		"internal/placement", "internal/kv", "internal/store", "internal/replica", "internal/cluster", "internal/vfs", "internal/clock", "internal/core"}
@@ -82,6 +86,8 @@ func TestImportRules(t *testing.T) {
 				t.Errorf("%s imports %s: it must stay free of I/O", p.ImportPath, imp)
 			case under(imp, "internal/blob") && slices.ContainsFunc(pure, func(c string) bool { return under(p.ImportPath, c) }):
 				t.Errorf("%s imports %s: a blob's name is internal/cas's Hash, not the blob store's", p.ImportPath, imp)
+			case under(p.ImportPath, "internal/store") && (under(imp, "internal/transport") || under(imp, "internal/replica")):
+				t.Errorf("%s imports %s: the store reaches replication through store.Replication, and shares its types through leaves (cas, placement, minindex)", p.ImportPath, imp)
 			}
 		}
 	}
