@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/cairn-fs/cairn/internal/access"
-	"github.com/cairn-fs/cairn/internal/admin"
+	"github.com/cairn-fs/cairn/internal/frontend/admin"
 	"github.com/cairn-fs/cairn/internal/frontend/httpapi"
 	"github.com/prometheus/client_golang/prometheus"
 )

@@ -1,5 +1,5 @@
 // Package admin holds the parts of the node's admin surface that need no
-// cluster state: the embedded admin page (ui.go, ui/), the in-process
+// cluster state: the embedded admin page (page.go, ui/), the in-process
 // metrics history the page charts (history.go), and the ring of recent
 // warnings and errors (logring.go). internal/node wires them to the
 // node's metrics, logger and admin key (internal/node/ui.go).
