@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -11,6 +12,9 @@ import (
 	"time"
 
 	"github.com/cairn-fs/cairn/client"
+	"github.com/cairn-fs/cairn/internal/consensus"
+	"github.com/cairn-fs/cairn/internal/frontend/admin"
+	"github.com/cairn-fs/cairn/internal/meta"
 )
 
 const testKey = "node-admin-test-key-0123456789"
@@ -138,5 +142,27 @@ func TestNodesAdminNotACluster(t *testing.T) {
 	// Auth comes first.
 	if st, _ := status(t, "GET", n.URL+"/_cairn/nodes", ""); st != 401 {
 		t.Fatalf("no key: %d", st)
+	}
+}
+
+// TestAdminErrKinds: the cluster's errors reach the admin front end with
+// its kinds, their own chain and their text unchanged (a 409's message is
+// the text).
+func TestAdminErrKinds(t *testing.T) {
+	for _, tc := range []struct{ err, kind error }{
+		{fmt.Errorf("%w: 5 is the last voter", consensus.ErrBadMembership), admin.ErrBadMembership},
+		{fmt.Errorf("read node: %w", meta.ErrNotFound), admin.ErrNoSuchNode},
+		{meta.ErrInvalid, admin.ErrInvalid},
+		{consensus.ErrUnavailable, admin.ErrUnavailable},
+		{fmt.Errorf("propose: %w", consensus.ErrStopped), admin.ErrUnavailable},
+	} {
+		got := adminErr(tc.err)
+		if !errors.Is(got, tc.kind) || !errors.Is(got, tc.err) || got.Error() != tc.err.Error() {
+			t.Errorf("adminErr(%v) = %v: not %v", tc.err, got, tc.kind)
+		}
+	}
+	other := errors.New("disk on fire")
+	if got := adminErr(other); got != other || adminErr(nil) != nil {
+		t.Errorf("an error of no kind changed: %v", got)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cairn-fs/cairn/internal/frontend/admin"
 	"github.com/cairn-fs/cairn/internal/vfs"
 )
 
@@ -57,7 +58,7 @@ func (n *Node) clusterCapacity(ctx context.Context) (total, free uint64, err err
 				defer wg.Done()
 				pctx, cancel := context.WithTimeout(ctx, time.Second)
 				defer cancel()
-				rep, err := n.getLocalStatus(pctx, nd.ID, nd.URL, "Bearer "+n.AdminKey)
+				rep, err := admin.FetchLocalStatus(pctx, n.peerDo, nd.ID, nd.URL, "Bearer "+n.AdminKey)
 				if err != nil || rep.Disk.TotalBytes <= 0 {
 					return
 				}

@@ -17,6 +17,7 @@ package node
 
 import (
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -66,8 +67,9 @@ func rpcServer(h http.Handler, idle time.Duration, log *slog.Logger) *http.Serve
 		MaxHeaderBytes: 64 << 10, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug)}
 }
 
-// peerTimeout bounds a call of peerDo whose context has no deadline.
-const peerTimeout = adminTimeout + 10*time.Second
+// peerTimeout bounds a call of peerDo whose context has no deadline: the
+// admin API's bound on a membership change (30 s) and 10 s more.
+const peerTimeout = 40 * time.Second
 
 // newPeerClient is the HTTP client of a node's calls to other members'
 // public API (their local status for cairn status and a mount's statfs,
@@ -88,7 +90,7 @@ func newPeerClient(ident *transport.Identity) *http.Client {
 func (n *Node) peerDo(req *http.Request, id uint64) (*http.Response, error) {
 	c := n.cl
 	if c == nil {
-		return nil, errNotACluster
+		return nil, errors.New("node: not a cluster: no members to call")
 	}
 	if c.ident != nil && req.URL.Scheme == "http" {
 		u := *req.URL

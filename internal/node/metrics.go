@@ -3,6 +3,7 @@ package node
 import (
 	"time"
 
+	"github.com/cairn-fs/cairn/internal/frontend/admin"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -45,7 +46,7 @@ type clusterSample struct {
 	term, commit, applied, leaderChanges uint64
 	leader                               bool
 	under                                int64
-	repair                               repairJSON
+	repair                               admin.Repair
 }
 
 var clusterDescs = []gaugeDesc{

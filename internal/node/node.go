@@ -22,6 +22,7 @@ import (
 	"github.com/cairn-fs/cairn/internal/blob"
 	"github.com/cairn-fs/cairn/internal/consensus"
 	"github.com/cairn-fs/cairn/internal/core"
+	"github.com/cairn-fs/cairn/internal/frontend/admin"
 	"github.com/cairn-fs/cairn/internal/frontend/fuse"
 	"github.com/cairn-fs/cairn/internal/frontend/httpapi"
 	"github.com/cairn-fs/cairn/internal/frontend/webdav"
@@ -125,7 +126,11 @@ type Node struct {
 	s3         nodeS3        // s3.go
 	dav        *http.Server  // --webdav-listen, or nil
 	tls        *certReloader // --tls-cert/--tls-key, or nil (tls.go)
-	ui         nodeUI        // the admin page's log ring and metrics history (ui.go)
+
+	// The admin front end (admin.go) and the ring of recent warnings and
+	// errors the node's logger writes through, which it shows.
+	admin *admin.Handler
+	logs  *admin.LogRing
 }
 
 // LoadOrCreateAdminKey returns the key in dir/admin.key, creating it (mode
@@ -181,7 +186,8 @@ func Start(cfg Config) (_ *Node, err error) {
 		return nil, err
 	}
 	n := &Node{cfg: cfg, served: make(chan error, 1), fatal: make(chan error, 1)}
-	cfg.Logger = n.ui.captureLogs(cfg.Logger) // recent warnings for /_cairn/logs (ui.go)
+	n.logs = admin.NewLogRing(cfg.Logger.Handler(), admin.DefaultLogRecords) // recent warnings for /_cairn/logs
+	cfg.Logger = slog.New(n.logs)
 	n.cfg.Logger = cfg.Logger
 	defer func() {
 		if err != nil {
@@ -369,9 +375,8 @@ func Start(cfg Config) (_ *Node, err error) {
 	if n.cl != nil {
 		acfg.ExtraHandlers = n.rpcHandlers() // all RPC, or only join with --cluster-listen (clusterlisten.go)
 	}
-	acfg.ExtraHandlers = n.adminHandlers(acfg.ExtraHandlers, n.access.auth) // /_cairn/nodes (admin.go)
-	// The admin page, its metrics history and log ring (ui.go).
-	if acfg.ExtraHandlers, err = n.uiHandlers(acfg.ExtraHandlers, n.access.auth, metrics); err != nil {
+	// The admin API and page (admin.go).
+	if acfg.ExtraHandlers, err = n.startAdmin(acfg.ExtraHandlers, st, n.access.auth, metrics); err != nil {
 		return nil, err
 	}
 	acfg.HealthFunc = n.health
@@ -503,7 +508,7 @@ func (n *Node) Close() error {
 }
 
 func (n *Node) closeStores() error {
-	n.stopUI()
+	n.admin.Close()
 	var errs []error
 	if n.cl != nil {
 		errs = append(errs, n.cl.close())

@@ -2,18 +2,14 @@ package node
 
 import (
 	"fmt"
-	"net/http"
 	"sync/atomic"
 	"time"
 
 	"github.com/cairn-fs/cairn/internal/blob"
+	"github.com/cairn-fs/cairn/internal/frontend/admin"
 	"github.com/cairn-fs/cairn/internal/replica"
 	"github.com/prometheus/client_golang/prometheus"
 )
-
-// scrubPath is the admin endpoint of the blob scrub (docs/http-api.md,
-// "Scrub").
-const scrubPath = "/_cairn/scrub"
 
 // nodeScrub connects the blob store's corruption findings to the rest of
 // the node: a quarantined copy asks the repairer (cluster mode) for a pass,
@@ -47,57 +43,12 @@ func (n *Node) corruptHealth() error {
 	return nil
 }
 
-// scrubJSON is the answer of GET and POST /_cairn/scrub. Times are RFC
-// 3339, omitted when zero.
-type scrubJSON struct {
-	Running        bool      `json:"running"`
-	Started        bool      `json:"started"` // POST: this call started the pass
-	PassStarted    time.Time `json:"pass_started,omitzero"`
-	LastCompleted  time.Time `json:"last_completed,omitzero"`
-	NextPass       time.Time `json:"next_pass,omitzero"`
-	RateBytes      int64     `json:"rate_bytes_per_sec"`
-	BytesChecked   int64     `json:"bytes_checked"`
-	BytesTotal     int64     `json:"bytes_total"`
-	NeedlesChecked int64     `json:"needles_checked"`
-	CorruptFound   int64     `json:"corrupt_found"`
-	Passes         int64     `json:"passes"`
-	CorruptCopies  int64     `json:"corrupt_copies"` // quarantined since the node started, by reads and the scrub
-}
-
-// scrubReport is the scrub's progress for GET /_cairn/scrub and the
-// status view (status.go).
-func (n *Node) scrubReport() scrubJSON {
-	return scrubView(n.blobs.ScrubStatus(), n.blobs.Stats().CorruptCopies, false)
-}
-
-func scrubView(st blob.ScrubStatus, corrupt int64, started bool) scrubJSON {
-	return scrubJSON{Running: st.Running, Started: started, PassStarted: st.PassStarted,
+// scrubView is the scrub's progress as the admin front end shows it.
+func scrubView(st blob.ScrubStatus, corrupt int64) admin.Scrub {
+	return admin.Scrub{Running: st.Running, PassStarted: st.PassStarted,
 		LastCompleted: st.LastCompleted, NextPass: st.NextPass, RateBytes: st.Rate,
 		BytesChecked: st.BytesChecked, BytesTotal: st.BytesTotal, NeedlesChecked: st.NeedlesChecked,
 		CorruptFound: st.CorruptFound, Passes: st.Passes, CorruptCopies: corrupt}
-}
-
-// serveScrub serves /_cairn/scrub for adminHandler (admin.go), which has
-// checked the admin key:
-//
-//	GET  /_cairn/scrub   the scrub's progress (this node)
-//	POST /_cairn/scrub   start a pass now (202; 200 if one is running)
-func (h *adminHandler) serveScrub(w http.ResponseWriter, r *http.Request) {
-	b := h.n.blobs
-	switch r.Method {
-	case http.MethodGet, http.MethodHead:
-		h.writeJSON(w, r, http.StatusOK, h.n.scrubReport())
-	case http.MethodPost:
-		st, started := b.StartScrub()
-		status := http.StatusOK
-		if started {
-			status = http.StatusAccepted
-			h.log.Info("scrub pass started on request", "remote", r.RemoteAddr)
-		}
-		h.writeJSON(w, r, status, scrubView(st, b.Stats().CorruptCopies, started))
-	default:
-		h.notAllowed(w, r, "GET, HEAD, POST")
-	}
 }
 
 // scrubCollector exports the scrub's progress and the corrupt copies

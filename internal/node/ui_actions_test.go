@@ -76,12 +76,12 @@ func TestUILoneNodeActions(t *testing.T) {
 		t.Errorf("a secret in /_cairn/logs: %s", body)
 	}
 	// the page's own polling is what the history shows
-	n.ui.sampler.Sample()
+	n.admin.Sampler().Sample()
 	for range 50 {
 		call(t, "GET", n.URL+"/_cairn/status", testKey, "")
 	}
-	n.ui.sampler.Sample()
-	h := n.ui.sampler.History()
+	n.admin.Sampler().Sample()
+	h := n.admin.Sampler().History()
 	b, _ := json.Marshal(h.Points[len(h.Points)-1])
 	t.Logf("history point after 50 admin GETs and no data traffic: %s", b)
 }

@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/cairn-fs/cairn/internal/frontend/admin"
 )
 
 // TestUIEndpoints: the page is served without a key and with the CSP; the
@@ -21,7 +23,7 @@ func TestUIEndpoints(t *testing.T) {
 	if resp.StatusCode != 200 || !strings.Contains(resp.Header.Get("Content-Security-Policy"), "default-src 'none'") {
 		t.Fatalf("page: %d, CSP %q", resp.StatusCode, resp.Header.Get("Content-Security-Policy"))
 	}
-	for _, p := range []string{historyPath, logsPath, usagePath} {
+	for _, p := range []string{admin.HistoryPath, admin.LogsPath, admin.UsagePath} {
 		if code, _ := status(t, "GET", n.URL+p, ""); code != http.StatusUnauthorized {
 			t.Errorf("%s without a key: %d", p, code)
 		}
@@ -33,8 +35,8 @@ func TestUIEndpoints(t *testing.T) {
 		}
 	}
 	n.cfg.Logger.Warn("disk is slow", "volume", 3)
-	code, body := status(t, "GET", n.URL+logsPath, testKey)
-	var logs logsJSON
+	code, body := status(t, "GET", n.URL+admin.LogsPath, testKey)
+	var logs admin.Logs
 	if err := json.Unmarshal([]byte(body), &logs); code != 200 || err != nil {
 		t.Fatalf("logs: %d %v %s", code, err, body)
 	}
@@ -45,15 +47,15 @@ func TestUIEndpoints(t *testing.T) {
 	if !found {
 		t.Errorf("the warning is not in /_cairn/logs: %s", body)
 	}
-	code, body = status(t, "GET", n.URL+historyPath, testKey)
+	code, body = status(t, "GET", n.URL+admin.HistoryPath, testKey)
 	if code != 200 || !strings.Contains(body, `"interval_seconds":5`) {
 		t.Errorf("history: %d %s", code, body)
 	}
-	code, body = status(t, "GET", n.URL+usagePath, testKey)
+	code, body = status(t, "GET", n.URL+admin.UsagePath, testKey)
 	if code != 200 || !strings.Contains(body, `"buckets":[]`) {
 		t.Errorf("usage: %d %s", code, body)
 	}
-	req, _ := http.NewRequest("GET", n.URL+historyPath, nil)
+	req, _ := http.NewRequest("GET", n.URL+admin.HistoryPath, nil)
 	req.Header.Set("Authorization", "Bearer "+testKey)
 	resp, err = http.DefaultClient.Do(req)
 	if err != nil {

@@ -8,10 +8,10 @@ import (
 )
 
 // Records is the store's API for records: small cluster-wide settings
-// kept in the log (access keys, abuse rules; meta.Record), so every node
-// knows them within the propagation bound. Local implements it. The node
-// uses it to manage keys and rules and to keep internal/access's tables
-// current; front ends do not.
+// kept in the log (access keys, abuse rules, WebDAV locks; Record), so
+// every node knows them within the propagation bound. Local implements
+// it. The admin front end (internal/frontend/admin) uses it to manage keys
+// and rules, the node to keep internal/access's tables current.
 type Records interface {
 	// PutRecord creates or replaces record name of kind k and returns its
 	// name: "" asks for the kind's next sequence number ("1", "2", ...).
@@ -27,6 +27,20 @@ type Records interface {
 	// store (signal a goroutine). The returned function unregisters it.
 	WatchRecords(fn func()) (cancel func())
 }
+
+// Record and RecordKind are the namespace's (meta) record types, named
+// here so that users of Records need not import meta.
+type (
+	Record     = meta.Record
+	RecordKind = meta.RecordKind
+)
+
+// The kinds of record.
+const (
+	RecordKey  = meta.RecordKey  // access keys and their grants (internal/access)
+	RecordRule = meta.RecordRule // abuse rules (internal/access/rules)
+	RecordLock = meta.RecordLock // WebDAV locks, by token (internal/frontend/webdav)
+)
 
 var _ Records = (*Local)(nil)
 

@@ -1,6 +1,7 @@
 package rules
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -119,6 +120,19 @@ func (e *kindError) Unwrap() []error {
 		return []error{e.kind, e.cause}
 	}
 	return []error{e.kind}
+}
+
+// DecodeRecord parses a rule's stored form: the JSON of a Rule, kept in
+// the log as a record named N (internal/store's RecordRule). Its ID is
+// "r" + N; the rule is validated (an error wraps ErrBadRule, or is the
+// JSON's).
+func DecodeRecord(name string, value []byte) (Rule, error) {
+	var rule Rule
+	if err := json.Unmarshal(value, &rule); err != nil {
+		return rule, err
+	}
+	rule.ID = "r" + name
+	return rule, rule.Validate()
 }
 
 // Validate reports whether r is a well-formed rule, with an error wrapping

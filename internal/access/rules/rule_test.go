@@ -209,3 +209,18 @@ func TestRuleJSON(t *testing.T) {
 		t.Fatalf("json = %s", short)
 	}
 }
+
+// TestDecodeRecord: a stored rule gets its ID from the record's name and
+// is validated; bad JSON or a bad rule is an error.
+func TestDecodeRecord(t *testing.T) {
+	r, err := DecodeRecord("7", []byte(`{"id":"ignored","user_agent":"(?i)badbot","deny":403}`))
+	if err != nil || r.ID != "r7" || r.UserAgent != "(?i)badbot" || r.Deny != 403 {
+		t.Fatalf("DecodeRecord: %+v, %v", r, err)
+	}
+	if _, err := DecodeRecord("8", []byte(`{"deny":403,"rate":1}`)); !errors.Is(err, ErrBadRule) {
+		t.Errorf("two actions: %v, want ErrBadRule", err)
+	}
+	if _, err := DecodeRecord("9", []byte(`{`)); err == nil {
+		t.Error("bad JSON accepted")
+	}
+}

@@ -1,4 +1,4 @@
-package node
+package admin
 
 // Status: what `cairn status` shows (docs/http-api.md, "Status").
 //
@@ -20,15 +20,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/cairn-fs/cairn/internal/cluster"
-	"github.com/cairn-fs/cairn/internal/placement"
-	"github.com/cairn-fs/cairn/internal/replica"
 	"github.com/cairn-fs/cairn/internal/store"
-	"github.com/cairn-fs/cairn/internal/vfs"
 )
-
-// statusPath is the admin endpoint of the status view.
-const statusPath = "/_cairn/status"
 
 // statusPeerTimeout bounds the fetch of one member's local report.
 const statusPeerTimeout = 2 * time.Second
@@ -69,23 +62,22 @@ type nodeStatusJSON struct {
 	Lag uint64 `json:"lag"`
 	// Report is the member's own report; nil when it did not answer
 	// (Error says why).
-	Report *localStatusJSON `json:"report,omitempty"`
-	Error  string           `json:"error,omitempty"`
+	Report *LocalStatus `json:"report,omitempty"`
+	Error  string       `json:"error,omitempty"`
 }
 
-// localStatusJSON is one node's report of itself: GET
-// /_cairn/status?local=1.
-type localStatusJSON struct {
-	ID           uint64         `json:"id,string"`
-	AppliedIndex uint64         `json:"applied_index"`
-	CommitIndex  uint64         `json:"commit_index"`
-	Disk         diskStatusJSON `json:"disk"`
-	Repair       *repairJSON    `json:"repair,omitempty"` // cluster mode only
-	Scrub        scrubJSON      `json:"scrub"`            // scrub.go
+// LocalStatus is one node's report of itself: GET /_cairn/status?local=1.
+type LocalStatus struct {
+	ID           uint64  `json:"id,string"` // 0: a lone node
+	AppliedIndex uint64  `json:"applied_index"`
+	CommitIndex  uint64  `json:"commit_index"`
+	Disk         Disk    `json:"disk"`
+	Repair       *Repair `json:"repair,omitempty"` // cluster mode only
+	Scrub        Scrub   `json:"scrub"`            // scrub.go
 }
 
-// diskStatusJSON is the node's storage.
-type diskStatusJSON struct {
+// Disk is the node's storage.
+type Disk struct {
 	UsedBytes  int64 `json:"used_bytes"`  // volume files
 	LiveBytes  int64 `json:"live_bytes"`  // live blobs in them
 	FreeBytes  int64 `json:"free_bytes"`  // free on the data disk
@@ -95,10 +87,10 @@ type diskStatusJSON struct {
 	ReadOnly   bool  `json:"read_only"`
 }
 
-// repairJSON is the progress of the node's repair and rebalance: pulls are
+// Repair is the progress of the node's repair and rebalance: pulls are
 // repair (copies this node should hold), pushes and drops are rebalance
 // (hand-offs of copies that belong elsewhere).
-type repairJSON struct {
+type Repair struct {
 	Active       bool          `json:"active"`
 	Passes       int64         `json:"passes"`
 	LastChecked  int64         `json:"last_pass_checked"`
@@ -115,62 +107,31 @@ type repairJSON struct {
 	Cleared     int64 `json:"under_replicated_cleared"`
 }
 
-func repairView(p replica.Progress) *repairJSON {
-	return &repairJSON{Active: p.Active, Passes: p.Passes, LastChecked: p.Last.Checked,
-		LastDuration: p.Last.Duration, Pending: repairPending(p),
-		Pulled: p.Total.Pulled, PulledBytes: p.Total.PulledBytes, Pushed: p.Total.Pushed,
-		PushedBytes: p.Total.PushedBytes, Dropped: p.Total.Dropped, Cleared: p.Total.UnderCleared}
-}
-
-// repairPending is the repair queue as the last passes left it.
-func repairPending(p replica.Progress) int64 {
-	return p.Last.PullFailed + p.Last.Kept + p.LastUnder.PullFailed + p.LastUnder.UnderPending
-}
-
-// localStatus is this node's own report.
-func (n *Node) localStatus() localStatusJSON {
-	bs := n.blobs.Stats()
-	v := localStatusJSON{AppliedIndex: n.log.AppliedIndex(), Disk: diskStatusJSON{UsedBytes: bs.Bytes,
-		LiveBytes: bs.LiveBytes, Blobs: bs.Blobs, Volumes: bs.Volumes, ReadOnly: bs.ReadOnly}}
-	v.CommitIndex = v.AppliedIndex
-	if free, total, err := vfs.OS().Statfs(n.cfg.DataDir); err == nil {
-		v.Disk.FreeBytes, v.Disk.TotalBytes = int64(free), int64(total)
-	}
-	if c := n.cl; c != nil {
-		v.ID = c.id
-		v.CommitIndex = c.raft.Status().Commit
-		v.Repair = repairView(c.repair.Progress())
-	}
-	v.Scrub = n.scrubReport()
-	return v
-}
-
 // serveStatus answers GET /_cairn/status (authorized by the caller).
-func (h *adminHandler) serveStatus(w http.ResponseWriter, r *http.Request) {
+func (h *Handler) serveStatus(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		h.notAllowed(w, r, "GET, HEAD")
 		return
 	}
-	n := h.n
 	if r.URL.Query().Get("local") == "1" {
-		h.writeJSON(w, r, http.StatusOK, n.localStatus())
+		h.writeJSON(w, r, http.StatusOK, h.local.Report())
 		return
 	}
-	local := n.localStatus()
+	local := h.local.Report()
 	v := statusJSON{Self: local.ID, Time: time.Now().UTC(), CommitIndex: local.CommitIndex, Locks: []store.LockInfo{}}
-	if locks, err := n.store.Locks(r.Context()); err == nil {
+	if locks, err := h.store.Locks(r.Context()); err == nil {
 		if locks != nil {
 			v.Locks = locks
 		}
 	}
-	c := n.cl
+	c := h.cluster
 	if c == nil {
-		v.Nodes = []nodeStatusJSON{{URL: n.URL, State: "active", Live: "alive", Role: "none", Self: true, Report: &local}}
+		v.Nodes = []nodeStatusJSON{{URL: h.url, State: "active", Live: "alive", Role: "none", Self: true, Report: &local}}
 		h.writeJSON(w, r, http.StatusOK, v)
 		return
 	}
 	v.Cluster = true
-	if cnt, err := c.reader.UnderReplicatedCount(); err == nil {
+	if cnt, err := c.UnderReplicated(); err == nil {
 		v.UnderReplicated = cnt
 	}
 	cv, err := h.view(c)
@@ -183,7 +144,7 @@ func (h *adminHandler) serveStatus(w http.ResponseWriter, r *http.Request) {
 	var wg sync.WaitGroup
 	for i, nd := range cv.Nodes {
 		ns := nodeStatusJSON{ID: nd.ID, URL: nd.URL, Zone: nd.Zone, Witness: nd.Witness, State: nd.State,
-			Live: c.lv.livenessOf(nd.ID), Role: nd.Role, Leader: nd.Leader, Self: nd.Self}
+			Live: c.Liveness(nd.ID), Role: nd.Role, Leader: nd.Leader, Self: nd.Self}
 		switch {
 		case nd.Self:
 			rep := local
@@ -194,7 +155,9 @@ func (h *adminHandler) serveStatus(w http.ResponseWriter, r *http.Request) {
 			wg.Add(1)
 			go func() { // ns is this goroutine's copy; only it writes v.Nodes[i] now
 				defer wg.Done()
-				rep, err := h.fetchLocalStatus(r, nd.ID, nd.URL)
+				ctx, cancel := context.WithTimeout(r.Context(), statusPeerTimeout)
+				defer cancel()
+				rep, err := FetchLocalStatus(ctx, c.Do, nd.ID, nd.URL, r.Header.Get("Authorization"))
 				if err != nil {
 					ns.Error = err.Error()
 				} else {
@@ -215,24 +178,17 @@ func (h *adminHandler) serveStatus(w http.ResponseWriter, r *http.Request) {
 	h.writeJSON(w, r, http.StatusOK, v)
 }
 
-// fetchLocalStatus asks the member at base for its local report, with the
-// caller's credentials.
-func (h *adminHandler) fetchLocalStatus(r *http.Request, id uint64, base string) (localStatusJSON, error) {
-	ctx, cancel := context.WithTimeout(r.Context(), statusPeerTimeout)
-	defer cancel()
-	return h.n.getLocalStatus(ctx, id, base, r.Header.Get("Authorization"))
-}
-
-// getLocalStatus GETs the local report of member id at base with the
-// Authorization header auth (over cluster TLS: peerDo).
-func (n *Node) getLocalStatus(ctx context.Context, id uint64, base, auth string) (localStatusJSON, error) {
-	var v localStatusJSON
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+statusPath+"?local=1", nil)
+// FetchLocalStatus GETs the local report of member id at base (its public
+// URL) with the Authorization header auth, sending the request with do
+// (Cluster.Do). It blocks until the answer or ctx's end.
+func FetchLocalStatus(ctx context.Context, do func(*http.Request, uint64) (*http.Response, error), id uint64, base, auth string) (LocalStatus, error) {
+	var v LocalStatus
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+StatusPath+"?local=1", nil)
 	if err != nil {
 		return v, err
 	}
 	req.Header.Set("Authorization", auth)
-	resp, err := n.peerDo(req, id)
+	resp, err := do(req, id)
 	if err != nil {
 		return v, fmt.Errorf("unreachable: %w", err)
 	}
@@ -244,35 +200,4 @@ func (n *Node) getLocalStatus(ctx context.Context, id uint64, base, auth string)
 		return v, fmt.Errorf("bad report: %w", err)
 	}
 	return v, nil
-}
-
-// livenessOf names member id's liveness in this node's failure detector:
-// alive, suspect (missed probes, not yet declared dead), dead, left, or
-// joining (never seen yet, within the grace after it entered the map).
-func (l *liveness) livenessOf(id uint64) string {
-	if id == l.self {
-		return "alive"
-	}
-	d := l.det.Load()
-	if d == nil {
-		return "unknown"
-	}
-	if m, ok := d.Member(id); ok {
-		switch m.State {
-		case cluster.StateAlive:
-			if d.Suspect(id) {
-				return "suspect"
-			}
-			return "alive"
-		case cluster.StateLeft:
-			return "left"
-		}
-		return "dead"
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.stateLocked(id, time.Now()) == placement.Dead {
-		return "dead"
-	}
-	return "joining"
 }

@@ -9,7 +9,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/cairn-fs/cairn/internal/clock"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 )
@@ -198,13 +197,28 @@ type SamplerConfig struct {
 	Interval time.Duration
 	// Window of history kept; default 15m (180 points at 5 s).
 	Window time.Duration
-	// Clock; default clock.Real.
-	Clock clock.Clock
+	// Clock; default the real one (time.Now, time.AfterFunc).
+	Clock Clock
 }
+
+// Clock is the time seam of the Sampler: internal/clock's Real and Fake
+// satisfy it (a front end does not import internal/clock, test/deps).
+type Clock interface {
+	Now() time.Time
+	// AfterFunc runs f once after d; stop cancels it.
+	AfterFunc(d time.Duration, f func()) (stop func() bool)
+}
+
+// realClock is the wall clock.
+type realClock struct{}
+
+func (realClock) Now() time.Time { return time.Now() }
+
+func (realClock) AfterFunc(d time.Duration, f func()) func() bool { return time.AfterFunc(d, f).Stop }
 
 // DefaultSamplerConfig returns the defaults (Read still to set).
 func DefaultSamplerConfig() SamplerConfig {
-	return SamplerConfig{Interval: 5 * time.Second, Window: 15 * time.Minute, Clock: clock.Real{}}
+	return SamplerConfig{Interval: 5 * time.Second, Window: 15 * time.Minute, Clock: realClock{}}
 }
 
 // Validate reports a config NewSampler refuses.

@@ -1,4 +1,4 @@
-package node
+package admin
 
 import (
 	"context"
@@ -10,13 +10,11 @@ import (
 	"github.com/cairn-fs/cairn/internal/store"
 )
 
-// usagePath is the admin endpoint of bucket sizes (docs/http-api.md,
-// "Bucket usage"). The namespace keeps no per-bucket totals, so they are
-// counted by listing; the count is cached for usageTTL, and stops at
-// usageMaxFiles per bucket (complete=false), so the admin page polling it
-// every few seconds costs at most one listing per bucket per usageTTL.
-const usagePath = "/_cairn/usage"
-
+// GET /_cairn/usage: bucket sizes (docs/http-api.md, "Bucket usage"). The
+// namespace keeps no per-bucket totals, so they are counted by listing;
+// the count is cached for usageTTL, and stops at usageMaxFiles per bucket
+// (complete=false), so the admin page polling it every few seconds costs
+// at most one listing per bucket per usageTTL.
 const (
 	usageTTL      = 30 * time.Second
 	usageMaxFiles = 200_000
@@ -45,27 +43,25 @@ type usageCache struct {
 }
 
 // serveUsage answers GET /_cairn/usage (authorized by adminOnly).
-func (n *Node) serveUsage(h *adminHandler) http.HandlerFunc {
-	c := &usageCache{}
-	return func(w http.ResponseWriter, r *http.Request) {
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		if c.at.IsZero() || time.Since(c.at) > usageTTL {
-			ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), usageTimeout)
-			u, err := countUsage(ctx, n.store)
-			cancel()
-			if err != nil {
-				h.fail(w, r, err)
-				return
-			}
-			c.last, c.at = u, time.Now()
+func (h *Handler) serveUsage(w http.ResponseWriter, r *http.Request) {
+	c := &h.usage
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.at.IsZero() || time.Since(c.at) > usageTTL {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), usageTimeout)
+		u, err := countUsage(ctx, h.store)
+		cancel()
+		if err != nil {
+			h.fail(w, r, err)
+			return
 		}
-		h.writeJSON(w, r, http.StatusOK, c.last)
+		c.last, c.at = u, time.Now()
 	}
+	h.writeJSON(w, r, http.StatusOK, c.last)
 }
 
 // countUsage lists every bucket of st and sums its files' sizes.
-func countUsage(ctx context.Context, st *store.Local) (usageJSON, error) {
+func countUsage(ctx context.Context, st Store) (usageJSON, error) {
 	bs, err := st.Buckets(ctx)
 	if err != nil {
 		return usageJSON{}, fmt.Errorf("list buckets: %w", err)
