@@ -142,9 +142,10 @@ bench: build
 	bash bench/download.sh
 
 # Longer randomized and crash runs: internal/sim runs SOAK_SEEDS seeds
-# (1000, 1001, ...) beyond the 12 of make test, about 7 s each on 2 cores.
-SOAK_SEEDS ?= 200
-SOAK_TIMEOUT ?= 90m
+# (1000, 1001, ...) beyond the 40 of make test, about 2 s each on 2 cores,
+# and shows it finds the old orphan-sweep race (TestSimCatchesLocalOrphanSweep).
+SOAK_SEEDS ?= 2000
+SOAK_TIMEOUT ?= 180m
 soak: build
 	CAIRN_SOAK=1 CAIRN_SOAK_SEEDS=$(SOAK_SEEDS) $(GO) test -count=1 -timeout $(SOAK_TIMEOUT) ./...
 

@@ -54,3 +54,43 @@ func TestFakeWithTimeout(t *testing.T) {
 		t.Fatal("not cancelled at the deadline")
 	}
 }
+
+func TestTimerTickerOnFake(t *testing.T) {
+	c := NewFake(time.Unix(0, 0))
+	tm := NewTimer(c, time.Second)
+	tk := NewTicker(c, 300*time.Millisecond)
+	c.Advance(999 * time.Millisecond)
+	select {
+	case <-tm.C:
+		t.Fatal("timer fired early")
+	default:
+	}
+	if got := len(tk.C); got != 1 { // three ticks due, a slow receiver keeps one
+		t.Fatalf("ticker holds %d ticks, want 1", got)
+	}
+	<-tk.C
+	c.Advance(time.Millisecond)
+	select {
+	case at := <-tm.C:
+		if !at.Equal(time.Unix(1, 0)) {
+			t.Fatalf("timer fired at %v", at)
+		}
+	default:
+		t.Fatal("timer did not fire at its due time")
+	}
+	tm.Reset(time.Second)
+	if !tm.Stop() {
+		t.Fatal("Stop of a pending timer reported false")
+	}
+	tk.Stop()
+	c.Advance(5 * time.Second)
+	if len(tm.C) != 0 || len(tk.C) != 0 {
+		t.Fatal("stopped timer or ticker fired")
+	}
+	if c.Pending() != 0 {
+		t.Fatalf("%d timers left pending after Stop", c.Pending())
+	}
+	if Since(c, time.Unix(0, 0)) != 6*time.Second {
+		t.Fatalf("Since = %v", Since(c, time.Unix(0, 0)))
+	}
+}

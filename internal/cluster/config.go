@@ -8,6 +8,8 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/cairn-fs/cairn/internal/clock"
+
 	"github.com/hashicorp/memberlist"
 )
 
@@ -73,6 +75,9 @@ type DetectorConfig struct {
 	// dying and leaving, Warn for join failures and ID conflicts, and
 	// memberlist's own log lines at Debug. Default slog.Default().
 	Logger *slog.Logger
+	// Clock runs the rejoin timers and stamps the view's changes (the
+	// probes inside memberlist run on the wall clock). Default clock.Real{}.
+	Clock clock.Clock
 
 	// ProbeInterval is the time between two probes by this node of one
 	// random member. Default 200 ms.
@@ -180,6 +185,7 @@ func (c DetectorConfig) withDefaults() DetectorConfig {
 	if c.Logger == nil {
 		c.Logger = d.Logger
 	}
+	c.Clock = clock.Or(c.Clock)
 	setDur(&c.ProbeInterval, d.ProbeInterval)
 	setDur(&c.ProbeTimeout, d.ProbeTimeout)
 	setInt(&c.SuspicionMult, d.SuspicionMult)

@@ -15,6 +15,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/cairn-fs/cairn/internal/clock"
+
 	"github.com/hashicorp/memberlist"
 )
 
@@ -308,7 +310,7 @@ func (d *Detector) Leave(timeout time.Duration) error {
 	if d.shut {
 		return ErrClosed
 	}
-	start := time.Now()
+	start := d.cfg.Clock.Now()
 	// First re-advertise with the leaving flag, then send memberlist's
 	// leave. Peers that see the flag on the leaver's last record report
 	// Left; memberlist's own left-vs-dead distinction is not exposed.
@@ -318,7 +320,7 @@ func (d *Detector) Leave(timeout time.Duration) error {
 	}
 	rest := time.Duration(0)
 	if timeout > 0 {
-		if rest = timeout - time.Since(start); rest <= 0 {
+		if rest = timeout - clock.Since(d.cfg.Clock, start); rest <= 0 {
 			rest = time.Millisecond
 		}
 	}
@@ -369,12 +371,12 @@ func (d *Detector) maintain() {
 	failures := 0
 	var reconnect <-chan time.Time
 	if d.cfg.ReconnectInterval > 0 {
-		t := time.NewTicker(d.cfg.ReconnectInterval)
+		t := clock.NewTicker(d.cfg.Clock, d.cfg.ReconnectInterval)
 		defer t.Stop()
 		reconnect = t.C
 	}
 	for {
-		var retry *time.Timer
+		var retry *clock.Timer
 		var retryC <-chan time.Time
 		// A leaving node must not pull itself back into the cluster.
 		if len(*d.seeds.Load()) > 0 && !d.leaving.Load() && d.alone() {
@@ -383,7 +385,7 @@ func (d *Detector) maintain() {
 				backoff = d.cfg.JoinRetryMin
 			} else {
 				failures++
-				retry = time.NewTimer(jitter(backoff))
+				retry = clock.NewTimer(d.cfg.Clock, jitter(backoff))
 				retryC = retry.C
 				backoff = min(2*backoff, d.cfg.JoinRetryMax)
 			}
@@ -487,7 +489,7 @@ func (d *Detector) apply(kind EventKind, n *memberlist.Node) {
 	}
 	old := *d.view.Load()
 	prev, seen := old[id]
-	now := time.Now()
+	now := d.cfg.Clock.Now()
 	switch kind {
 	case EventJoin:
 		m.State, m.Since = StateAlive, now

@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/cairn-fs/cairn/internal/clock"
+
 	"go.etcd.io/raft/v3"
 	pb "go.etcd.io/raft/v3/raftpb"
 	"google.golang.org/protobuf/proto"
@@ -58,7 +60,7 @@ type Raft struct {
 	ctrlc     chan func()
 	reportc   chan snapReport
 	tickc     <-chan time.Time
-	ticker    *time.Ticker
+	ticker    *clock.Ticker
 	stopc     chan struct{}
 	done      chan struct{}
 	stopOnce  sync.Once
@@ -215,7 +217,7 @@ func NewRaft(cfg RaftConfig) (*Raft, error) {
 	r.snapCtx, r.snapCancel = context.WithCancel(context.Background())
 	r.tickc = cfg.Ticker
 	if r.tickc == nil {
-		r.ticker = time.NewTicker(cfg.TickInterval)
+		r.ticker = clock.NewTicker(cfg.Clock, cfg.TickInterval)
 		r.tickc = r.ticker.C
 	}
 	r.log.Info("raft log started", "applied", applied, "first", st.truncIndex+1, "last", st.last,

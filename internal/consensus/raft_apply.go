@@ -142,8 +142,8 @@ func (r *Raft) apply(ents []*pb.Entry) error {
 			delete(r.inflight, d.seq)
 			// Our earlier batches still in flight can never apply now.
 			var dead []*inflightBatch
-			for seq, b := range r.inflight {
-				if seq < d.seq {
+			for _, seq := range r.inflightSeqs() {
+				if b := r.inflight[seq]; seq < d.seq {
 					dead = append(dead, b)
 					delete(r.inflight, seq)
 				}

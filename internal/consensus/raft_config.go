@@ -7,6 +7,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/cairn-fs/cairn/internal/clock"
+
 	"github.com/cairn-fs/cairn/internal/kv"
 	"github.com/cairn-fs/cairn/internal/meta"
 )
@@ -34,6 +36,9 @@ type RaftConfig struct {
 	Ticker <-chan time.Time
 	// TickInterval is the internal ticker's period. Default 100 ms.
 	TickInterval time.Duration
+	// Clock runs the internal ticker and times proposals (OnProposed).
+	// Default clock.Real{}.
+	Clock clock.Clock
 	// ElectionTicks is the election timeout in ticks (randomized up to
 	// twice that by raft). Default 10.
 	ElectionTicks int
@@ -126,6 +131,7 @@ func DefaultRaftConfig() RaftConfig {
 
 func (c RaftConfig) withDefaults() RaftConfig {
 	d := DefaultRaftConfig()
+	c.Clock = clock.Or(c.Clock)
 	def := func(v *int, dv int) {
 		if *v == 0 {
 			*v = dv

@@ -4,8 +4,10 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"maps"
 	"slices"
-	"time"
+
+	"github.com/cairn-fs/cairn/internal/clock"
 
 	"go.etcd.io/raft/v3"
 
@@ -48,8 +50,8 @@ func (r *Raft) Propose(ctx context.Context, cmd meta.Command) (_ meta.Result, er
 		return meta.Result{}, fmt.Errorf("consensus: propose: %w: unknown op %d", meta.ErrInvalid, cmd.Op)
 	}
 	if f := r.cfg.OnProposed; f != nil {
-		start := time.Now()
-		defer func() { f(time.Since(start), err != nil) }()
+		start := r.cfg.Clock.Now()
+		defer func() { f(clock.Since(r.cfg.Clock, start), err != nil) }()
 	}
 	w, err := r.submit(ctx, cmd)
 	if err != nil {
@@ -207,8 +209,14 @@ func (r *Raft) proposeBatch(b *inflightBatch) {
 // retryBatches re-proposes this node's unapplied entries that waited
 // RetryTicks (all of them when force, after a leader change: the old leader
 // may have lost them) and forgets those nobody waits for any more.
+// inflightSeqs returns the sequence numbers of the batches in flight, in
+// order: the loop acts on them in a fixed order, so that a run replays
+// (the simulator's traces), whatever the map's iteration order.
+func (r *Raft) inflightSeqs() []uint64 { return slices.Sorted(maps.Keys(r.inflight)) }
+
 func (r *Raft) retryBatches(force bool) {
-	for seq, b := range r.inflight {
+	for _, seq := range r.inflightSeqs() {
+		b := r.inflight[seq]
 		live := false
 		for _, p := range b.props {
 			if r.isWaiting(p.w.id) {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 
 	"go.etcd.io/raft/v3"
 	pb "go.etcd.io/raft/v3/raftpb"
@@ -160,7 +162,8 @@ func (r *Raft) tick() {
 	r.confWait = keep
 	// Read barriers: re-send those not answered (the request or its answer
 	// can be lost, or there was no leader); drop abandoned ones.
-	for rctx, req := range r.reads {
+	for _, rctx := range slices.Sorted(maps.Keys(r.reads)) {
+		req := r.reads[rctx]
 		live := req.waiters[:0]
 		for _, w := range req.waiters {
 			if w.ctx.Err() == nil {
@@ -247,8 +250,8 @@ func (r *Raft) handleReady() error {
 		// Our batches the snapshot covers were applied or skipped there, we
 		// cannot tell which: their outcome is unknown, and they must not be
 		// proposed again under a new sequence number.
-		for seq, ib := range r.inflight {
-			if seq <= sess {
+		for _, seq := range r.inflightSeqs() {
+			if ib := r.inflight[seq]; seq <= sess {
 				delete(r.inflight, seq)
 				for _, p := range ib.props {
 					r.deliver(p.w.id, outcome{err: errOutcomeUnknown})

@@ -52,7 +52,7 @@ type Config struct {
 	Cluster *ClusterConfig
 
 	// Store holds the store's settings (Blobs, KV, Log, Replication,
-	// NodeID, IsLeader, Now and Logger are set by New).
+	// NodeID, IsLeader, Clock and Logger are set by New).
 	Store store.Config
 	// OnApply, if set, is called after the store saw each applied entry
 	// (consensus.RaftConfig.OnApply), from the log's goroutine.
@@ -68,12 +68,13 @@ type ClusterConfig struct {
 	// Ticks drives Raft's logical clock, one tick per value; nil: a
 	// ticker on Clock every Raft.TickInterval.
 	Ticks <-chan time.Time
-	// Raft holds the log's settings (ID, KV, Transport, Ticker, OnApply,
-	// OnSnapshot, DeferStart and Logger are set by New).
+	// Raft holds the log's settings (ID, KV, Transport, Ticker, Clock,
+	// OnApply, OnSnapshot, PromoteFirst, DeferStart and Logger are set by
+	// New).
 	Raft consensus.RaftConfig
 	// Replica and Repair hold the replicator's and repairer's settings
-	// (Self, Local, Peers, Map, Logger, and the repairer's namespace
-	// callbacks are set by New).
+	// (Self, Local, Peers, Map, Clock, Logger, and the repairer's
+	// namespace callbacks are set by New).
 	Replica replica.Config
 	Repair  replica.RepairConfig
 	// Liveness reports the failure detector's view of the members: an
@@ -145,7 +146,7 @@ func New(cfg Config) (_ *Core, err error) {
 	c.Reader = meta.NewReader(c.KV)
 
 	scfg := cfg.Store
-	scfg.Blobs, scfg.KV, scfg.Now, scfg.Logger = c.Blobs, c.KV, cfg.Clock.Now, cfg.Logger
+	scfg.Blobs, scfg.KV, scfg.Clock, scfg.Logger = c.Blobs, c.KV, cfg.Clock, cfg.Logger
 	// The log calls back into the store; the store is built before the
 	// log starts (DeferStart), so no callback sees it missing.
 	onApply := func(index uint64, cmds []meta.Command, res []meta.Result) {
@@ -167,7 +168,7 @@ func New(cfg Config) (_ *Core, err error) {
 		c.RebuildMap()
 		rcfg := cl.Raft
 		rcfg.ID, rcfg.KV, rcfg.Transport, rcfg.Logger = cl.ID, c.KV, transport.RaftSender{C: cl.Net}, cfg.Logger
-		rcfg.Ticker = cl.Ticks
+		rcfg.Ticker, rcfg.Clock = cl.Ticks, cfg.Clock
 		rcfg.OnApply = onApply
 		rcfg.OnSnapshot = func(uint64) {
 			c.RebuildMap()
@@ -188,12 +189,12 @@ func New(cfg Config) (_ *Core, err error) {
 		peers := replica.TransportPeers{C: cl.Net}
 		self := placement.NodeID(cl.ID)
 		repc := cl.Replica
-		repc.Self, repc.Local, repc.Peers, repc.Map, repc.Logger = self, c.Blobs, peers, c.Map, cfg.Logger
+		repc.Self, repc.Local, repc.Peers, repc.Map, repc.Clock, repc.Logger = self, c.Blobs, peers, c.Map, cfg.Clock, cfg.Logger
 		if c.Rep, err = replica.New(repc); err != nil {
 			return nil, err
 		}
 		rpc := cl.Repair
-		rpc.Self, rpc.Local, rpc.Peers, rpc.Map, rpc.Logger = self, c.Blobs, peers, c.Map, cfg.Logger
+		rpc.Self, rpc.Local, rpc.Peers, rpc.Map, rpc.Clock, rpc.Logger = self, c.Blobs, peers, c.Map, cfg.Clock, cfg.Logger
 		rpc.AppliedIndex = c.Raft.AppliedIndex
 		if rpc.DefaultReplicas == 0 {
 			rpc.DefaultReplicas = store.DefaultReplicas

@@ -8,9 +8,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/cairn-fs/cairn/internal/blob"
 	"github.com/cairn-fs/cairn/internal/placement"
-	"github.com/prometheus/client_golang/prometheus"
 )
 
 func TestCacheBoundAndLRU(t *testing.T) {

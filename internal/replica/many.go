@@ -5,6 +5,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cairn-fs/cairn/internal/clock"
+
 	"github.com/cairn-fs/cairn/internal/blob"
 	"github.com/cairn-fs/cairn/internal/cas"
 	"github.com/cairn-fs/cairn/internal/placement"
@@ -70,7 +72,7 @@ func (r *Replicator) WriteMany(ctx context.Context, blobs []cas.Blob, pol placem
 		err error
 	}
 	acks := make(chan ack, sends) // never blocks a sender
-	bg, cancelBG := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.BackgroundTimeout)
+	bg, cancelBG := clock.WithTimeout(context.WithoutCancel(ctx), r.cfg.Clock, r.cfg.BackgroundTimeout)
 	var wg sync.WaitGroup
 	for id, idx := range perNode {
 		wg.Add(1)
@@ -110,7 +112,7 @@ func (r *Replicator) WriteMany(ctx context.Context, blobs []cas.Blob, pol placem
 				pending--
 			}
 			if pending == 0 && late == nil && straggling() > 0 {
-				timer := time.NewTimer(r.cfg.StragglerWait)
+				timer := clock.NewTimer(r.cfg.Clock, r.cfg.StragglerWait)
 				defer timer.Stop()
 				late = timer.C
 			}
@@ -198,7 +200,7 @@ func (r *Replicator) sendMany(ctx context.Context, id placement.NodeID, blobs []
 			for k, i := range chunk {
 				put[k] = blobs[i]
 			}
-			cctx, cancel := context.WithTimeout(ctx, r.cfg.WriteTimeout)
+			cctx, cancel := clock.WithTimeout(ctx, r.cfg.Clock, r.cfg.WriteTimeout)
 			defer cancel()
 			r.batch.batches.Add(1)
 			r.batch.blobs.Add(int64(len(chunk)))

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cairn-fs/cairn/internal/clock"
+
 	"github.com/cairn-fs/cairn/internal/blob"
 	"github.com/cairn-fs/cairn/internal/placement"
 )
@@ -134,6 +136,9 @@ type RepairConfig struct {
 	// RequestTimeout bounds one RPC (a fetch, a push, a HasBlobs). Default 10 s.
 	RequestTimeout time.Duration
 	// Logger; default slog.Default().
+	// Clock runs the pass, retry and pacing timers and request deadlines.
+	// Default clock.Real{}.
+	Clock  clock.Clock
 	Logger *slog.Logger
 }
 
@@ -210,6 +215,7 @@ func NewRepairer(cfg RepairConfig) (*Repairer, error) {
 	if cfg.UnderGap <= 0 {
 		cfg.UnderGap = 200 * time.Millisecond
 	}
+	cfg.Clock = clock.Or(cfg.Clock)
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/cairn-fs/cairn/internal/clock"
+
 	"github.com/cairn-fs/cairn/internal/blob"
 	"github.com/cairn-fs/cairn/internal/minindex"
 	"github.com/cairn-fs/cairn/internal/placement"
@@ -143,7 +145,7 @@ func (r *Repairer) askTargets(ctx context.Context, byTarget map[placement.NodeID
 }
 
 func (r *Repairer) hasBlobs(ctx context.Context, to placement.NodeID, hs []blob.Hash) ([]bool, error) {
-	ctx, cancel := context.WithTimeout(r.withApplied(ctx), r.cfg.RequestTimeout)
+	ctx, cancel := clock.WithTimeout(r.withApplied(ctx), r.cfg.Clock, r.cfg.RequestTimeout)
 	defer cancel()
 	has, err := r.cfg.Peers.HasBlobs(ctx, to, hs)
 	if err == nil && len(has) != len(hs) {
@@ -163,7 +165,7 @@ func (r *Repairer) withApplied(ctx context.Context) context.Context {
 
 func (r *Repairer) putBlob(ctx context.Context, to placement.NodeID, h blob.Hash, data []byte) error {
 	ctx = r.withApplied(ctx)
-	ctx, cancel := context.WithTimeout(ctx, r.cfg.RequestTimeout)
+	ctx, cancel := clock.WithTimeout(ctx, r.cfg.Clock, r.cfg.RequestTimeout)
 	defer cancel()
 	return r.cfg.Peers.PutBlob(ctx, to, h, data)
 }

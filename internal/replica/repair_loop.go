@@ -3,6 +3,8 @@ package replica
 import (
 	"context"
 	"time"
+
+	"github.com/cairn-fs/cairn/internal/clock"
 )
 
 // TriggerUnder asks Run for an under pass soon (see RunUnder). It never
@@ -28,7 +30,7 @@ func (r *Repairer) Trigger() {
 // RetryUnder after one that made progress but left records pending, until
 // ctx ends. Errors are logged; the next pass retries.
 func (r *Repairer) Run(ctx context.Context) {
-	t := time.NewTimer(r.cfg.Interval)
+	t := clock.NewTimer(r.cfg.Clock, r.cfg.Interval)
 	defer t.Stop()
 	var retry <-chan time.Time // the next under pass's retry, if one is due
 	var lastUnder time.Time
@@ -68,16 +70,16 @@ func (r *Repairer) Run(ctx context.Context) {
 		if r.cfg.UnderReplicated == nil {
 			continue
 		}
-		if wait := r.cfg.UnderGap - time.Since(lastUnder); !full && wait > 0 {
+		if wait := r.cfg.UnderGap - clock.Since(r.cfg.Clock, lastUnder); !full && wait > 0 {
 			// A burst of triggers (every under-replicated write applied
 			// while this node lacks its blob) runs one pass per gap.
 			select {
 			case <-ctx.Done():
 				return
-			case <-time.After(wait):
+			case <-clock.After(r.cfg.Clock, wait):
 			}
 		}
-		lastUnder = time.Now()
+		lastUnder = r.cfg.Clock.Now()
 		st, err := r.RunUnder(ctx)
 		switch {
 		case ctx.Err() != nil:
@@ -89,7 +91,7 @@ func (r *Repairer) Run(ctx context.Context) {
 				"pull_failed", st.PullFailed, "cleared", st.UnderCleared, "pending", st.UnderPending, "took", st.Duration)
 		}
 		if err == nil && st.UnderPending > 0 && st.Pulled+st.UnderCleared > 0 {
-			retry = time.After(r.cfg.RetryUnder)
+			retry = clock.After(r.cfg.Clock, r.cfg.RetryUnder)
 		}
 	}
 }

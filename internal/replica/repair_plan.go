@@ -3,7 +3,8 @@ package replica
 import (
 	"context"
 	"slices"
-	"time"
+
+	"github.com/cairn-fs/cairn/internal/clock"
 
 	"github.com/cairn-fs/cairn/internal/blob"
 	"github.com/cairn-fs/cairn/internal/placement"
@@ -24,7 +25,7 @@ func (r *Repairer) RunOnce(ctx context.Context) (RepairStats, error) {
 	r.pass.Lock()
 	defer r.pass.Unlock()
 	r.begin()
-	start := time.Now()
+	start := r.cfg.Clock.Now()
 	var st RepairStats
 	m := r.cfg.Map()
 	if n, ok := m.Node(r.cfg.Self); ok && n.State == placement.Dead {
@@ -32,7 +33,7 @@ func (r *Repairer) RunOnce(ctx context.Context) (RepairStats, error) {
 		r.end(st, false)
 		return st, nil
 	}
-	p := newPacer(r.cfg.BlobsPerSec, r.cfg.BytesPerSec)
+	p := newPacer(r.cfg.Clock, r.cfg.BlobsPerSec, r.cfg.BytesPerSec)
 	var batch []handoff
 	var perr error // a pacing wait cut by ctx
 	pl := r.newPullers(m, p)
@@ -63,7 +64,7 @@ func (r *Repairer) RunOnce(ctx context.Context) (RepairStats, error) {
 	}
 	pst := pl.wait()
 	st.Pulled, st.PulledBytes, st.PullFailed = pst.Pulled, pst.PulledBytes, pst.PullFailed
-	st.Duration = time.Since(start)
+	st.Duration = clock.Since(r.cfg.Clock, start)
 	r.end(st, false)
 	if err == nil {
 		err = perr

@@ -8,6 +8,8 @@ import (
 	"io"
 	"sync"
 
+	"github.com/cairn-fs/cairn/internal/clock"
+
 	"github.com/cairn-fs/cairn/internal/blob"
 	"github.com/cairn-fs/cairn/internal/placement"
 )
@@ -94,7 +96,7 @@ func (r *Repairer) pull(ctx context.Context, m *placement.Map, p *pacer, h blob.
 
 // fetchWhole reads all of blob h from node src.
 func (r *Repairer) fetchWhole(ctx context.Context, src placement.NodeID, h blob.Hash) ([]byte, error) {
-	ctx, cancel := context.WithTimeout(ctx, r.cfg.RequestTimeout)
+	ctx, cancel := clock.WithTimeout(ctx, r.cfg.Clock, r.cfg.RequestTimeout)
 	defer cancel()
 	rc, err := r.cfg.Peers.GetBlob(ctx, src, h, 0, -1)
 	if err != nil {

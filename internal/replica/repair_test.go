@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cairn-fs/cairn/internal/clock"
+
 	"github.com/cairn-fs/cairn/internal/blob"
 	"github.com/cairn-fs/cairn/internal/kv"
 	"github.com/cairn-fs/cairn/internal/meta"
@@ -516,7 +518,7 @@ func TestRepairDeadSelfDoesNothing(t *testing.T) {
 
 // The pacer holds a pass to its rate.
 func TestRepairThrottle(t *testing.T) {
-	p := newPacer(200, 0)
+	p := newPacer(clock.Real{}, 200, 0)
 	ctx := context.Background()
 	for range 21 {
 		if err := p.wait(ctx, 100); err != nil {
@@ -526,7 +528,7 @@ func TestRepairThrottle(t *testing.T) {
 	if el := p.elapsed(); el < 90e6 { // 20 intervals of 5 ms
 		t.Fatalf("21 blobs at 200/s took %v", el)
 	}
-	p = newPacer(0, 1e6)
+	p = newPacer(clock.Real{}, 0, 1e6)
 	for range 11 {
 		if err := p.wait(ctx, 10_000); err != nil {
 			t.Fatal(err)

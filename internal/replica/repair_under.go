@@ -4,7 +4,8 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"time"
+
+	"github.com/cairn-fs/cairn/internal/clock"
 
 	"github.com/cairn-fs/cairn/internal/blob"
 	"github.com/cairn-fs/cairn/internal/placement"
@@ -21,13 +22,13 @@ func (r *Repairer) RunUnder(ctx context.Context) (RepairStats, error) {
 	r.pass.Lock()
 	defer r.pass.Unlock()
 	r.begin()
-	start := time.Now()
-	defer func() { st.Duration = time.Since(start); r.end(st, true) }()
+	start := r.cfg.Clock.Now()
+	defer func() { st.Duration = clock.Since(r.cfg.Clock, start); r.end(st, true) }()
 	m := r.cfg.Map()
 	if n, ok := m.Node(r.cfg.Self); ok && n.State == placement.Dead {
 		return st, nil
 	}
-	p := newPacer(r.cfg.BlobsPerSec, r.cfg.BytesPerSec)
+	p := newPacer(r.cfg.Clock, r.cfg.BlobsPerSec, r.cfg.BytesPerSec)
 	type check struct {
 		h       blob.Hash
 		targets []placement.NodeID

@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/cairn-fs/cairn/internal/clock"
+
 	"github.com/cairn-fs/cairn/internal/blob"
 	"github.com/cairn-fs/cairn/internal/placement"
 )
@@ -78,6 +80,9 @@ type Config struct {
 	// 256 KiB.
 	CacheMaxItemBytes int
 	// Logger; default slog.Default().
+	// Clock runs the hedging, straggler and deadline timers. Default
+	// clock.Real{}.
+	Clock  clock.Clock
 	Logger *slog.Logger
 }
 
@@ -151,6 +156,7 @@ func New(cfg Config) (*Replicator, error) {
 	if cfg.StragglerWait <= 0 {
 		cfg.StragglerWait = d.StragglerWait
 	}
+	cfg.Clock = clock.Or(cfg.Clock)
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
@@ -211,7 +217,7 @@ func (r *Replicator) Write(ctx context.Context, h blob.Hash, data []byte, pol pl
 	// The sends outlive the call (stragglers finish in the background) but
 	// not BackgroundTimeout, and a caller's cancellation stops them only
 	// while the quorum is still pending.
-	bg, cancelBG := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.BackgroundTimeout)
+	bg, cancelBG := clock.WithTimeout(context.WithoutCancel(ctx), r.cfg.Clock, r.cfg.BackgroundTimeout)
 	var wg sync.WaitGroup
 	for _, id := range targets {
 		wg.Add(1)
@@ -241,7 +247,7 @@ func (r *Replicator) Write(ctx context.Context, h blob.Hash, data []byte, pol pl
 			case err != nil || t.left() == 0:
 				return finish(err)
 			default:
-				timer := time.NewTimer(r.cfg.StragglerWait)
+				timer := clock.NewTimer(r.cfg.Clock, r.cfg.StragglerWait)
 				defer timer.Stop()
 				late = timer.C
 			}
@@ -322,7 +328,7 @@ func (r *Replicator) put(ctx context.Context, id placement.NodeID, h blob.Hash, 
 	if id == r.cfg.Self {
 		return r.cfg.Local.Put(h, data)
 	}
-	ctx, cancel := context.WithTimeout(ctx, r.cfg.WriteTimeout)
+	ctx, cancel := clock.WithTimeout(ctx, r.cfg.Clock, r.cfg.WriteTimeout)
 	defer cancel()
 	if r.batch != nil {
 		return r.batch.PutBlob(ctx, id, h, data)
@@ -435,7 +441,7 @@ func (r *Replicator) hedgedRead(ctx context.Context, h blob.Hash, off, n int64, 
 		}()
 	}
 	start()
-	timer := time.NewTimer(r.cfg.HedgeAfter)
+	timer := clock.NewTimer(r.cfg.Clock, r.cfg.HedgeAfter)
 	defer timer.Stop()
 	var errs []error
 	for {
@@ -464,7 +470,7 @@ func (r *Replicator) hedgedRead(ctx context.Context, h blob.Hash, off, n int64, 
 }
 
 func (r *Replicator) fetch(ctx context.Context, id placement.NodeID, h blob.Hash, off, n int64, exact bool) ([]byte, error) {
-	ctx, cancel := context.WithTimeout(ctx, r.cfg.ReadTimeout)
+	ctx, cancel := clock.WithTimeout(ctx, r.cfg.Clock, r.cfg.ReadTimeout)
 	defer cancel()
 	rc, err := r.cfg.Peers.GetBlob(ctx, id, h, off, n)
 	if err != nil {

@@ -9,11 +9,12 @@ import (
 	"log/slog"
 	"testing"
 
+	"go.etcd.io/raft/v3/raftpb"
+
 	"github.com/cairn-fs/cairn/internal/blob"
 	"github.com/cairn-fs/cairn/internal/placement"
 	"github.com/cairn-fs/cairn/internal/transport"
 	"github.com/cairn-fs/cairn/internal/vfs"
-	"go.etcd.io/raft/v3/raftpb"
 )
 
 // nodeHandler is a transport.Handler with only the blob half wired.

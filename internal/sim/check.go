@@ -3,6 +3,7 @@ package sim
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -20,8 +21,40 @@ import (
 // are allowed (plain reads serve the local applied state); what is checked
 // is integrity: the bytes match the inode's SHA-256, and that value was
 // written to this path by some write.
-func (s *Sim) checkRead(ctx context.Context, inc *incarnation, key, bucket, path string) {
-	data, sum, err := readFile(inc, bucket, path)
+//
+// A consistent read (strong: a read barrier, then a read that skips the
+// caches, as ?consistent=1 does over HTTP) must also be linearizable: the
+// value it returns was not overwritten for good before the read began
+// (history.linearizable).
+func (s *Sim) checkRead(ctx context.Context, inc *incarnation, key, bucket, path string, strong bool) {
+	inv := s.hist.now()
+	var data []byte
+	var sum string
+	var err error
+	if strong {
+		if err = inc.st.Barrier(ctx); err == nil {
+			data, sum, err = readFileCtx(store.WithConsistent(ctx), inc, bucket, path)
+		}
+	} else {
+		data, sum, err = readFile(inc, bucket, path)
+	}
+	end := s.hist.now()
+	stale := false
+	if strong && err == nil && s.cfg.sabotage == "stale-read" {
+		if v := s.hist.staleValue(key, inv); v != "" && v != absent {
+			sum, stale = v, true // as if the read had served an old value
+		}
+	}
+	if strong && err == nil && !inc.stopping.Load() && (stale || hashHex(data) == sum) && !s.hist.linearizable(key, sum, inv, end) {
+		s.fail("consistent read %s via node %d returned %.12s, overwritten for good before the read began", key, inc.n.id, sum)
+	}
+	if stale {
+		return
+	}
+	if strong && errors.Is(err, store.ErrNotFound) && !inc.stopping.Load() && !s.hist.linearizable(key, absent, inv, end) {
+		s.fail("consistent read %s via node %d found nothing, though an acknowledged write had put it for good before the read began", key, inc.n.id)
+	}
+	s.tr.add("read %s via %d (strong %v): %.12s %v", key, inc.n.id, strong, sum, err)
 	s.hist.mu.Lock()
 	s.hist.reads++
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
@@ -44,7 +77,11 @@ func (s *Sim) checkRead(ctx context.Context, inc *incarnation, key, bucket, path
 
 // readFile reads a whole file through a node's store.
 func readFile(inc *incarnation, bucket, path string) ([]byte, string, error) {
-	obj, err := inc.st.Open(context.Background(), bucket, path)
+	return readFileCtx(context.Background(), inc, bucket, path)
+}
+
+func readFileCtx(ctx context.Context, inc *incarnation, bucket, path string) ([]byte, string, error) {
+	obj, err := inc.st.Open(ctx, bucket, path)
 	if err != nil {
 		return nil, "", err
 	}
@@ -70,7 +107,7 @@ func (s *Sim) kickRepair(inc *incarnation) {
 	if !inc.goUse(func() {
 		defer inc.repairing.Store(false)
 		for {
-			ctx, cancel := s.clock.WithTimeout(context.Background(), 30*time.Second)
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			_, _ = inc.repair.RunOnce(ctx) // what it could not do, the next pass retries
 			cancel()
 			if !inc.repairAgain.Swap(false) || inc.stopping.Load() {
@@ -149,7 +186,9 @@ func (s *Sim) finish() error {
 			s.fail("%v", err)
 			break
 		}
-		s.until("deletions", 2*time.Second, func() bool { return false })
+		// Orphans younger than the grace stay until the background GC
+		// (every gcInterval of fake time) sees them past it.
+		s.until("deletions", gcGrace+2*gcInterval, func() bool { return false })
 	}
 	return perr
 }
@@ -297,6 +336,7 @@ func (s *Sim) checkNamespace() (uint64, error) {
 		}
 		if ref == nil {
 			ref, refID, idx = d, n.id, i
+			s.tr.add("final namespace at index %d: %x", i, sha256.Sum256(d))
 			continue
 		}
 		if i != idx {

@@ -171,3 +171,52 @@ func (h *history) describe(key string) string {
 	}
 	return s
 }
+
+// now returns a fresh logical time (an invocation or an answer).
+func (h *history) now() int64 { return h.clock.Add(1) }
+
+// linearizable reports whether a consistent read of key, invoked at inv
+// and answered at end with value, fits a register's linearizable history:
+// some write of that value (or the initial absence) was invoked before the
+// read answered, was not refused, and was not followed by an acknowledged
+// write that began after it ended and ended before the read began (which
+// would have overwritten it for good before the read). A write whose
+// outcome is unknown may take effect at any later time.
+func (h *history) linearizable(key, value string, inv, end int64) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	ws := h.writes[key]
+	initial := &write{value: absent, start: 0, end: 0, outcome: acked}
+	for _, w := range append([]*write{initial}, ws...) {
+		if w.value != value || w.outcome == refused || w.start >= end {
+			continue
+		}
+		superseded := false
+		for _, a := range ws {
+			if a.outcome == acked && a.start > w.end && a.end < inv {
+				superseded = true
+				break
+			}
+		}
+		if !superseded {
+			return true
+		}
+	}
+	return false
+}
+
+// staleValue returns a value of key overwritten for good before inv (for
+// the "stale-read" sabotage), or "".
+func (h *history) staleValue(key string, inv int64) string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	ws := h.writes[key]
+	for _, w := range ws {
+		for _, a := range ws {
+			if w.outcome == acked && a.outcome == acked && a.start > w.end && a.end < inv && a.value != w.value {
+				return w.value
+			}
+		}
+	}
+	return ""
+}

@@ -7,7 +7,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -15,6 +14,7 @@ import (
 	pvfs "github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/cairn-fs/cairn/internal/blob"
+	"github.com/cairn-fs/cairn/internal/clock"
 	"github.com/cairn-fs/cairn/internal/consensus"
 	"github.com/cairn-fs/cairn/internal/core"
 	"github.com/cairn-fs/cairn/internal/kv"
@@ -76,7 +76,7 @@ func (s *Sim) logger() *slog.Logger {
 const (
 	blobDir = "/blobs"
 	metaDir = "/meta"
-	// replicaPutWait is store.Config.ReplicaPutWait in the sim (real time).
+	// replicaPutWait is store.Config.ReplicaPutWait in the sim.
 	replicaPutWait = 100 * time.Millisecond
 )
 
@@ -99,15 +99,16 @@ func (s *Sim) start(n *node) error {
 		rcfg.InitialVoters = s.voterIDs() // ignored once the store has Raft state
 	}
 	rcfg.CompactAfter, rcfg.CompactMargin = 100, 20 // lagging and crashed nodes catch up by snapshot
-	// ReplicaPutWait in real time: a replica cut off from the leader
-	// refuses a put soon, rather than hold the run for the default 5 s.
-	scfg := store.Config{GCGrace: gcGrace, GCInterval: gcInterval, ReplicaPutWait: replicaPutWait}
+	// ReplicaPutWait: a replica cut off from the leader refuses a put
+	// soon, rather than hold the run for the default 5 s.
+	scfg := store.Config{GCGrace: gcGrace, GCInterval: gcInterval, ReplicaPutWait: replicaPutWait,
+		TestingLocalOrphanSweep: s.cfg.sabotage == "local-orphan-sweep"}
 	c, err := core.New(core.Config{
 		FS: inc.fence, BlobDir: blobDir,
 		Blob: blob.Config{MaxVolumeSize: 256 << 10, MinFreeBytes: 1, DisableMmap: true, CheckpointInterval: 512 << 10,
 			ScrubPeriod: -1}, // no background scrub: its reads and saves would run outside the schedule
 		KVFS: n.pfs, KVDir: metaDir, KV: kv.PebbleConfig{CacheSize: 1 << 20, MemTableSize: 1 << 20, MaxOpenFiles: 64},
-		Clock: s.clock, Logger: log, Store: scfg,
+		Clock: clock.Real{}, Logger: log, Store: scfg, // Real: the bubble's fake time (Test)
 		Cluster: &core.ClusterConfig{ID: n.id, Net: inc.client, Ticks: inc.tick, Raft: rcfg,
 			Liveness: func(nodes []*meta.Node) map[uint64]placement.State {
 				live := map[uint64]placement.State{}
@@ -119,9 +120,7 @@ func (s *Sim) start(n *node) error {
 				return live
 			}},
 		OnApply: func(index uint64, cmds []meta.Command, res []meta.Result) {
-			if n.id == 1 {
-				s.noteApplied(index, cmds, res)
-			}
+			s.noteApplied(n.id, index, cmds, res)
 		},
 	})
 	if err != nil {
@@ -137,9 +136,15 @@ func (s *Sim) start(n *node) error {
 	return nil
 }
 
-// noteApplied records, for failure messages, what node 1 applied about
-// blobs.
-func (s *Sim) noteApplied(index uint64, cmds []meta.Command, res []meta.Result) {
+// noteApplied traces what every node applies and records, for failure
+// messages, what node 1 applied about blobs.
+func (s *Sim) noteApplied(id, index uint64, cmds []meta.Command, res []meta.Result) {
+	for i := range cmds {
+		s.tr.add("node %d applied %d: op %d %s/%s: %v", id, index, cmds[i].Op, cmds[i].BucketName, cmds[i].Path, res[i].Err)
+	}
+	if id != 1 {
+		return
+	}
 	for i := range cmds {
 		if cmds[i].Op == meta.OpPutFile && errors.Is(res[i].Err, meta.ErrBlobReaped) {
 			s.noteReaped(cmds[i].BucketName + "/" + cmds[i].Path)
@@ -153,20 +158,12 @@ func (s *Sim) noteApplied(index uint64, cmds []meta.Command, res []meta.Result) 
 	}
 }
 
-// tickWait gives Raft one tick, first waiting (a little, in real time) for
-// the loop to take the previous one: a loop still busy with its last tick
-// must not see fake time race ahead of it.
-func (inc *incarnation) tickWait() {
-	for i := 0; len(inc.tick) > 0 && i < 2000; i++ {
-		if i < 20 {
-			runtime.Gosched()
-		} else {
-			time.Sleep(50 * time.Microsecond)
-		}
-	}
+// tickNow gives Raft one tick. The loop took the previous one: the
+// driver waited for every goroutine to block since (Sim.step).
+func (inc *incarnation) tickNow() {
 	select {
 	case inc.tick <- time.Time{}:
-	default: // the loop is stuck (or very slow): this tick is lost, as a real ticker's would be
+	default: // the loop is stuck: this tick is lost, as a real ticker's would be
 	}
 }
 

@@ -13,13 +13,13 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"testing/synctest"
 	"time"
 
 	pvfs "github.com/cockroachdb/pebble/v2/vfs"
 	"go.etcd.io/raft/v3"
 
 	"github.com/cairn-fs/cairn/internal/blob"
-	"github.com/cairn-fs/cairn/internal/clock"
 	"github.com/cairn-fs/cairn/internal/meta"
 	"github.com/cairn-fs/cairn/internal/store"
 	"github.com/cairn-fs/cairn/internal/transport"
@@ -33,9 +33,9 @@ const (
 	opTimeout    = 4 * time.Second
 	repairEvery  = 3 * time.Second
 	gcGrace      = 10 * time.Second
-	gcInterval   = 200 * time.Millisecond // real time: store's GC loop runs on a real ticker
+	gcInterval   = 200 * time.Millisecond
 	baseMaxDelay = 20 * time.Millisecond
-	minRealWait  = 10 * time.Second // real time
+	drainTime    = 5 * time.Minute // after the nodes stop: longer than any background deadline
 )
 
 // Config sizes a run. Zero fields take the defaults of DefaultConfig.
@@ -50,10 +50,14 @@ type Config struct {
 	// Logf, if set, receives progress lines (the schedule's faults as they
 	// happen, the summary).
 	Logf func(format string, args ...any)
+	// KeepTrace keeps the trace's lines (Result.Lines) besides its digest.
+	KeepTrace bool
 
 	// sabotage, for the harness's tests, breaks one invariant before the
 	// final checks: "namespace", "history" or "blob"; "blob-heal" loses a
-	// blob before the first mid-run check.
+	// blob before the first mid-run check; "stale-read" has consistent
+	// reads return a value overwritten before they began; "local-orphan-sweep" brings back
+	// the orphan sweep of before issue 18 (store.Config.TestingLocalOrphanSweep).
 	sabotage string
 }
 
@@ -77,13 +81,19 @@ type Result struct {
 	ReferencedBlobs    int
 	Net                transport.MemStats
 	FakeTime, RealTime time.Duration
+	// Events and Trace: the number of lines of the event trace and their
+	// SHA-256 (trace.go); equal for two runs of one seed.
+	Events int
+	Trace  string
+	// Lines are the trace's lines, with Config.KeepTrace.
+	Lines []string
 }
 
 func (r Result) String() string {
 	return fmt.Sprintf("writes %d acked / %d unknown / %d refused, reads %d (%d failed), crashes %d, pauses %d, partitions %d, "+
 		"disk faults %d (%d restarts), checked after %d heals, applied index %d, %d referenced blobs, net %+v, fake %v, real %v",
 		r.Acked, r.Unknown, r.Refused, r.Reads, r.ReadErrors, r.Crashes, r.Pauses, r.Partitions, r.DiskFaults, r.DiskRestarts, r.Heals, r.AppliedIndex,
-		r.ReferencedBlobs, r.Net, r.FakeTime, r.RealTime.Round(time.Millisecond))
+		r.ReferencedBlobs, r.Net, r.FakeTime, r.RealTime.Round(time.Millisecond)) + fmt.Sprintf(", trace %d events %.12s", r.Events, r.Trace)
 }
 
 // netFaults are the message fault rates in force.
@@ -96,8 +106,8 @@ type netFaults struct {
 // the nodes' own goroutines run freely between steps.
 type Sim struct {
 	cfg     Config
-	clock   *clock.Fake
 	t0      time.Time
+	tr      trace
 	net     *transport.MemNetwork
 	nodes   []*node
 	byID    map[uint64]*node
@@ -179,15 +189,14 @@ func Run(cfg Config) (Result, error) {
 	if cfg.Logf == nil {
 		cfg.Logf = func(string, ...any) {}
 	}
-	realStart := time.Now()
-	start := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
-	s := &Sim{cfg: cfg, clock: clock.NewFake(start), t0: start, byID: map[uint64]*node{},
+	start := time.Now() // the bubble's fake clock (Test)
+	s := &Sim{cfg: cfg, t0: start, tr: newTrace(cfg.KeepTrace), byID: map[uint64]*node{},
 		diskRNG: rand.New(rand.NewPCG(cfg.Seed, 0xd15c)), hist: newHistory(),
 		faults:      netFaults{drop: 0.02, dup: 0.02, maxDelay: baseMaxDelay},
 		pausedUntil: map[uint64]time.Time{}, downSince: map[uint64]time.Time{}, cut: map[[2]uint64]time.Time{},
 		diskUntil: map[uint64]time.Time{}, faultRNG: rand.New(rand.NewPCG(cfg.Seed, 0xfa17))}
 	s.net = transport.NewMemNetwork(transport.MemConfig{Seed: cfg.Seed, Fault: s.fault,
-		Schedule: func(d time.Duration, f func()) { s.clock.AfterFunc(d, f) }})
+		Schedule: func(d time.Duration, f func()) { time.AfterFunc(d, f) }})
 	zones := []string{"z1", "z2", "z3"}
 	for i := range cfg.Voters + cfg.Learners {
 		id := uint64(i + 1)
@@ -206,11 +215,18 @@ func Run(cfg Config) (Result, error) {
 	}
 	s.ops.Wait()
 	s.closers.Wait()
+	// Background work of the stopped nodes (a replicator's straggler
+	// copies, deliveries in flight) ends on its own deadlines: let fake
+	// time run until every goroutine of the bubble has exited, as the
+	// bubble requires (time stops when Run returns).
+	time.Sleep(drainTime)
+	synctest.Wait()
 	s.res.Acked, s.res.Unknown, s.res.Reads, s.res.ReadErrors = s.hist.acked, s.hist.unknowns, s.hist.reads, s.hist.readErrs
 	s.res.Refused = s.hist.refused
 	s.res.Net = s.net.Stats()
-	s.res.FakeTime = s.clock.Now().Sub(start)
-	s.res.RealTime = time.Since(realStart)
+	s.res.FakeTime = time.Since(start)
+	s.res.Events, s.res.Trace = s.tr.sum()
+	s.res.Lines = s.tr.lines
 	s.failMu.Lock()
 	defer s.failMu.Unlock()
 	if len(s.failures) > 0 {
@@ -221,7 +237,7 @@ func Run(cfg Config) (Result, error) {
 
 // fail records an invariant violation (safe from any goroutine).
 func (s *Sim) fail(format string, args ...any) {
-	msg := fmt.Sprintf("[%v] ", s.clock.Now().Sub(s.t0)) + fmt.Sprintf(format, args...)
+	msg := fmt.Sprintf("[%v] ", time.Now().Sub(s.t0)) + fmt.Sprintf(format, args...)
 	s.failMu.Lock()
 	defer s.failMu.Unlock()
 	if len(s.failures) < 40 {
@@ -263,11 +279,11 @@ func (s *Sim) run() error {
 		return fmt.Errorf("bootstrap: %w", err)
 	}
 	evs := makeSchedule(s.cfg.Seed, s.cfg, s.ids())
-	t0 := s.clock.Now()
+	t0 := time.Now()
 	lastRepair := time.Duration(0)
 	faulty := false
-	for len(evs) > 0 || s.clock.Now().Sub(t0) < s.cfg.Duration {
-		el := s.clock.Now().Sub(t0)
+	for len(evs) > 0 || time.Now().Sub(t0) < s.cfg.Duration {
+		el := time.Now().Sub(t0)
 		for len(evs) > 0 && evs[0].at <= el {
 			s.apply(evs[0])
 			evs = evs[1:]
@@ -281,11 +297,11 @@ func (s *Sim) run() error {
 		if faulty && !f {
 			// Every fault has ended: check the acknowledged writes now,
 			// not only at the end. The schedule resumes where it was.
-			p0 := s.clock.Now()
+			p0 := time.Now()
 			if err := s.checkHealed(); err != nil {
 				return err
 			}
-			t0 = t0.Add(s.clock.Now().Sub(p0))
+			t0 = t0.Add(time.Now().Sub(p0))
 		}
 		faulty = f
 		s.step()
@@ -312,6 +328,7 @@ func (s *Sim) anyFault() bool {
 // a replica. The network carries the reads without faults meanwhile.
 func (s *Sim) checkHealed() error {
 	s.res.Heals++
+	s.tr.add("heal %d", s.res.Heals)
 	when := fmt.Sprintf("after heal %d (mid-run)", s.res.Heals)
 	if err := s.until("in-flight operations answered, "+when, 2*time.Minute, func() bool { return s.inOps.Load() == 0 }); err != nil {
 		return err
@@ -333,79 +350,45 @@ func (s *Sim) checkHealed() error {
 	return nil
 }
 
-// step advances the fake clock by one step, ticking Raft on the way, and
-// waits for the nodes to go quiet.
+// step lets one step of fake time pass, ticking Raft on the way, and
+// waits until every goroutine of the cluster is durably blocked
+// (synctest.Wait): nothing runs between steps but the driver.
 func (s *Sim) step() {
-	s.clock.Advance(s.cfg.Step)
+	time.Sleep(s.cfg.Step)
 	s.ticks++
 	if time.Duration(s.ticks)*s.cfg.Step >= tickEvery {
 		s.ticks = 0
 		for _, n := range s.nodes {
 			if n.inc != nil && !s.paused(n.id) {
-				n.inc.tickWait()
+				n.inc.tickNow()
 			}
 		}
 	}
-	s.quiesce()
+	synctest.Wait()
 }
 
-// quiesce waits, briefly and heuristically, until nothing moves: no timer
-// comes due, no operation finishes, no message is delivered and no index
-// advances across a few yields. Goroutine scheduling is not under the
-// simulator's control; this only keeps fake time from racing ahead of the
-// work it is meant to time.
-func (s *Sim) quiesce() {
-	last, stable := s.activity(), 0
-	for i := 0; i < 400 && stable < 3; i++ {
-		s.clock.RunDue()
-		runtime.Gosched()
-		if i%4 == 3 {
-			time.Sleep(20 * time.Microsecond)
-		}
-		if a := s.activity(); a == last {
-			stable++
-		} else {
-			last, stable = a, 0
-		}
-	}
-}
-
-func (s *Sim) activity() int64 {
-	st := s.net.Stats()
-	a := s.clock.Activity() + st.Delivered + st.Dropped + s.done.Load()
-	for _, n := range s.nodes {
-		if inc := n.inc; inc != nil {
-			a += int64(inc.raft.AppliedIndex())
-		}
-	}
-	return a
-}
-
-// until steps until cond holds, for at most limit of fake time and at
-// least minRealWait of real time (so that a slow machine, where fake time
-// runs ahead of the goroutines, does not fail a run).
+// until steps until cond holds, for at most limit of fake time.
 func (s *Sim) until(what string, limit time.Duration, cond func() bool) error {
-	end := s.clock.Now().Add(limit)
-	realStart := time.Now()
+	start := time.Now()
 	for !cond() {
-		if s.clock.Now().After(end) && time.Since(realStart) > minRealWait {
+		if time.Since(start) > limit {
 			if os.Getenv("CAIRN_SIM_STACKS") != "" {
 				buf := make([]byte, 8<<20)
 				os.Stderr.Write(buf[:runtime.Stack(buf, true)])
 			}
-			return fmt.Errorf("%s: not reached after %v (%v of real time)", what, s.clock.Now().Sub(end)+limit, time.Since(realStart).Round(time.Millisecond))
+			return fmt.Errorf("%s: not reached after %v", what, time.Since(start))
 		}
 		s.step()
 	}
-	if d := s.clock.Now().Sub(end) + limit; d > 30*time.Second {
-		s.cfg.Logf("%s took %v of fake time (%v real)", what, d, time.Since(realStart).Round(time.Millisecond))
+	if d := time.Since(start); d > 30*time.Second {
+		s.cfg.Logf("%s took %v of fake time", what, d)
 	}
 	return nil
 }
 
 // await runs f on its own goroutine and steps until it returns.
 func (s *Sim) await(what string, limit time.Duration, f func(ctx context.Context) error) error {
-	ctx, cancel := s.clock.WithTimeout(context.Background(), limit)
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
 	defer cancel()
 	ch := make(chan error, 1)
 	go func() { ch <- f(ctx) }()
@@ -456,7 +439,7 @@ func (s *Sim) bootstrap() error {
 				if l == nil {
 					return errors.New("no leader")
 				}
-				res, err := l.inc.raft.Propose(ctx, meta.Command{Op: meta.OpSetNode, TimeNs: s.clock.Now().UnixNano(), Node: rec})
+				res, err := l.inc.raft.Propose(ctx, meta.Command{Op: meta.OpSetNode, TimeNs: time.Now().UnixNano(), Node: rec})
 				if err == nil {
 					return res.Err
 				}
@@ -511,7 +494,7 @@ func (s *Sim) bootstrap() error {
 // fault decides one delivery's fate (MemConfig.Fault; called under the
 // network's lock, drawing from its RNG).
 func (s *Sim) fault(rng *rand.Rand, from, to transport.NodeID, op transport.Op) transport.Fault {
-	now := s.clock.Now()
+	now := time.Now()
 	s.fmu.Lock()
 	f := s.faults
 	var hold time.Duration
@@ -528,6 +511,7 @@ func (s *Sim) fault(rng *rand.Rand, from, to transport.NodeID, op transport.Op) 
 	}
 	if rng.Float64() < drop {
 		out.Drop = true
+		s.tr.add("net %d>%d %v drop", from, to, op)
 		return out
 	}
 	out.Delay = hold
@@ -537,6 +521,7 @@ func (s *Sim) fault(rng *rand.Rand, from, to transport.NodeID, op transport.Op) 
 	if op == transport.OpRaft && rng.Float64() < f.dup {
 		out.Duplicate = true
 	}
+	s.tr.add("net %d>%d %v delay %v dup %v", from, to, op, out.Delay, out.Duplicate)
 	return out
 }
 
@@ -544,7 +529,7 @@ func (s *Sim) paused(id uint64) bool {
 	s.fmu.Lock()
 	defer s.fmu.Unlock()
 	u, ok := s.pausedUntil[id]
-	return ok && u.After(s.clock.Now())
+	return ok && u.After(time.Now())
 }
 
 // detectedDead is the simulated failure detector: observer sees id dead
@@ -554,7 +539,7 @@ func (s *Sim) detectedDead(observer, id uint64) bool {
 	if observer == id {
 		return false
 	}
-	now := s.clock.Now()
+	now := time.Now()
 	s.fmu.Lock()
 	defer s.fmu.Unlock()
 	old := func(t time.Time, ok bool) bool { return ok && now.Sub(t) >= detectDelay }
@@ -570,7 +555,7 @@ func (s *Sim) detectedDead(observer, id uint64) bool {
 // would have noticed.
 func (s *Sim) livenessChanged() {
 	s.rebuildAll()
-	s.clock.AfterFunc(detectDelay+time.Millisecond, s.rebuildAll)
+	time.AfterFunc(detectDelay+time.Millisecond, s.rebuildAll)
 }
 
 func (s *Sim) rebuildAll() {
@@ -582,7 +567,7 @@ func (s *Sim) rebuildAll() {
 }
 
 func (s *Sim) cutLinks(pairs [][2]uint64) {
-	now := s.clock.Now()
+	now := time.Now()
 	s.fmu.Lock()
 	for _, p := range pairs {
 		if _, ok := s.cut[p]; !ok {
@@ -607,7 +592,7 @@ func (s *Sim) heal() {
 
 // endFaults ends pauses, crashes and lossy periods whose time is up.
 func (s *Sim) endFaults() {
-	now := s.clock.Now()
+	now := time.Now()
 	s.fmu.Lock()
 	if !s.lossyUntil.IsZero() && !s.lossyUntil.After(now) {
 		s.faults = netFaults{drop: 0.02, dup: 0.02, maxDelay: baseMaxDelay}
@@ -680,7 +665,7 @@ func (s *Sim) startDiskFault(n *node, kind diskFault, until time.Time) {
 // would once the disk is fixed: killed, and started at once over the
 // same disks.
 func (s *Sim) endDiskFaults(all bool) {
-	now := s.clock.Now()
+	now := time.Now()
 	var ended []uint64
 	s.fmu.Lock()
 	for id, u := range s.diskUntil {
@@ -729,7 +714,8 @@ func (s *Sim) down() int {
 
 // apply carries out one scheduled event.
 func (s *Sim) apply(e event) {
-	now := s.clock.Now()
+	now := time.Now()
+	s.tr.add("event %v", e)
 	switch e.kind {
 	case evPut, evDelete, evRead:
 		s.runOp(e)
@@ -826,7 +812,7 @@ func (s *Sim) runOp(e event) {
 	s.inOps.Add(1)
 	started := inc.goUse(func() {
 		defer func() { s.inOps.Add(-1); s.ops.Done(); s.done.Add(1) }()
-		ctx, cancel := s.clock.WithTimeout(context.Background(), opTimeout)
+		ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
 		defer cancel()
 		switch e.kind {
 		case evPut:
@@ -840,10 +826,13 @@ func (s *Sim) runOp(e event) {
 				_, _, err = inc.st.Put(ctx, e.bucket, e.path, bytes.NewReader(body), store.PutOptions{Size: int64(len(body))})
 			}
 			s.hist.end(w, err)
+			s.tr.add("put %s via %d: %v", key, n.id, err)
 		case evDelete:
-			s.hist.end(w, inc.st.Delete(ctx, e.bucket, e.path, ""))
+			err := inc.st.Delete(ctx, e.bucket, e.path, "")
+			s.hist.end(w, err)
+			s.tr.add("delete %s via %d: %v", key, n.id, err)
 		case evRead:
-			s.checkRead(ctx, inc, key, e.bucket, e.path)
+			s.checkRead(ctx, inc, key, e.bucket, e.path, e.at%2 == 1) // half are consistent reads
 		}
 	})
 	if !started { // cannot happen: a running node is not stopping

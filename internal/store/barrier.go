@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/cairn-fs/cairn/internal/clock"
+
 	"github.com/cairn-fs/cairn/internal/consensus"
 )
 
@@ -40,7 +42,7 @@ func (s *Local) Barrier(ctx context.Context) error {
 	if !ok {
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(ctx, s.cfg.ReadBarrierTimeout)
+	ctx, cancel := clock.WithTimeout(ctx, s.cfg.Clock, s.cfg.ReadBarrierTimeout)
 	defer cancel()
 	index, err := ri.ReadIndex(ctx)
 	if err == nil {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"time"
 
+	"github.com/cairn-fs/cairn/internal/clock"
+
 	"github.com/cairn-fs/cairn/internal/blob"
 	"github.com/cairn-fs/cairn/internal/meta"
 )
@@ -17,7 +19,7 @@ type GCStats struct {
 
 func (s *Local) gcLoop() {
 	defer s.wg.Done()
-	t := time.NewTicker(s.cfg.GCInterval)
+	t := clock.NewTicker(s.cfg.Clock, s.cfg.GCInterval)
 	defer t.Stop()
 	orphans := make(map[blob.Hash]time.Time)
 	for {
@@ -25,7 +27,7 @@ func (s *Local) gcLoop() {
 		case <-s.stop:
 			return
 		case <-t.C:
-			ctx, cancel := context.WithTimeout(context.Background(), s.cfg.GCInterval)
+			ctx, cancel := clock.WithTimeout(context.Background(), s.cfg.Clock, s.cfg.GCInterval)
 			st, err := s.gc(ctx, orphans)
 			cancel()
 			if err != nil {
@@ -100,6 +102,9 @@ func (s *Local) gc(ctx context.Context, orphans map[blob.Hash]time.Time) (GCStat
 	// Copies stored again since the last pass (replica puts) start their
 	// grace anew: an upload in flight is not refused needlessly.
 	fresh, allFresh := s.reap.takeStored()
+	if s.cfg.TestingLocalOrphanSweep {
+		fresh, allFresh = nil, false // the old sweep: no grace restarted by a replica put
+	}
 	seen := make(map[blob.Hash]bool, len(cands))
 	var due []blob.Hash
 	for _, h := range cands {
@@ -120,6 +125,19 @@ func (s *Local) gc(ctx context.Context, orphans map[blob.Hash]time.Time) (GCStat
 		if !seen[h] {
 			delete(orphans, h)
 		}
+	}
+	if s.cfg.TestingLocalOrphanSweep {
+		// The sweep before issue 18, kept only for the simulator's proof
+		// that it catches it (sim.TestSimCatchesLocalOrphanSweep): the
+		// node deletes the copies on its own judgement, racing a peer's
+		// upload that is about to name one.
+		for _, h := range due {
+			if s.blobs.Delete(h) == nil {
+				st.Orphans++
+			}
+			delete(orphans, h)
+		}
+		due = nil
 	}
 	for len(due) > 0 {
 		part := due[:min(len(due), 1000)]

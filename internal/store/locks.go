@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/cairn-fs/cairn/internal/clock"
+
 	"github.com/cairn-fs/cairn/internal/meta"
 )
 
@@ -173,7 +175,7 @@ func lockInfo(ino meta.Ino, path string, l *meta.Lock, waiting bool) *LockInfo {
 // the node's locks are marked lost).
 func (s *Local) proposeLock(ctx context.Context, op meta.Op, c meta.LockCmd) (meta.Result, error) {
 	ls := s.locks
-	start := time.Now()
+	start := s.cfg.Clock.Now()
 	c.LeaseNs = int64(ls.lease)
 	res, err := s.log.Propose(ctx, meta.Command{Op: op, TimeNs: s.cfg.Now().UnixNano(), Lock: &c})
 	if err == nil {
@@ -242,7 +244,7 @@ func (s *Local) Lock(ctx context.Context, req LockRequest) (*LockInfo, error) {
 	// Interrupted: leave the queue. If the grant came first, the lock is
 	// held and the call succeeds (the cancel's apply comes after the
 	// grant's, so the grant has been delivered when the cancel returns).
-	cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	cctx, cancel := clock.WithTimeout(context.Background(), s.cfg.Clock, 10*time.Second)
 	defer cancel()
 	if _, err := s.proposeLock(cctx, meta.OpLockCancel, meta.LockCmd{Ino: c.Ino, Lock: meta.Lock{Owner: owner, WaitID: c.Lock.WaitID}}); err != nil {
 		s.cfg.Logger.Warn("cancel an interrupted lock wait", "ino", req.Ino, "err", err)
@@ -424,7 +426,7 @@ func (s *Local) appliedLocks(cmd *meta.Command, r *meta.Result) {
 func (s *Local) lockLoop() {
 	defer s.wg.Done()
 	ls := s.locks
-	t := time.NewTicker(max(ls.lease/10, 20*time.Millisecond))
+	t := clock.NewTicker(s.cfg.Clock, max(ls.lease/10, 20*time.Millisecond))
 	defer t.Stop()
 	for {
 		select {
@@ -446,7 +448,7 @@ func (s *Local) renewLocks() {
 	if !busy {
 		return
 	}
-	now := time.Now()
+	now := s.cfg.Clock.Now()
 	margin := min(lockLostMargin, ls.lease/3)
 	if !renewed.IsZero() && now.Sub(renewed) > ls.lease-margin {
 		s.loseLocks(epoch, nil)
@@ -467,7 +469,7 @@ func (s *Local) renewLocks() {
 	go func() {
 		defer s.wg.Done()
 		defer ls.renewing.Store(false)
-		ctx, cancel := context.WithTimeout(context.Background(), ls.lease)
+		ctx, cancel := clock.WithTimeout(context.Background(), s.cfg.Clock, ls.lease)
 		defer cancel()
 		if _, err := s.proposeLock(ctx, meta.OpLockSession, meta.LockCmd{Lock: meta.Lock{Owner: meta.LockOwner{Node: ls.node, Epoch: epoch}}}); err != nil {
 			s.cfg.Logger.Warn("renew the lock session", "err", err)
@@ -482,7 +484,7 @@ func (s *Local) expireLocks() {
 		ls.wasLeader = false
 		return
 	}
-	now := time.Now()
+	now := s.cfg.Clock.Now()
 	if !ls.wasLeader {
 		// A new leader counts every lease from now: it cannot know when
 		// the sessions last renewed by its own clock.
@@ -512,7 +514,7 @@ func (s *Local) expireLocks() {
 		if now.Sub(seen.at) < lease {
 			continue
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), ls.lease/3)
+		ctx, cancel := clock.WithTimeout(context.Background(), s.cfg.Clock, ls.lease/3)
 		_, err := s.propose(ctx, meta.Command{Op: meta.OpLockExpire, Lock: &meta.LockCmd{
 			Lock: meta.Lock{Owner: meta.LockOwner{Node: sess.Node, Epoch: sess.Epoch}}, RenewNs: sess.RenewNs}})
 		cancel()

@@ -4,11 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/cairn-fs/cairn/internal/blob"
 	"io"
 	"os"
 	"sort"
 	"sync/atomic"
+
+	"github.com/cairn-fs/cairn/internal/blob"
 
 	"github.com/cairn-fs/cairn/internal/meta"
 	"github.com/cairn-fs/cairn/internal/vfs"

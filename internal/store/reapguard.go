@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/cairn-fs/cairn/internal/clock"
+
 	"github.com/cairn-fs/cairn/internal/blob"
 	"github.com/cairn-fs/cairn/internal/consensus"
 )
@@ -189,7 +191,7 @@ func (g *reapGuard) take(h blob.Hash) bool {
 func (s *Local) GuardReplicaPut(ctx context.Context, minIndex uint64, hs []blob.Hash) (release func(), err error) {
 	if minIndex > s.log.AppliedIndex() {
 		if ri, ok := s.log.(consensus.ReadIndexer); ok {
-			wctx, cancel := context.WithTimeout(ctx, s.cfg.ReplicaPutWait)
+			wctx, cancel := clock.WithTimeout(ctx, s.cfg.Clock, s.cfg.ReplicaPutWait)
 			err := ri.WaitApplied(wctx, minIndex)
 			cancel()
 			if err != nil {

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cairn-fs/cairn/internal/clock"
+
 	"github.com/cairn-fs/cairn/internal/blob"
 	"github.com/cairn-fs/cairn/internal/consensus"
 	"github.com/cairn-fs/cairn/internal/kv"
@@ -53,10 +55,19 @@ type Config struct {
 	// the lock sessions of nodes that stopped renewing. Nil: always (one
 	// node).
 	IsLeader func() bool
-	// Now is the clock; default time.Now.
+	// Clock runs the GC and lock-session tickers and the store's
+	// deadlines. Default clock.Real{}.
+	Clock clock.Clock
+	// Now is the time written into commands; default Clock.Now.
 	Now func() time.Time
 	// Logger; default slog.Default().
 	Logger *slog.Logger
+
+	// TestingLocalOrphanSweep brings back the orphan sweep this store had
+	// before issue 18, which deleted untracked copies on the node's own
+	// judgement and could lose an acknowledged write. Only internal/sim
+	// sets it, to show that it finds that race; never set it elsewhere.
+	TestingLocalOrphanSweep bool
 }
 
 // DefaultConfig returns a Config with defaults and no dependencies set.
@@ -150,8 +161,9 @@ func New(cfg Config) (*Local, error) {
 	if cfg.ReplicaPutWait <= 0 {
 		cfg.ReplicaPutWait = d.ReplicaPutWait
 	}
+	cfg.Clock = clock.Or(cfg.Clock)
 	if cfg.Now == nil {
-		cfg.Now = time.Now
+		cfg.Now = cfg.Clock.Now
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()

@@ -198,7 +198,7 @@ func (c *HTTPClient) PutBlobs(ctx context.Context, to NodeID, blobs []BlobPut) (
 	// The body is read from a copy of the slice header list: reading
 	// consumes it, and getBody may need it again.
 	body := func() *net.Buffers { b := slices.Clone(parts); return &b }
-	ctx, cancel := withDefault(ctx, c.cfg.BlobTimeout)
+	ctx, cancel := withDefault(ctx, c.cfg.Clock, c.cfg.BlobTimeout)
 	defer cancel()
 	resp, err := c.do(ctx, &call{
 		to: to, base: base, method: http.MethodPost, uri: withMinIndexQuery(ctx, pathBlobs),

@@ -19,6 +19,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cairn-fs/cairn/internal/clock"
+
 	"go.etcd.io/raft/v3/raftpb"
 
 	"github.com/cairn-fs/cairn/internal/blob"
@@ -280,11 +282,11 @@ func (c *HTTPClient) addr(to NodeID) (string, error) {
 }
 
 // withDefault gives ctx a deadline d away unless it has one.
-func withDefault(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+func withDefault(ctx context.Context, clk clock.Clock, d time.Duration) (context.Context, context.CancelFunc) {
 	if _, ok := ctx.Deadline(); ok {
 		return ctx, func() {}
 	}
-	return context.WithTimeout(ctx, d)
+	return clock.WithTimeout(ctx, clk, d)
 }
 
 // discard drains a little of a finished response so its connection can be
@@ -300,7 +302,7 @@ func (c *HTTPClient) PutBlob(ctx context.Context, to NodeID, h blob.Hash, data [
 	if err != nil {
 		return err
 	}
-	ctx, cancel := withDefault(ctx, c.cfg.BlobTimeout)
+	ctx, cancel := withDefault(ctx, c.cfg.Clock, c.cfg.BlobTimeout)
 	defer cancel()
 	resp, err := c.do(ctx, &call{
 		to: to, base: base, method: http.MethodPut, uri: withMinIndexQuery(ctx, pathBlob+h.String()),
@@ -325,7 +327,7 @@ func (c *HTTPClient) GetBlob(ctx context.Context, to NodeID, h blob.Hash, off, n
 	if off < 0 || n < -1 {
 		return nil, fmt.Errorf("%w: GetBlob off %d n %d", ErrBadRequest, off, n)
 	}
-	ctx, cancel := withDefault(ctx, c.cfg.BlobTimeout)
+	ctx, cancel := withDefault(ctx, c.cfg.Clock, c.cfg.BlobTimeout)
 	resp, err := c.do(ctx, &call{
 		to: to, base: base, method: http.MethodGet, content: emptyDigest,
 		uri: pathBlob + h.String() + "?off=" + strconv.FormatInt(off, 10) + "&n=" + strconv.FormatInt(n, 10),
@@ -368,7 +370,7 @@ func (c *HTTPClient) HasBlobs(ctx context.Context, to NodeID, hs []blob.Hash) ([
 	for _, h := range hs {
 		body = append(body, h[:]...)
 	}
-	ctx, cancel := withDefault(ctx, c.cfg.ControlTimeout)
+	ctx, cancel := withDefault(ctx, c.cfg.Clock, c.cfg.ControlTimeout)
 	defer cancel()
 	resp, err := c.do(ctx, &call{
 		to: to, base: base, method: http.MethodPost, uri: withMinIndexQuery(ctx, pathHas),
@@ -400,7 +402,7 @@ func (c *HTTPClient) Join(ctx context.Context, url string, req JoinRequest) (Joi
 	if err != nil {
 		return resp, fmt.Errorf("%w: %w", ErrBadRequest, err)
 	}
-	ctx, cancel := withDefault(ctx, c.cfg.ControlTimeout)
+	ctx, cancel := withDefault(ctx, c.cfg.Clock, c.cfg.ControlTimeout)
 	defer cancel()
 	hr, err := c.do(ctx, &call{
 		base: strings.TrimSuffix(url, "/"), method: http.MethodPost, uri: pathJoin,
@@ -430,7 +432,7 @@ func (c *HTTPClient) SendSnapshot(ctx context.Context, to NodeID, meta []byte, b
 	prefix := binary.BigEndian.AppendUint32(make([]byte, 0, 4+len(meta)), uint32(len(meta)))
 	prefix = append(prefix, meta...)
 	sb := &snapshotBody{prefix: prefix, src: body, h: sha256.New()}
-	stall := time.AfterFunc(c.cfg.SnapshotStallTimeout, cancel)
+	stall := clock.AfterFunc(c.cfg.Clock, c.cfg.SnapshotStallTimeout, cancel)
 	defer stall.Stop()
 	sb.progress = func() { stall.Reset(c.cfg.SnapshotStallTimeout) }
 	sb.finished = func() { stall.Stop() }
@@ -579,7 +581,7 @@ func (c *HTTPClient) postRaft(to NodeID, body []byte) error {
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(c.ctx, c.cfg.RaftTimeout)
+	ctx, cancel := clock.WithTimeout(c.ctx, c.cfg.Clock, c.cfg.RaftTimeout)
 	defer cancel()
 	resp, err := c.do(ctx, &call{
 		to: to, base: base, method: http.MethodPost, uri: pathRaft,

@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/cairn-fs/cairn/internal/clock"
+
 	"github.com/cairn-fs/cairn/internal/blob"
 )
 
@@ -125,8 +127,11 @@ type Config struct {
 	// HMAC alone (--cluster-tls=off).
 	TLS *Identity
 
+	// Clock runs the client's deadlines and stall timers. Default
+	// clock.Real{}.
+	Clock clock.Clock
 	// Now is the wall clock used for request timestamps and their check.
-	// Default time.Now.
+	// Default Clock.Now.
 	Now func() time.Time
 	// Logger receives lifecycle messages and rejected requests (Debug).
 	// Default: discard.
@@ -186,8 +191,9 @@ func (c Config) withDefaults() Config {
 	if c.MaxBlobBytes == 0 {
 		c.MaxBlobBytes = d.MaxBlobBytes
 	}
+	c.Clock = clock.Or(c.Clock)
 	if c.Now == nil {
-		c.Now = time.Now
+		c.Now = c.Clock.Now
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)

@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/cairn-fs/cairn/internal/clock"
+
 	"go.etcd.io/raft/v3/raftpb"
 	"google.golang.org/protobuf/proto"
 
@@ -57,7 +59,10 @@ type Fault struct {
 // MemConfig configures a MemNetwork. Every random choice comes from one RNG
 // seeded with Seed, drawn in the order of the sends.
 type MemConfig struct {
-	// Seed seeds the RNG. Default 0 (a valid seed).
+	// Seed seeds the RNGs, one per directed link, so that a delivery's fate
+	// depends on the seed and on how many deliveries the link carried
+	// before, not on how concurrent senders on other links interleave.
+	// Default 0 (a valid seed).
 	Seed uint64
 	// DropRate is the probability that a delivery is dropped. Default 0.
 	DropRate float64
@@ -68,14 +73,14 @@ type MemConfig struct {
 	// Default 0: no delay.
 	MaxDelay time.Duration
 	// Fault, if not nil, decides every delivery's fate instead of the rates
-	// above, drawing from rng (the network's RNG; do not keep it). It is
+	// above, drawing from rng (the link's RNG; do not keep it). It is
 	// called with the network's lock held: it must not call the network.
 	// Partitions apply before it. Default nil.
 	Fault func(rng *rand.Rand, from, to NodeID, op Op) Fault
 	// Schedule runs f after d (the simulator passes its fake clock's timer).
 	// Raft messages are always delivered through it, so that SendRaft never
 	// calls a handler on the sender's goroutine; a call with no delay runs
-	// the handler directly. Default: time.AfterFunc.
+	// the handler directly. Default: the wall clock's AfterFunc.
 	Schedule func(d time.Duration, f func())
 }
 
@@ -94,7 +99,7 @@ type MemNetwork struct {
 	cfg MemConfig
 
 	mu      sync.Mutex
-	rng     *rand.Rand
+	rngs    map[[2]NodeID]*rand.Rand // per directed link
 	nodes   map[NodeID]Handler
 	urls    map[string]NodeID
 	blocked map[[2]NodeID]bool // directed links (from, to) that are cut
@@ -105,11 +110,11 @@ type MemNetwork struct {
 // NewMemNetwork returns an empty network.
 func NewMemNetwork(cfg MemConfig) *MemNetwork {
 	if cfg.Schedule == nil {
-		cfg.Schedule = func(d time.Duration, f func()) { time.AfterFunc(d, f) }
+		cfg.Schedule = func(d time.Duration, f func()) { clock.Real{}.AfterFunc(d, f) }
 	}
 	return &MemNetwork{
 		cfg:     cfg,
-		rng:     rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15)),
+		rngs:    map[[2]NodeID]*rand.Rand{},
 		nodes:   map[NodeID]Handler{},
 		urls:    map[string]NodeID{},
 		blocked: map[[2]NodeID]bool{},
@@ -212,27 +217,45 @@ func (n *MemNetwork) route(from, to NodeID, op Op) (Handler, Fault, error) {
 	return h, n.faultLocked(from, to, op), nil
 }
 
-func (n *MemNetwork) faultLocked(from, to NodeID, op Op) Fault {
-	if n.cfg.Fault != nil {
-		return n.cfg.Fault(n.rng, from, to, op)
-	}
-	var f Fault
-	if n.cfg.DropRate > 0 && n.rng.Float64() < n.cfg.DropRate {
-		f.Drop = true
-		return f
-	}
-	f.Delay = n.delayLocked()
-	if op == OpRaft && n.cfg.DuplicateRate > 0 && n.rng.Float64() < n.cfg.DuplicateRate {
-		f.Duplicate = true
-	}
-	return f
-}
-
-func (n *MemNetwork) delayLocked() time.Duration {
+// dupDelay draws the delay of a duplicate's delivery on from → to.
+func (n *MemNetwork) dupDelay(from, to NodeID) time.Duration {
+	n.mu.Lock()
+	defer n.mu.Unlock()
 	if n.cfg.MaxDelay <= 0 {
 		return 0
 	}
-	return time.Duration(n.rng.Int64N(int64(n.cfg.MaxDelay)))
+	return time.Duration(n.linkRNG(from, to).Int64N(int64(n.cfg.MaxDelay)))
+}
+
+// linkRNG returns the RNG of the directed link from → to.
+func (n *MemNetwork) linkRNG(from, to NodeID) *rand.Rand {
+	k := [2]NodeID{from, to}
+	r := n.rngs[k]
+	if r == nil {
+		s := n.cfg.Seed ^ uint64(from)<<32 ^ uint64(to)
+		r = rand.New(rand.NewPCG(s, s^0x9e3779b97f4a7c15))
+		n.rngs[k] = r
+	}
+	return r
+}
+
+func (n *MemNetwork) faultLocked(from, to NodeID, op Op) Fault {
+	rng := n.linkRNG(from, to)
+	if n.cfg.Fault != nil {
+		return n.cfg.Fault(rng, from, to, op)
+	}
+	var f Fault
+	if n.cfg.DropRate > 0 && rng.Float64() < n.cfg.DropRate {
+		f.Drop = true
+		return f
+	}
+	if n.cfg.MaxDelay > 0 {
+		f.Delay = time.Duration(rng.Int64N(int64(n.cfg.MaxDelay)))
+	}
+	if op == OpRaft && n.cfg.DuplicateRate > 0 && rng.Float64() < n.cfg.DuplicateRate {
+		f.Duplicate = true
+	}
+	return f
 }
 
 // handler returns node id's current handler (at delivery time).
@@ -285,10 +308,7 @@ func (c *memClient) SendRaft(to NodeID, msgs []*raftpb.Message) {
 		c.deliverRaft(to, b, f.Delay)
 		if f.Duplicate {
 			c.n.duplicated.Add(1)
-			c.n.mu.Lock()
-			d := c.n.delayLocked()
-			c.n.mu.Unlock()
-			c.deliverRaft(to, b, d)
+			c.deliverRaft(to, b, c.n.dupDelay(c.from, to))
 		}
 	}
 	if unreachable != nil && c.onUnreachable != nil {

@@ -5,6 +5,9 @@ package deps
 
 import (
 	"encoding/json"
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"io"
 	"os"
 	"os/exec"
@@ -103,5 +106,56 @@ func TestDocPerPackage(t *testing.T) {
 		if _, err := os.Stat(filepath.Join(p.Dir, "doc.go")); err != nil {
 			t.Errorf("%s has no doc.go", p.ImportPath)
 		}
+	}
+}
+
+// clockCalls are the calls that read the wall clock or start a timer on
+// it: the core takes them from its clock.Clock instead (the clock rule).
+var clockCalls = map[string][]string{
+	"time":    {"Now", "Since", "Until", "Sleep", "After", "AfterFunc", "NewTimer", "NewTicker", "Tick"},
+	"context": {"WithTimeout", "WithDeadline"},
+}
+
+// TestClockRule: the core's timers, tickers, deadlines and reads of the
+// time go through internal/clock (a clock.Clock in each Config), so that a
+// fake clock or the simulator's bubble drives all of them. A package may
+// still name time.Now as a default value; it may not call it.
+func TestClockRule(t *testing.T) {
+	core := []string{"internal/meta", "internal/consensus", "internal/blob", "internal/volume", "internal/placement",
+		"internal/kv", "internal/store", "internal/replica", "internal/cluster", "internal/transport", "internal/core"}
+	checked := 0
+	for _, p := range packages(t) {
+		if !slices.ContainsFunc(core, func(c string) bool { return under(p.ImportPath, c) }) {
+			continue
+		}
+		files, _ := filepath.Glob(filepath.Join(p.Dir, "*.go"))
+		for _, f := range files {
+			if strings.HasSuffix(f, "_test.go") {
+				continue
+			}
+			fset := token.NewFileSet()
+			file, err := parser.ParseFile(fset, f, nil, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			checked++
+			ast.Inspect(file, func(n ast.Node) bool {
+				call, ok := n.(*ast.CallExpr)
+				if !ok {
+					return true
+				}
+				sel, ok := call.Fun.(*ast.SelectorExpr)
+				if !ok {
+					return true
+				}
+				if x, ok := sel.X.(*ast.Ident); ok && slices.Contains(clockCalls[x.Name], sel.Sel.Name) {
+					t.Errorf("%s: %s.%s: the core takes time from its clock.Clock (internal/clock)", fset.Position(call.Pos()), x.Name, sel.Sel.Name)
+				}
+				return true
+			})
+		}
+	}
+	if checked < 50 {
+		t.Fatalf("checked only %d files", checked)
 	}
 }
