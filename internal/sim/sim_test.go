@@ -3,10 +3,15 @@ package sim
 import (
 	"fmt"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/cairn-fs/cairn/internal/sim/detrt"
 )
 
 // testSeeds run in `make test` (seeds 1 to 40, about 2 s each);
@@ -52,33 +57,132 @@ func seeds(t *testing.T) []uint64 {
 
 // TestSim runs the whole node stack of five nodes (three voters, two
 // learners) under the seeded schedule of faults and operations, then
-// checks the invariants (see doc.go). A failure names the seed and the
-// command that replays it.
+// checks the invariants (see doc.go). Each seed runs in a child process of
+// the simulator's test binary built over the deterministic runtime
+// (internal/sim/detrt), so that it replays exactly; a failure names the
+// seed and the command that replays it. -short runs two short seeds in
+// this process instead (make test-race).
 func TestSim(t *testing.T) {
+	if os.Getenv(childEnv) != "" || testing.Short() {
+		for _, seed := range seeds(t) {
+			t.Run(fmt.Sprint(seed), func(t *testing.T) { runHere(t, seed) })
+		}
+		return
+	}
+	bin := deterministicBinary(t)
 	for _, seed := range seeds(t) {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
-			cfg := DefaultConfig(seed)
-			if testing.Short() {
-				cfg.Duration, cfg.Ops, cfg.MaxBigFiles = 8*time.Second, 50, 1
+			r := runChild(t, bin, seed)
+			if r.failed {
+				t.Fatalf("seed %d: invariant violated:\n%s\nreplay: CAIRN_SIM_SEED=%d go test ./internal/sim -run 'TestSim$' -v", seed, r.out, seed)
 			}
-			if testing.Verbose() && os.Getenv("CAIRN_SIM_SEED") != "" {
-				cfg.Logf = t.Logf
-			}
-			trace := os.Getenv("CAIRN_SIM_TRACE") // a file: the event trace, to diff two runs
-			cfg.KeepTrace = trace != ""
-			res, err := Test(t, cfg)
-			if trace != "" {
-				if werr := os.WriteFile(trace, []byte(strings.Join(res.Lines, "\n")+"\n"), 0o644); werr != nil {
-					t.Error(werr)
-				}
-			}
-			if err != nil {
-				t.Fatalf("seed %d: invariant violated:\n%v\nreplay: CAIRN_SIM_SEED=%d go test ./internal/sim -run TestSim -v\n(run: %v)",
-					seed, err, seed, res)
-			}
-			t.Logf("seed %d: %v", seed, res)
+			t.Logf("seed %d: %s", seed, r.summary)
 		})
 	}
+}
+
+// runHere runs one seed in this process (in a child, or with -short).
+func runHere(t *testing.T, seed uint64) {
+	cfg := DefaultConfig(seed)
+	if testing.Short() {
+		cfg.Duration, cfg.Ops, cfg.MaxBigFiles = 8*time.Second, 50, 1
+	}
+	if testing.Verbose() && os.Getenv("CAIRN_SIM_SEED") != "" && os.Getenv(childEnv) == "" {
+		// Not in a child: a write to the terminal from inside the run is
+		// a system call that can hand the P to another thread, and the
+		// child must replay.
+		cfg.Logf = t.Logf
+	}
+	cfg.sabotage = os.Getenv("CAIRN_SIM_SABOTAGE") // set by TestSimCatchesLocalOrphanSweep for its children
+	trace := os.Getenv("CAIRN_SIM_TRACE")          // a file: the event trace, to diff two runs
+	cfg.KeepTrace = trace != ""
+	res, err := Test(t, cfg)
+	if trace != "" {
+		if werr := os.WriteFile(trace, []byte(strings.Join(res.Lines, "\n")+"\n"), 0o644); werr != nil {
+			t.Error(werr)
+		}
+	}
+	fmt.Printf("%s %d %s %d %v\n", resultTag, seed, res.Trace, res.Events, res) // for the parent (runChild)
+	if err != nil {
+		t.Fatalf("seed %d: invariant violated:\n%v\nreplay: CAIRN_SIM_SEED=%d go test ./internal/sim -run 'TestSim$' -v\n(run: %v)",
+			seed, err, seed, res)
+	}
+	t.Logf("seed %d: %v", seed, res)
+}
+
+const (
+	childEnv  = "CAIRN_SIM_CHILD"
+	resultTag = "cairn-sim-result"
+)
+
+var (
+	detOnce sync.Once
+	detBin  string
+	detErr  error
+)
+
+// deterministicBinary builds this package's test binary over the
+// deterministic runtime (detrt), once per process; the build cache makes
+// later builds quick, the first one recompiles the standard library (a
+// minute or two).
+func deterministicBinary(t *testing.T) string {
+	t.Helper()
+	detOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "cairn-detrt-")
+		if err != nil {
+			detErr = err
+			return
+		}
+		goroot, err := exec.Command("go", "env", "GOROOT").Output()
+		if err != nil {
+			detErr = fmt.Errorf("go env GOROOT: %w", err)
+			return
+		}
+		overlay, err := detrt.Write(strings.TrimSpace(string(goroot)), dir)
+		if err != nil {
+			detErr = err
+			return
+		}
+		detBin = filepath.Join(dir, "sim.test")
+		out, err := exec.Command("go", "test", "-c", "-overlay", overlay, "-o", detBin, ".").CombinedOutput()
+		if err != nil {
+			detErr = fmt.Errorf("build the simulator over the deterministic runtime: %v\n%s", err, out)
+		}
+	})
+	if detErr != nil {
+		t.Fatal(detErr)
+	}
+	return detBin
+}
+
+type childRun struct {
+	failed  bool
+	trace   string // digest
+	events  int
+	summary string // the result line
+	out     string // the child's whole output
+}
+
+// runChild runs one seed in a child process of bin, in the deterministic
+// runtime's environment; extra adds environment variables.
+func runChild(t *testing.T, bin string, seed uint64, extra ...string) childRun {
+	t.Helper()
+	cmd := exec.Command(bin, "-test.run", "^TestSim$", "-test.timeout", "10m")
+	cmd.Env = append(append(append(os.Environ(), detrt.Env...), childEnv+"=1", fmt.Sprintf("CAIRN_SIM_SEED=%d", seed)), extra...)
+	out, err := cmd.CombinedOutput()
+	r := childRun{out: string(out), failed: err != nil}
+	found := false
+	for _, line := range strings.Split(r.out, "\n") {
+		if f := strings.SplitN(line, " ", 5); len(f) == 5 && f[0] == resultTag && f[1] == fmt.Sprint(seed) {
+			r.trace, r.summary = f[2], f[4]
+			r.events, _ = strconv.Atoi(f[3])
+			found = true
+		}
+	}
+	if !found {
+		t.Fatalf("seed %d: the child printed no result (%v):\n%s", seed, err, r.out)
+	}
+	return r
 }
 
 // TestSimDetects breaks each invariant on purpose and expects the run to
@@ -105,39 +209,43 @@ func TestSimDetects(t *testing.T) {
 	}
 }
 
-// TestSimReplays runs one seed twice and expects the same event trace,
-// line for line: a seed replays the execution, not only the scenario.
+// TestSimReplays runs full seeds twice each, in separate processes over
+// the deterministic runtime, and expects the same event trace: a seed
+// replays the execution, not only the scenario. On a difference it runs
+// both again with their traces kept and shows where they part.
 func TestSimReplays(t *testing.T) {
-	cfg := DefaultConfig(7)
-	cfg.Duration, cfg.Ops, cfg.MaxBigFiles = 8*time.Second, 60, 1
-	cfg.KeepTrace = true
-	var runs []Result
-	for range 2 {
-		res, err := Test(t, cfg)
-		if err != nil {
-			t.Fatalf("seed %d: %v", cfg.Seed, err)
+	if testing.Short() {
+		t.Skip("builds the deterministic runtime")
+	}
+	bin := deterministicBinary(t)
+	dir := t.TempDir()
+	for _, seed := range []uint64{7, 23} {
+		fa, fb := filepath.Join(dir, fmt.Sprint(seed, "a")), filepath.Join(dir, fmt.Sprint(seed, "b"))
+		a, b := runChild(t, bin, seed, "CAIRN_SIM_TRACE="+fa), runChild(t, bin, seed, "CAIRN_SIM_TRACE="+fb)
+		if a.trace == b.trace && a.events == b.events {
+			t.Logf("seed %d: %d events, trace %.16s, twice", seed, a.events, a.trace)
+			continue
 		}
-		runs = append(runs, res)
-	}
-	a, b := runs[0], runs[1]
-	if a.Trace == b.Trace {
-		t.Logf("seed %d: %d events, trace %.16s, twice", cfg.Seed, a.Events, a.Trace)
-		return
-	}
-	for i := range min(len(a.Lines), len(b.Lines)) {
-		if a.Lines[i] != b.Lines[i] {
-			t.Fatalf("seed %d: the runs part at event %d of %d/%d:\n  first:  %s\n  second: %s", cfg.Seed, i, a.Events, b.Events, a.Lines[i], b.Lines[i])
+		la, _ := os.ReadFile(fa)
+		lb, _ := os.ReadFile(fb)
+		al, bl := strings.Split(string(la), "\n"), strings.Split(string(lb), "\n")
+		for i := range min(len(al), len(bl)) {
+			if al[i] != bl[i] {
+				from := max(0, i-8)
+				t.Fatalf("seed %d: the runs part at event %d of %d/%d; before it:\n  %s\nthen\n  first:  %s\n  second: %s", seed, i, a.events, b.events,
+					strings.Join(al[from:i], "\n  "), al[i], bl[i])
+			}
 		}
+		t.Fatalf("seed %d: traces differ in length: %d and %d events", seed, a.events, b.events)
 	}
-	t.Fatalf("seed %d: traces differ in length: %d and %d events", cfg.Seed, a.Events, b.Events)
 }
 
 // TestSimCatchesLocalOrphanSweep brings back the race behind the old
 // "TestSim seed 3" failure (an orphan sweep that deleted a copy on the
-// node's own judgement while a peer's upload was about to name it) and
-// expects the simulator to find it within a few hundred seeds, as a
-// replaying failure. CAIRN_SIM_CATCH_SEEDS bounds the search (default
-// 300).
+// node's own judgement while a peer's upload was about to name it),
+// expects the simulator to find it within a few hundred seeds, and the
+// failing seed to fail again, identically, when replayed.
+// CAIRN_SIM_CATCH_SEEDS bounds the search (default 300).
 func TestSimCatchesLocalOrphanSweep(t *testing.T) {
 	if os.Getenv("CAIRN_SOAK") == "" {
 		t.Skip("a search over seeds (minutes): make soak")
@@ -149,25 +257,24 @@ func TestSimCatchesLocalOrphanSweep(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	bin := deterministicBinary(t)
+	sab := "CAIRN_SIM_SABOTAGE=local-orphan-sweep"
 	for seed := uint64(1); seed <= limit; seed++ {
-		cfg := DefaultConfig(seed)
-		cfg.sabotage = "local-orphan-sweep"
-		res, err := Test(t, cfg)
-		if err == nil {
+		r := runChild(t, bin, seed, sab)
+		if !r.failed {
 			continue
 		}
-		if !strings.Contains(err.Error(), "allowed") && !strings.Contains(err.Error(), "unreadable") {
-			t.Fatalf("seed %d failed, but not by losing a write: %v", seed, err)
+		if !strings.Contains(r.out, "allowed") && !strings.Contains(r.out, "unreadable") {
+			t.Fatalf("seed %d failed, but not by losing a write:\n%s", seed, r.out)
 		}
-		t.Logf("the old orphan sweep loses a write at seed %d (trace %.12s):\n%v", seed, res.Trace, err)
-		// How often the same seed shows it again (doc.go, "What replays").
-		shown := 0
-		for range 5 {
-			if _, err := Test(t, cfg); err != nil {
-				shown++
+		t.Logf("the old orphan sweep loses a write at seed %d (trace %.16s)", seed, r.trace)
+		for range 2 {
+			again := runChild(t, bin, seed, sab)
+			if !again.failed || again.trace != r.trace {
+				t.Fatalf("seed %d did not replay: failed %v, trace %.16s (first %.16s)", seed, again.failed, again.trace, r.trace)
 			}
 		}
-		t.Logf("seed %d: the loss showed again in %d of 5 replays", seed, shown)
+		t.Logf("seed %d replayed twice, identically", seed)
 		return
 	}
 	t.Fatalf("the old orphan sweep survived %d seeds", limit)
