@@ -245,13 +245,13 @@ func testFastPathDifferential(t *testing.T, sendfile bool) {
 		{"http/2 preface", "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", false, "400"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			before := d.fast.fast.served.Load()
-			handedOff := d.fast.fast.handedOff.Load()
+			before := d.fast.fast.Counts().Served
+			handedOff := d.fast.fast.Counts().HandedOff
 			slow := exchange(t, d.slowAddr, tc.raw)
 			fast := exchange(t, d.addr, tc.raw)
-			if got := d.fast.fast.served.Load() - before; (got == 1) != tc.fast {
+			if got := d.fast.fast.Counts().Served - before; (got == 1) != tc.fast {
 				t.Errorf("fast path answered %d requests (handed off %d), want fast=%v",
-					got, d.fast.fast.handedOff.Load()-handedOff, tc.fast)
+					got, d.fast.fast.Counts().HandedOff-handedOff, tc.fast)
 			}
 			if !strings.HasPrefix(slow, "HTTP/1.1 "+tc.want) && !strings.HasPrefix(slow, "HTTP/1.0 "+tc.want) {
 				t.Errorf("net/http answered %.60q, want status %s", slow, tc.want)
@@ -262,7 +262,7 @@ func testFastPathDifferential(t *testing.T, sendfile bool) {
 		})
 	}
 
-	if got := d.fast.fast.sentFile.Load(); (got > 0) != sendfile {
+	if got := d.fast.fast.Counts().SentFile; (got > 0) != sendfile {
 		t.Errorf("%d bodies sent with sendfile; sendfile on: %v", got, sendfile)
 	}
 
