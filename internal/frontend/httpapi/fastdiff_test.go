@@ -13,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/cairn-fs/cairn/internal/frontend/httpapi/fastpath/fastpathtest"
 )
 
 // newServerOn builds a Server over an existing fake store.
@@ -47,26 +49,6 @@ func serveServer(t testing.TB, s *Server) string {
 	})
 	return ln.Addr().String()
 }
-
-// exchange sends raw on a new connection, half-closes it and returns all
-// the server sent until it closed.
-func exchange(t testing.TB, addr, raw string) string {
-	t.Helper()
-	c, err := net.Dial("tcp", addr)
-	must(t, err)
-	defer c.Close()
-	must(t, c.SetDeadline(time.Now().Add(10*time.Second)))
-	_, err = io.WriteString(c, raw)
-	must(t, err)
-	must(t, c.(*net.TCPConn).CloseWrite())
-	out, err := io.ReadAll(c)
-	must(t, err)
-	return string(out)
-}
-
-var dateField = regexp.MustCompile(`(?m)^Date: [^\r]*\r$`)
-
-func maskDate(s string) string { return dateField.ReplaceAllString(s, "Date: DATE\r") }
 
 // diffFixture is a store with the files of the differential tests, served
 // by two servers: one through net/http only, one through the fast path.
@@ -105,11 +87,13 @@ func newDiffFixture(t *testing.T, sendfile bool) *diffFixture {
 	return d
 }
 
-// TestFastPathDifferential sends each request to a server that answers
+// TestFastPathDifferential is the contract test of the planner, the seam
+// between package fastpath and this one (fastpath.Planner; the check is
+// fastpathtest.Run): it sends each request to a server that answers
 // through net/http only and to one with the fast path, and requires the
-// same bytes back (the Date value aside), the same access log lines and
-// the same request metrics; and that the fast path answered the requests
-// it should (no silent hand-off).
+// same bytes back (the Date value aside) and that the fast path answered
+// the requests it should (no silent hand-off); then the same access log
+// lines and the same request metrics.
 func TestFastPathDifferential(t *testing.T) {
 	for _, sendfile := range []bool{true, false} {
 		t.Run("sendfile="+strconv.FormatBool(sendfile), func(t *testing.T) { testFastPathDifferential(t, sendfile) })
@@ -128,6 +112,7 @@ func testFastPathDifferential(t *testing.T, sendfile bool) {
 	head := func(target string, hdr ...string) string {
 		return "HEAD " + target + " HTTP/1.1\r\nHost: cairn.test\r\n" + join(hdr) + "\r\n"
 	}
+	var cases []fastpathtest.Case
 	for _, tc := range []struct {
 		name string
 		raw  string
@@ -244,23 +229,9 @@ func testFastPathDifferential(t *testing.T, sendfile bool) {
 		{"lowercase method", "get /pub/f.txt HTTP/1.1\r\nHost: x\r\n\r\n", false, "405"},
 		{"http/2 preface", "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", false, "400"},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			before := d.fast.fast.Counts().Served
-			handedOff := d.fast.fast.Counts().HandedOff
-			slow := exchange(t, d.slowAddr, tc.raw)
-			fast := exchange(t, d.addr, tc.raw)
-			if got := d.fast.fast.Counts().Served - before; (got == 1) != tc.fast {
-				t.Errorf("fast path answered %d requests (handed off %d), want fast=%v",
-					got, d.fast.fast.Counts().HandedOff-handedOff, tc.fast)
-			}
-			if !strings.HasPrefix(slow, "HTTP/1.1 "+tc.want) && !strings.HasPrefix(slow, "HTTP/1.0 "+tc.want) {
-				t.Errorf("net/http answered %.60q, want status %s", slow, tc.want)
-			}
-			if maskDate(slow) != maskDate(fast) {
-				t.Errorf("answers differ\nnet/http:\n%s\nfast path:\n%s", clip(slow), clip(fast))
-			}
-		})
+		cases = append(cases, fastpathtest.Case{Name: tc.name, Raw: tc.raw, Fast: tc.fast, Want: tc.want})
 	}
+	fastpathtest.Run(t, fastpathtest.Servers{Fast: d.fast.fast, FastAddr: d.addr, SlowAddr: d.slowAddr}, cases)
 
 	if got := d.fast.fast.Counts().SentFile; (got > 0) != sendfile {
 		t.Errorf("%d bodies sent with sendfile; sendfile on: %v", got, sendfile)
@@ -284,13 +255,6 @@ func join(hdr []string) string {
 		b.WriteString("\r\n")
 	}
 	return b.String()
-}
-
-func clip(s string) string {
-	if len(s) > 1500 {
-		return s[:1500] + "…"
-	}
-	return s
 }
 
 var logTime = regexp.MustCompile(`^(\S+) - (\S+) \[[^\]]*\]`)
