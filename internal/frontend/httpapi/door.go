@@ -153,25 +153,23 @@ func (s *Server) serveRule(rs *reqState, d rules.Decision) {
 	}
 }
 
-// planRule answers a non-Allow decision on the fast path.
+// planRule answers a non-Allow decision on the fast path, with the bytes
+// net/http writes for serveRule: its Content-Length is the handler's,
+// so net/http sorts it among the handler's fields, before Date.
 func planRule(req *fastpath.Request, p *fastpath.Plan, d rules.Decision) {
 	status, ct, body, ra := ruleAnswer(d)
 	p.Status, p.Rule = status, d.RuleID
 	b := fastpath.AppendStatusLine(p.Buf, req, status)
-	b = append(b, "Cache-Control: no-store\r\nContent-Type: "...)
-	b = append(b, ct...)
+	b = append(b, "Cache-Control: no-store\r\nContent-Length: "...)
+	b = strconv.AppendInt(b, int64(len(body)), 10)
 	b = append(b, "\r\n"...)
+	b = fastpath.AppendField(b, "Content-Type: ", ct)
 	if ra != "" {
 		b = append(b, "Retry-After: "...)
 		b = append(b, ra...)
 		b = append(b, "\r\n"...)
 	}
-	b = fastpath.AppendDate(b, req)
-	b = append(b, "Content-Length: "...)
-	b = strconv.AppendInt(b, int64(len(body)), 10)
-	b = append(b, "\r\n"...)
-	b = fastpath.AppendConnection(b, req)
-	b = append(b, "\r\n"...)
+	b = fastpath.AppendHeadEnd(b, req)
 	if !req.Head {
 		b = append(b, body...)
 		p.Bytes = int64(len(body))

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cairn-fs/cairn/internal/access/rules"
 	"github.com/cairn-fs/cairn/internal/frontend/httpapi/fastpath/fastpathtest"
 )
 
@@ -73,11 +74,13 @@ func newDiffFixture(t *testing.T, sendfile bool) *diffFixture {
 	e.put("/priv/secret.txt", "secret")
 	d := &diffFixture{fs: e.fs}
 	d.slow = newServerOn(t, e.fs, func(c *Config) {
+		c.Rules = diffRules(t)
 		c.DisableFastPath = true
 		c.AccessLog = &d.slowLog
 		c.AccessLogFlushInterval = time.Hour
 	})
 	d.fast = newServerOn(t, e.fs, func(c *Config) {
+		c.Rules = diffRules(t)
 		c.DisableSendfile = !sendfile
 		c.AccessLog = &d.fastLog
 		c.AccessLogFlushInterval = time.Hour
@@ -85,6 +88,21 @@ func newDiffFixture(t *testing.T, sendfile bool) *diffFixture {
 	d.slowAddr = serveServer(t, d.slow)
 	d.addr = serveServer(t, d.fast)
 	return d
+}
+
+// diffRules are the abuse rules of the differential tests' servers, each
+// its own engine (the throttle's token buckets): paths and a User-Agent
+// the other cases do not use.
+func diffRules(t *testing.T) *rules.Engine {
+	eng, err := rules.New(rules.DefaultConfig())
+	must(t, err)
+	must(t, eng.Load([]rules.Rule{
+		{ID: "r1", Bucket: "pub", PathPrefix: "denied/", Deny: 451},
+		{ID: "r2", Bucket: "pub", PathPrefix: "answered/", Respond: &rules.Response{Status: 200, ContentType: "text/plain", Body: []byte("not here\n")}},
+		{ID: "r3", Bucket: "pub", PathPrefix: "slow/", Rate: 0.001, Burst: 1},
+		{ID: "r4", UserAgent: "badbot", Deny: 403},
+	}))
+	return eng
 }
 
 // TestFastPathDifferential is the contract test of the planner, the seam
@@ -215,6 +233,16 @@ func testFastPathDifferential(t *testing.T, sendfile bool) {
 		{"sidecar http/1.0", "GET /pub/dl/file.iso.md5 HTTP/1.0\r\n\r\n", true, "200"},
 		{"sidecar of a missing file", get("/pub/dl/nope.iso.md5"), true, "404"},
 		{"sidecar of a directory", get("/pub/dir.md5"), true, "404"},
+		{"rule deny", get("/pub/denied/x"), true, "451"},
+		{"head rule deny", head("/pub/denied/x"), true, "451"},
+		{"rule deny http/1.0 keep-alive", "GET /pub/denied/x HTTP/1.0\r\nConnection: keep-alive\r\n\r\n", true, "451"},
+		{"rule deny, consistent", get("/pub/denied/x?consistent=1"), true, "451"},
+		{"rule respond", get("/pub/answered/x", "Connection: close"), true, "200"},
+		{"rule user-agent", get("/pub/f.txt", "User-Agent: a badbot/1"), true, "403"},
+		{"rule throttle, first", get("/pub/slow/x"), true, "404"},
+		{"rule throttle", get("/pub/slow/x"), true, "429"},
+		{"head rule throttle", head("/pub/slow/x"), true, "429"},
+		{"rule spares the node", get("/_cairn/health", "User-Agent: badbot"), false, "200"},
 		{"health", get("/_cairn/health"), false, "200"},
 		{"node escaped", get("/_cairn%2Fhealth"), false, "200"},
 		{"no host", "GET /pub/f.txt HTTP/1.1\r\n\r\n", false, "400"},
