@@ -154,7 +154,7 @@ func TestConsistentReadFastPathHandsOff(t *testing.T) {
 			} {
 				c := dial(t, addr)
 				br := bufio.NewReader(c)
-				calls, served := bf.calls.Load(), e.s.fast.served.Load()
+				calls, served := bf.calls.Load(), e.s.fast.Counts().Served
 				_, err := io.WriteString(c, fmt.Sprintf("GET %s HTTP/1.1\r\nHost: x\r\n%s\r\n", tc.target, tc.extra))
 				must(t, err)
 				resp, body := readResp(t, br, "GET")
@@ -164,7 +164,7 @@ func TestConsistentReadFastPathHandsOff(t *testing.T) {
 				if bf.calls.Load()-calls != 1 {
 					t.Fatalf("%s %q: %d barrier calls", tc.target, tc.extra, bf.calls.Load()-calls)
 				}
-				if e.s.fast.served.Load() != served {
+				if e.s.fast.Counts().Served != served {
 					t.Fatalf("%s %q: answered by the fast path", tc.target, tc.extra)
 				}
 				c.Close()
@@ -172,14 +172,14 @@ func TestConsistentReadFastPathHandsOff(t *testing.T) {
 			// A plain GET with a query stays on the fast path, without a barrier.
 			c := dial(t, addr)
 			defer c.Close()
-			calls, served := bf.calls.Load(), e.s.fast.served.Load()
+			calls, served := bf.calls.Load(), e.s.fast.Counts().Served
 			_, err := io.WriteString(c, "GET /pub/f.txt?v=1 HTTP/1.1\r\nHost: x\r\n\r\n")
 			must(t, err)
 			if resp, _ := readResp(t, bufio.NewReader(c), "GET"); resp.StatusCode != 200 {
 				t.Fatalf("plain GET: %d", resp.StatusCode)
 			}
-			if bf.calls.Load() != calls || e.s.fast.served.Load() != served+1 {
-				t.Fatalf("plain GET with a query: barrier %d, fast %d", bf.calls.Load()-calls, e.s.fast.served.Load()-served)
+			if bf.calls.Load() != calls || e.s.fast.Counts().Served != served+1 {
+				t.Fatalf("plain GET with a query: barrier %d, fast %d", bf.calls.Load()-calls, e.s.fast.Counts().Served-served)
 			}
 		})
 	}

@@ -6,7 +6,9 @@
 // # Request flow
 //
 // Every request goes through the same five steps, in ServeHTTP (or, for
-// GETs and HEADs of files, the fast path below, which shares them):
+// GETs and HEADs of files, the fast path below, which shares them), after
+// the front door (door.go) has checked the abuse rules and chosen the API
+// (native, WebDAV, S3, node endpoints):
 //
 //  1. Parse. The percent-decoded path (r.URL.Path) is validated and split
 //     into bucket, path and trailing slash by parseTarget without
@@ -36,67 +38,45 @@
 //
 // # Fast path
 //
-// net/http costs a small-file GET two write(2) calls (its 4 KiB writer
-// flushes the header, then the body goes out alone), a context, a header
-// map and a sorted header write. So Serve runs its own accept loop and
-// serves each connection with a minimal HTTP/1.1 loop (fast.go, fastreq.go,
-// fastresp.go):
+// Serve runs the fast path (package fastpath): its own HTTP/1.1 loop on
+// the listener, which parses GETs and HEADs in place and asks this
+// package's planner (fastplan.go, a fastpath.Planner) for each answer;
+// every other connection it hands to the net/http server, for the rest of
+// the connection's life. fastpath's doc.go describes the connection, its
+// buffers, the system calls and the timeouts; this package decides:
 //
-//   - Each connection has a pooled 8 KiB read buffer. The request line and
-//     header block are parsed in place (parseFastRequest), without
-//     consuming or copying them. Only GET and HEAD in HTTP/1.1 or 1.0, of
-//     an origin-form printable-ASCII target, with CRLF lines, no body, no
-//     Expect or Upgrade and a plain Connection field are taken; anything
-//     else, or a header block over min(8 KiB, MaxHeaderBytes), is handed
-//     off.
-//   - Hand-off: the connection, wrapped so that its reads first return the
-//     bytes still buffered (the current request onwards), goes through a
-//     channel-backed net.Listener to the http.Server for the rest of its
-//     life, after the answers already made are written. A connection
-//     moves at most once; uploads, admin calls, listings, redirects,
-//     sidecars and malformed requests (400, 431, 505) are net/http's.
-//   - A request taken is decided by the same code as in ServeHTTP:
+//   - A request taken is decided by the same code as in ServeHTTP: the
+//     front door (door.go, frontDoor: abuse rules, WebDAV, S3 and
+//     presigned URLs, node endpoints; one function for both paths),
 //     parseTarget, openRead (authenticate, bucket, authorize, open) and
 //     planObject (conditionals and Range), and errors by the same status
-//     table and errorBody. Directories, redirects and sidecar candidates
-//     are handed off even then: nothing has been written yet.
-//   - The answer is encoded into a pooled write buffer as net/http would
-//     write it (same fields, same order: the handler's sorted, then Date
-//     from a once-a-second cache, Content-Length of error bodies,
-//     Connection), checked byte for byte against net/http by
-//     TestFastPathDifferential. A body of up to 64 KiB that the store can
-//     lend from a volume's memory map (store's object.LocalBytes, over
-//     blob.Store.MappedData: one local blob, mapped volume; the needle
-//     header and the last byte of the range checked under the fault
-//     guard, the volume held by a blob.Ref until the send returns) leaves
-//     with the pending answers and its head in one sendmsg(2) of two
-//     iovecs: the kernel copies it from the page cache into the socket,
-//     with no user-space copy. Otherwise (a remote blob, no map, not TCP)
-//     it is read into the write buffer with one Object.ReadAt and leaves
-//     with its head in one write. A larger body, when the store can lend
-//     it as one piece of a local volume file (store's object.LocalSpan;
-//     Linux, TCP), leaves with sendfile(2) at an explicit offset after
-//     the head sent with MSG_MORE (fastsend_linux.go: no descriptor per
-//     request, no user-space copy); otherwise it follows the header
-//     through Object.WriteRangeTo. (Sendfile of small bodies too was
-//     measured: about 1 µs less CPU per GET at 20 connections, but slower
-//     at 1–5 connections, as head and body take two system calls; see
-//     bench/BENCHMARKS.md, 2026-11-22 session 2.) Answers to pipelined
-//     requests already buffered are batched into one write (an answer
-//     with a lent body sends the batch before it along with it).
-//   - Socket I/O (fastio_linux.go): reads, writes and the sendmsg above
-//     are made in RawConn callbacks with raw system calls
-//     (syscall.RawSyscall: no entersyscall/exitsyscall). A Go socket is
-//     non-blocking, so these never wait: EAGAIN returns to the runtime's
-//     poller, with the deadlines, as net.Conn does. The point is the
-//     runtime's sysmon: every ordinary system call wakes it from its deep
-//     sleep, after which it polls every 20 µs for a millisecond and retakes
-//     (hands off) Ps found in system calls, which on the 2-core bench host
-//     cost 4–6% of the server's CPU in nanosleep wake-ups and context
-//     switches. sendfile(2) of a large body is raw too when its pages are
-//     in the page cache (store's object.Resident: mincore(2) on the
-//     volume's map, vfs.Resident), and an ordinary system call otherwise,
-//     since it may then wait for the disk.
+//     table and errorBody. What the fast path leaves to net/http is
+//     handed off before anything is written: S3 (but presigned GETs of
+//     plain objects, below) and node endpoints, consistent reads,
+//     directories, redirects, and WebDAV requests but GETs of files.
+//   - A presigned S3 GET or HEAD (doorPresigned) is verified once per URL
+//     by S3Handler.Presigned (cached until it expires; the key re-checked
+//     on every hit) and served as the native GET of the object, unless the
+//     S3 API would answer otherwise (an invalid signature, an error, an
+//     object with S3 headers): those go to net/http and the S3 handler.
+//   - The answer is encoded as net/http would write it (same fields, same
+//     order: the handler's sorted, then Date, Content-Length of error
+//     bodies, Connection), checked byte for byte against net/http by
+//     TestFastPathDifferential, the contract test of the seam.
+//   - The body (planBody): a body of at least fastpath.SendfileMin that
+//     the store can lend as one piece of a local volume file (store's
+//     LocalAccess.LocalSpan; Linux, TCP) leaves with sendfile(2) at its
+//     offset (raw when LocalAccess.Resident finds its pages in the page
+//     cache: mincore(2) on the volume's map); a body of up to
+//     fastpath.MaxBody (64 KiB) that the store can lend from a volume's
+//     memory map (LocalAccess.LocalBytes, over blob.Store.MappedData: one
+//     local blob, mapped volume; the needle header and the last byte of
+//     the range checked under the fault guard, the volume held by a
+//     blob.Ref until the send returns) leaves with its head in one
+//     sendmsg(2); another small body (a remote blob, no map, not TCP) is
+//     read into the write buffer and leaves with its head in one write;
+//     a larger one follows the head through Object.WriteRangeTo once its
+//     first byte was read (probeBody).
 //   - No byte of a corrupt blob is sent: the blob store checks a needle
 //     whole (CRC) the first time it lends, hands out for sendfile or reads
 //     it, before any of it leaves, and quarantines a copy that fails
@@ -106,26 +86,18 @@
 //     head, as for any unreadable body (corrupt_test.go).
 //   - The head of a plain 200 (no conditional or Range field) is encoded
 //     once per cached version of a file and kept in the store object's
-//     memo slot (store's object.Memo; the store hands every reader of a
+//     memo slot (store.Memoizer; the store hands every reader of a
 //     cached version the same object): a GET of a hot file touches one
 //     encoded block instead of the inode's strings, the hex SHA-256 and
 //     the MIME table. It is re-encoded if the bucket's Cache-Control
-//     changed.
-//   - Timeouts: ReadHeaderTimeout from the first byte of a request to the
-//     end of its header block (slowloris; the first request's clock starts
-//     at accept), IdleTimeout between requests, WriteTimeout per write,
-//     extended while the body progresses, as below. The idle deadline is
-//     reset lazily (only when the one set lies more than IdleTimeout/8
-//     early; if that one passes first, the exact one is set and the wait
-//     goes on), sparing a runtime timer update per request. Shutdown closes the
-//     listeners and idle connections, lets answers in progress end, then
-//     shuts the http.Server down.
-//   - Metrics and access log lines are the same as net/http's. A GET
-//     allocates about once on the fast path (the path string), plus what
-//     the store's Open allocates (nothing for a cached file of
-//     store.Local; TestServeFastRealStoreAllocs), nothing for a body lent
-//     from a map (blob.Ref is a value), plus two for a body sent with
-//     sendfile (blob.Store.Locate's release function).
+//     changed. A checksum sidecar's answer is kept in the same memo
+//     (planSidecar).
+//   - Metrics and access log lines (the planner's Done) are the same as
+//     net/http's. A GET allocates about once on the fast path (the path
+//     string), plus what the store's Open allocates (nothing for a cached
+//     file of store.Local; TestServeFastRealStoreAllocs), nothing for a
+//     body lent from a map (blob.Ref is a value), plus two for a body sent
+//     with sendfile (blob.Store.Locate's release function).
 //
 // Config.DisableFastPath sends every connection to net/http;
 // Config.DisableSendfile keeps the fast path off sendfile.

@@ -96,7 +96,7 @@ func (s *Server) writeErrorStatus(rs *reqState, status int, code string, err err
 	}
 	h[hdrContentType] = []string{"application/json"}
 	h["X-Content-Type-Options"] = []string{"nosniff"}
-	rs.dl.extend(time.Now()) // see writeJSON
+	rs.dl.Extend(time.Now()) // see writeJSON
 	rs.w.WriteHeader(status)
 	if rs.req.Method != http.MethodHead {
 		_, _ = rs.w.Write(body)

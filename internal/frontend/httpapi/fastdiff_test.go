@@ -13,6 +13,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/cairn-fs/cairn/internal/access/rules"
+	"github.com/cairn-fs/cairn/internal/frontend/httpapi/fastpath/fastpathtest"
 )
 
 // newServerOn builds a Server over an existing fake store.
@@ -48,26 +51,6 @@ func serveServer(t testing.TB, s *Server) string {
 	return ln.Addr().String()
 }
 
-// exchange sends raw on a new connection, half-closes it and returns all
-// the server sent until it closed.
-func exchange(t testing.TB, addr, raw string) string {
-	t.Helper()
-	c, err := net.Dial("tcp", addr)
-	must(t, err)
-	defer c.Close()
-	must(t, c.SetDeadline(time.Now().Add(10*time.Second)))
-	_, err = io.WriteString(c, raw)
-	must(t, err)
-	must(t, c.(*net.TCPConn).CloseWrite())
-	out, err := io.ReadAll(c)
-	must(t, err)
-	return string(out)
-}
-
-var dateField = regexp.MustCompile(`(?m)^Date: [^\r]*\r$`)
-
-func maskDate(s string) string { return dateField.ReplaceAllString(s, "Date: DATE\r") }
-
 // diffFixture is a store with the files of the differential tests, served
 // by two servers: one through net/http only, one through the fast path.
 type diffFixture struct {
@@ -91,11 +74,13 @@ func newDiffFixture(t *testing.T, sendfile bool) *diffFixture {
 	e.put("/priv/secret.txt", "secret")
 	d := &diffFixture{fs: e.fs}
 	d.slow = newServerOn(t, e.fs, func(c *Config) {
+		c.Rules = diffRules(t)
 		c.DisableFastPath = true
 		c.AccessLog = &d.slowLog
 		c.AccessLogFlushInterval = time.Hour
 	})
 	d.fast = newServerOn(t, e.fs, func(c *Config) {
+		c.Rules = diffRules(t)
 		c.DisableSendfile = !sendfile
 		c.AccessLog = &d.fastLog
 		c.AccessLogFlushInterval = time.Hour
@@ -105,11 +90,28 @@ func newDiffFixture(t *testing.T, sendfile bool) *diffFixture {
 	return d
 }
 
-// TestFastPathDifferential sends each request to a server that answers
+// diffRules are the abuse rules of the differential tests' servers, each
+// its own engine (the throttle's token buckets): paths and a User-Agent
+// the other cases do not use.
+func diffRules(t *testing.T) *rules.Engine {
+	eng, err := rules.New(rules.DefaultConfig())
+	must(t, err)
+	must(t, eng.Load([]rules.Rule{
+		{ID: "r1", Bucket: "pub", PathPrefix: "denied/", Deny: 451},
+		{ID: "r2", Bucket: "pub", PathPrefix: "answered/", Respond: &rules.Response{Status: 200, ContentType: "text/plain", Body: []byte("not here\n")}},
+		{ID: "r3", Bucket: "pub", PathPrefix: "slow/", Rate: 0.001, Burst: 1},
+		{ID: "r4", UserAgent: "badbot", Deny: 403},
+	}))
+	return eng
+}
+
+// TestFastPathDifferential is the contract test of the planner, the seam
+// between package fastpath and this one (fastpath.Planner; the check is
+// fastpathtest.Run): it sends each request to a server that answers
 // through net/http only and to one with the fast path, and requires the
-// same bytes back (the Date value aside), the same access log lines and
-// the same request metrics; and that the fast path answered the requests
-// it should (no silent hand-off).
+// same bytes back (the Date value aside) and that the fast path answered
+// the requests it should (no silent hand-off); then the same access log
+// lines and the same request metrics.
 func TestFastPathDifferential(t *testing.T) {
 	for _, sendfile := range []bool{true, false} {
 		t.Run("sendfile="+strconv.FormatBool(sendfile), func(t *testing.T) { testFastPathDifferential(t, sendfile) })
@@ -128,6 +130,7 @@ func testFastPathDifferential(t *testing.T, sendfile bool) {
 	head := func(target string, hdr ...string) string {
 		return "HEAD " + target + " HTTP/1.1\r\nHost: cairn.test\r\n" + join(hdr) + "\r\n"
 	}
+	var cases []fastpathtest.Case
 	for _, tc := range []struct {
 		name string
 		raw  string
@@ -230,6 +233,16 @@ func testFastPathDifferential(t *testing.T, sendfile bool) {
 		{"sidecar http/1.0", "GET /pub/dl/file.iso.md5 HTTP/1.0\r\n\r\n", true, "200"},
 		{"sidecar of a missing file", get("/pub/dl/nope.iso.md5"), true, "404"},
 		{"sidecar of a directory", get("/pub/dir.md5"), true, "404"},
+		{"rule deny", get("/pub/denied/x"), true, "451"},
+		{"head rule deny", head("/pub/denied/x"), true, "451"},
+		{"rule deny http/1.0 keep-alive", "GET /pub/denied/x HTTP/1.0\r\nConnection: keep-alive\r\n\r\n", true, "451"},
+		{"rule deny, consistent", get("/pub/denied/x?consistent=1"), true, "451"},
+		{"rule respond", get("/pub/answered/x", "Connection: close"), true, "200"},
+		{"rule user-agent", get("/pub/f.txt", "User-Agent: a badbot/1"), true, "403"},
+		{"rule throttle, first", get("/pub/slow/x"), true, "404"},
+		{"rule throttle", get("/pub/slow/x"), true, "429"},
+		{"head rule throttle", head("/pub/slow/x"), true, "429"},
+		{"rule spares the node", get("/_cairn/health", "User-Agent: badbot"), false, "200"},
 		{"health", get("/_cairn/health"), false, "200"},
 		{"node escaped", get("/_cairn%2Fhealth"), false, "200"},
 		{"no host", "GET /pub/f.txt HTTP/1.1\r\n\r\n", false, "400"},
@@ -244,25 +257,11 @@ func testFastPathDifferential(t *testing.T, sendfile bool) {
 		{"lowercase method", "get /pub/f.txt HTTP/1.1\r\nHost: x\r\n\r\n", false, "405"},
 		{"http/2 preface", "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", false, "400"},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			before := d.fast.fast.served.Load()
-			handedOff := d.fast.fast.handedOff.Load()
-			slow := exchange(t, d.slowAddr, tc.raw)
-			fast := exchange(t, d.addr, tc.raw)
-			if got := d.fast.fast.served.Load() - before; (got == 1) != tc.fast {
-				t.Errorf("fast path answered %d requests (handed off %d), want fast=%v",
-					got, d.fast.fast.handedOff.Load()-handedOff, tc.fast)
-			}
-			if !strings.HasPrefix(slow, "HTTP/1.1 "+tc.want) && !strings.HasPrefix(slow, "HTTP/1.0 "+tc.want) {
-				t.Errorf("net/http answered %.60q, want status %s", slow, tc.want)
-			}
-			if maskDate(slow) != maskDate(fast) {
-				t.Errorf("answers differ\nnet/http:\n%s\nfast path:\n%s", clip(slow), clip(fast))
-			}
-		})
+		cases = append(cases, fastpathtest.Case{Name: tc.name, Raw: tc.raw, Fast: tc.fast, Want: tc.want})
 	}
+	fastpathtest.Run(t, fastpathtest.Servers{Fast: d.fast.fast, FastAddr: d.addr, SlowAddr: d.slowAddr}, cases)
 
-	if got := d.fast.fast.sentFile.Load(); (got > 0) != sendfile {
+	if got := d.fast.fast.Counts().SentFile; (got > 0) != sendfile {
 		t.Errorf("%d bodies sent with sendfile; sendfile on: %v", got, sendfile)
 	}
 
@@ -284,13 +283,6 @@ func join(hdr []string) string {
 		b.WriteString("\r\n")
 	}
 	return b.String()
-}
-
-func clip(s string) string {
-	if len(s) > 1500 {
-		return s[:1500] + "…"
-	}
-	return s
 }
 
 var logTime = regexp.MustCompile(`^(\S+) - (\S+) \[[^\]]*\]`)

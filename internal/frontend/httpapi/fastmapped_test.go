@@ -29,7 +29,7 @@ func TestFastMappedBodies(t *testing.T) {
 	// took the fallback, which serves the same bytes: 39 of 40 lent).
 	var base int64
 	for pass := range 2 {
-		base = srv.fast.sentMapped.Load()
+		base = srv.fast.Counts().SentLent
 		for _, p := range paths {
 			fmt.Fprintf(c, "GET /pub/%s HTTP/1.1\r\nHost: x\r\n\r\n", p)
 			resp, body := readResp(t, br, "GET")
@@ -38,11 +38,11 @@ func TestFastMappedBodies(t *testing.T) {
 			}
 		}
 	}
-	if got := srv.fast.sentMapped.Load() - base; got < int64(len(paths))-2 || got > int64(len(paths)) {
+	if got := srv.fast.Counts().SentLent - base; got < int64(len(paths))-2 || got > int64(len(paths)) {
 		t.Fatalf("%d of %d bodies lent from the maps", got, len(paths))
 	}
 	// Pipelined, with ranges and the large file in between.
-	base = srv.fast.sentMapped.Load()
+	base = srv.fast.Counts().SentLent
 	var all bytes.Buffer
 	for _, p := range paths {
 		fmt.Fprintf(&all, "GET /pub/%s HTTP/1.1\r\nHost: x\r\nRange: bytes=3-999\r\n\r\n", p)
@@ -68,7 +68,7 @@ func TestFastMappedBodies(t *testing.T) {
 	// Each body leaves by the path its size asks for; under make test's
 	// load a lend or a span may fall back for one of them (the same bytes
 	// by ReadAt or the other path), never for many.
-	mapped, file := srv.fast.sentMapped.Load()-base, srv.fast.sentFile.Load()
+	mapped, file := srv.fast.Counts().SentLent-base, srv.fast.Counts().SentFile
 	if n := int64(len(paths)); mapped < 2*n-2 || file < n-2 || mapped+file > 3*n {
 		t.Fatalf("%d bodies lent from the maps (want %d) and %d sent with sendfile (want %d)", mapped, 2*n, file, n)
 	}

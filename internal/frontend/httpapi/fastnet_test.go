@@ -42,7 +42,7 @@ func TestFastPipelining(t *testing.T) {
 			fmt.Fprintf(&all, "%s %s HTTP/1.1\r\nHost: x\r\n%s\r\n", r.method, r.target, r.extra)
 		}
 	}
-	before := e.s.fast.served.Load()
+	before := e.s.fast.Counts().Served
 	_, err := io.WriteString(c, all.String()) // one write: every request is in the first reads
 	must(t, err)
 	br := bufio.NewReader(c)
@@ -53,7 +53,7 @@ func TestFastPipelining(t *testing.T) {
 			t.Fatalf("answer %d (%s %s): %d, %d bytes; want %s, %d bytes", i, r.method, r.target, resp.StatusCode, len(body), r.status, len(r.body))
 		}
 	}
-	if got := e.s.fast.served.Load() - before; got != int64(3*len(reqs)) {
+	if got := e.s.fast.Counts().Served - before; got != int64(3*len(reqs)) {
 		t.Fatalf("fast path answered %d of %d pipelined requests", got, 3*len(reqs))
 	}
 }
@@ -93,8 +93,8 @@ func TestFastHandoffMidConnection(t *testing.T) {
 					t.Fatalf("step %d: connection closing", i)
 				}
 			}
-			if e.s.fast.served.Load() != 1 || e.s.fast.handedOff.Load() != 1 {
-				t.Fatalf("fast path answered %d, handed off %d; want 1 and 1", e.s.fast.served.Load(), e.s.fast.handedOff.Load())
+			if e.s.fast.Counts().Served != 1 || e.s.fast.Counts().HandedOff != 1 {
+				t.Fatalf("fast path answered %d, handed off %d; want 1 and 1", e.s.fast.Counts().Served, e.s.fast.Counts().HandedOff)
 			}
 		})
 	}
@@ -118,8 +118,8 @@ func TestFastRequestInTinyPieces(t *testing.T) {
 			t.Fatalf("round %d: %d %q", round, resp.StatusCode, body)
 		}
 	}
-	if e.s.fast.served.Load() != 2 || e.s.fast.handedOff.Load() != 0 {
-		t.Fatalf("fast path answered %d, handed off %d", e.s.fast.served.Load(), e.s.fast.handedOff.Load())
+	if e.s.fast.Counts().Served != 2 || e.s.fast.Counts().HandedOff != 0 {
+		t.Fatalf("fast path answered %d, handed off %d", e.s.fast.Counts().Served, e.s.fast.Counts().HandedOff)
 	}
 }
 
@@ -141,8 +141,8 @@ func TestFastLargeHeaderHandedOff(t *testing.T) {
 			c := dial(t, addr)
 			fmt.Fprintf(c, "GET /pub/f.txt HTTP/1.1\r\nHost: x\r\nX-Big: %s\r\n\r\n", strings.Repeat("a", tc.fill))
 			resp, _ := readResp(t, bufio.NewReader(c), "GET")
-			if resp.StatusCode != tc.status || e.s.fast.handedOff.Load() != tc.handoffs {
-				t.Fatalf("status %d, %d hand-offs; want %d, %d", resp.StatusCode, e.s.fast.handedOff.Load(), tc.status, tc.handoffs)
+			if resp.StatusCode != tc.status || e.s.fast.Counts().HandedOff != tc.handoffs {
+				t.Fatalf("status %d, %d hand-offs; want %d, %d", resp.StatusCode, e.s.fast.Counts().HandedOff, tc.status, tc.handoffs)
 			}
 		})
 	}
@@ -281,7 +281,7 @@ func TestFastSlowSteadyDownloadSurvives(t *testing.T) {
 	if got != size {
 		t.Fatalf("slow reader got %d of %d bytes", got, size)
 	}
-	if e.s.fast.served.Load() != 1 {
+	if e.s.fast.Counts().Served != 1 {
 		t.Fatal("not served by the fast path")
 	}
 }
@@ -392,7 +392,7 @@ func TestFastSlowSendfileSurvives(t *testing.T) {
 	if got != size || time.Since(start) < 2*time.Second {
 		t.Fatalf("steady reader: %d of %d bytes in %v (want all, over more than 2 write timeouts): %v", got, size, time.Since(start), rerr)
 	}
-	if e.s.fast.sentFile.Load() == 0 {
+	if e.s.fast.Counts().SentFile == 0 {
 		t.Fatal("the body did not leave with sendfile")
 	}
 }

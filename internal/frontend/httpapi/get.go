@@ -20,13 +20,15 @@ import (
 	"time"
 
 	"github.com/cairn-fs/cairn/internal/access"
+	"github.com/cairn-fs/cairn/internal/frontend/httpapi/fastpath"
 	"github.com/cairn-fs/cairn/internal/store"
 )
 
 // readHeaders are the request headers a GET or HEAD of a file depends on,
 // each the first value of its field ("" when absent). Both the net/http
-// handler and the fast path (fast.go) fill one, so that the decisions made
-// from them (openRead, planObject) have one implementation.
+// handler and the fast path's planner (fastplan.go) fill one, so that the
+// decisions made from them (openRead, planObject) have one
+// implementation.
 type readHeaders struct {
 	authorization     string
 	rangeSpec         string
@@ -81,7 +83,7 @@ var errNoReadIndex = errors.New("consistent read unavailable: no leader confirme
 // consistentRequested reports whether a GET or HEAD asks for a consistent
 // read: "?consistent=1" (or "true"), or the header X-Cairn-Consistent with
 // one of those values. The fast path hands every request that names the
-// parameter or the header to net/http (fastConsistent, parseFastRequest),
+// parameter or the header to net/http (fastConsistent, fastpath.Parse),
 // so this is the only place that decides.
 func consistentRequested(r *http.Request) bool {
 	if truthy(headerValue(r.Header, ConsistentHeader)) {
@@ -364,7 +366,7 @@ func probeBody(obj store.Object, off int64) error {
 }
 
 // smallBodies holds the buffers serveObject reads small bodies into.
-var smallBodies = sync.Pool{New: func() any { b := make([]byte, fastMaxBody); return &b }}
+var smallBodies = sync.Pool{New: func() any { b := make([]byte, fastpath.MaxBody); return &b }}
 
 // serveObject answers GET or HEAD of an open file: conditionals, range and
 // headers from planObject, then the body through WriteRangeTo. This is the
@@ -409,7 +411,7 @@ func (s *Server) serveObject(rs *reqState, b store.BucketInfo, obj store.Object)
 	// read (no reachable replica, a corrupt needle) is an error answer
 	// rather than a 200 with a cut body (as on the fast path).
 	var body []byte
-	if r.Method != http.MethodHead && p.n > 0 && p.n <= fastMaxBody {
+	if r.Method != http.MethodHead && p.n > 0 && p.n <= fastpath.MaxBody {
 		bp := smallBodies.Get().(*[]byte)
 		defer smallBodies.Put(bp)
 		body = (*bp)[:p.n]

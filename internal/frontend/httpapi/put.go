@@ -24,7 +24,7 @@ func (s *Server) writeJSON(rs *reqState, status int, v any) {
 	body = append(body, '\n')
 	// The write deadline was set when the request started; an upload may
 	// have taken longer than WriteTimeout to arrive.
-	rs.dl.extend(time.Now())
+	rs.dl.Extend(time.Now())
 	h := rs.w.Header()
 	h[hdrContentType] = []string{"application/json"}
 	rs.w.WriteHeader(status)

@@ -19,7 +19,7 @@ func TestUnreadableSmallBodyIsAnError(t *testing.T) {
 			e := newEnv(t, func(c *Config) { c.DisableFastPath = !fast })
 			e.put("/pub/ok.txt", "fine")
 			e.put("/pub/gone.txt", strings.Repeat("x", 5000))
-			e.put("/pub/gone.bin", strings.Repeat("y", 300<<10)) // past fastMaxBody
+			e.put("/pub/gone.bin", strings.Repeat("y", 300<<10)) // past fastpath.MaxBody
 			e.fs.mu.Lock()
 			e.fs.files["pub"]["gone.txt"].readErr = fmt.Errorf("%w: blob has no replica", store.ErrUnavailable)
 			e.fs.files["pub"]["gone.bin"].readErr = fmt.Errorf("%w: blob has no replica", store.ErrUnavailable)

@@ -10,12 +10,15 @@ import (
 	"net"
 	"net/http"
 	"runtime"
+	"slices"
 	"strconv"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/cairn-fs/cairn/internal/blob"
 	"github.com/cairn-fs/cairn/internal/consensus"
+	"github.com/cairn-fs/cairn/internal/frontend/httpapi/fastpath"
 	"github.com/cairn-fs/cairn/internal/kv"
 	"github.com/cairn-fs/cairn/internal/meta"
 	"github.com/cairn-fs/cairn/internal/store"
@@ -126,14 +129,14 @@ func TestFastRealStoreBodies(t *testing.T) {
 			}
 			want := int64(0) // bodies large enough for sendfile
 			for _, p := range paths {
-				if len(data[p]) >= fastSendfileMin {
+				if len(data[p]) >= fastpath.SendfileMin {
 					want++
 				}
-				if 4993 >= fastSendfileMin {
+				if 4993 >= fastpath.SendfileMin {
 					want++
 				}
 			}
-			if got := srv.fast.sentFile.Load(); sendfile && (got != want || want == 0) {
+			if got := srv.fast.Counts().SentFile; sendfile && (got != want || want == 0) {
 				t.Fatalf("%d of %d bodies sent with sendfile", got, want)
 			} else if !sendfile && got != 0 {
 				t.Fatalf("%d bodies sent with sendfile, which is off", got)
@@ -192,10 +195,56 @@ func BenchmarkFastGetRealStore(b *testing.B) {
 	}
 }
 
+// directConn drives a planner as a fast-path connection does, without a
+// socket (lending and sendfile off): parse and decode the request, plan
+// it, read a BodyRead body into the write buffer, and Done.
+type directConn struct {
+	pl      fastpath.Planner
+	req     fastpath.Request
+	plan    fastpath.Plan
+	path    []byte
+	scratch [fastpath.ScratchSize]byte
+}
+
+var directDate = []byte("Mon, 02 Jan 2006 15:04:05 GMT")
+
+// answer answers raw into buf and returns buf with the answer; ok is
+// false for a hand-off, or a body the connection would send from a file
+// or a map, or stream.
+func (d *directConn) answer(raw, buf []byte) (_ []byte, ok bool) {
+	var v fastpath.Verdict
+	if d.req, v = fastpath.Parse(raw, fastpath.ReadBufSize); v != fastpath.ParseOK {
+		return buf, false
+	}
+	if d.path, ok = d.req.DecodePath(d.path); !ok {
+		return buf, false
+	}
+	d.req.Start, d.req.Date = time.Now(), directDate
+	p := &d.plan
+	*p = fastpath.Plan{Buf: buf, Scratch: d.scratch[:0]}
+	headStart := len(buf)
+	if !d.pl.Plan(&d.req, p) {
+		return buf, false
+	}
+	if p.Body == fastpath.BodyRead {
+		n := int(p.N)
+		b := slices.Grow(p.Buf, n)
+		if m, err := p.Source.ReadAt(b[len(b):len(b)+n], p.Off); m < n {
+			p.Buf = b[:headStart]
+			d.pl.Unreadable(&d.req, p, err)
+		} else {
+			p.Buf, p.Bytes = b[:len(b)+n], int64(n)
+		}
+	}
+	d.pl.Done(&d.req, p)
+	return p.Buf, p.Body == fastpath.BodyNone || p.Body == fastpath.BodyRead
+}
+
 // BenchmarkServeFastRealStore measures the fast path's own work for a GET
 // of a random 10–20 KB file out of 2,000 over a real store, without the
-// network: parsing, openRead, planning, encoding the head and copying the
-// body into the write buffer (the sendfile path needs a socket).
+// network: parsing, the planner (the front door, openRead, planning,
+// encoding the head) and copying the body into the write buffer (the
+// sendfile path needs a socket).
 func BenchmarkServeFastRealStore(b *testing.B) {
 	st := realStore(b)
 	paths, data := realCorpus(b, st, 2000)
@@ -208,20 +257,15 @@ func BenchmarkServeFastRealStore(b *testing.B) {
 	for i, p := range paths {
 		reqs[i] = []byte("GET /pub/" + p + " HTTP/1.1\r\nHost: b\r\nUser-Agent: wrk\r\n\r\n")
 	}
-	fc := &fastConn{s: s}
-	wb := make([]byte, 0, fastWriteBufSize)
-	fc.wbuf = &wb
+	fc := &directConn{pl: &s.planner}
+	wb := make([]byte, 0, fastpath.MaxBody+16<<10)
 	rng := rand.New(rand.NewPCG(3, 4))
 	b.ReportAllocs()
 	b.SetBytes(15000)
 	for b.Loop() {
 		i := rng.IntN(len(reqs))
-		req, verdict := parseFastRequest(reqs[i], fastReadBufSize)
-		if verdict != parseOK {
-			b.Fatal("parse")
-		}
-		wb = wb[:0]
-		if s.serveFast(fc, &req) != fastDone || len(wb) < len(data[paths[i]]) {
+		var ok bool
+		if wb, ok = fc.answer(reqs[i], wb[:0]); !ok || len(wb) < len(data[paths[i]]) {
 			b.Fatalf("%s: %d bytes", paths[i], len(wb))
 		}
 	}
@@ -242,9 +286,8 @@ func TestServeFastRealStoreAllocs(t *testing.T) {
 	s, err := New(cfg)
 	must(t, err)
 	t.Cleanup(s.Close)
-	fc := &fastConn{s: s}
-	wb := make([]byte, 0, fastWriteBufSize)
-	fc.wbuf = &wb
+	fc := &directConn{pl: &s.planner}
+	wb := make([]byte, 0, fastpath.MaxBody+16<<10)
 	reqs := make([][]byte, len(paths))
 	for i, p := range paths {
 		reqs[i] = []byte("GET /pub/" + p + " HTTP/1.1\r\nHost: b\r\n\r\n")
@@ -252,10 +295,10 @@ func TestServeFastRealStoreAllocs(t *testing.T) {
 	i := 0
 	get := func() {
 		p := paths[i%len(paths)]
-		req, verdict := parseFastRequest(reqs[i%len(paths)], fastReadBufSize)
+		var ok bool
+		wb, ok = fc.answer(reqs[i%len(paths)], wb[:0])
 		i++
-		wb = wb[:0]
-		if verdict != parseOK || s.serveFast(fc, &req) != fastDone || len(wb) < len(data[p]) {
+		if !ok || len(wb) < len(data[p]) {
 			t.Fatalf("%s: %d bytes", p, len(wb))
 		}
 	}

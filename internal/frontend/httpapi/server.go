@@ -19,7 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/cairn-fs/cairn/internal/access"
-	"github.com/cairn-fs/cairn/internal/access/rules"
+	"github.com/cairn-fs/cairn/internal/frontend/httpapi/fastpath"
 	"github.com/cairn-fs/cairn/internal/store"
 )
 
@@ -39,8 +39,9 @@ type Server struct {
 	extraPrefix    []prefixHandler // longest first
 
 	hs        *http.Server
-	fast      fastState // the fast path (fast.go)
-	pool      sync.Pool // *reqState
+	fast      *fastpath.Server // the fast path (doc.go)
+	planner   planner          // its planner (fastplan.go)
+	pool      sync.Pool        // *reqState
 	closeOnce sync.Once
 }
 
@@ -92,7 +93,6 @@ func New(cfg Config) (*Server, error) {
 	}
 	sort.Slice(s.extraPrefix, func(i, j int) bool { return len(s.extraPrefix[i].prefix) > len(s.extraPrefix[j].prefix) })
 	s.pool.New = func() any { return new(reqState) }
-	s.fast.init(handoffAddr{})
 	s.hs = &http.Server{
 		Handler:           s,
 		ReadHeaderTimeout: cfg.ReadHeaderTimeout,
@@ -100,6 +100,14 @@ func New(cfg Config) (*Server, error) {
 		MaxHeaderBytes:    cfg.MaxHeaderBytes,
 		// Client-caused noise (TLS handshakes, malformed requests).
 		ErrorLog: slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelDebug),
+	}
+	s.planner = planner{s: s}
+	fcfg := fastpath.DefaultConfig()
+	fcfg.Planner, fcfg.Fallback, fcfg.Logger = &s.planner, s.hs, cfg.Logger
+	fcfg.ReadHeaderTimeout, fcfg.IdleTimeout, fcfg.WriteTimeout = cfg.ReadHeaderTimeout, cfg.IdleTimeout, cfg.WriteTimeout
+	fcfg.MaxHeaderBytes, fcfg.DisableSendfile = cfg.MaxHeaderBytes, cfg.DisableSendfile
+	if s.fast, err = fastpath.New(fcfg); err != nil {
+		return nil, err
 	}
 	if cfg.AccessLog != nil {
 		s.alog = newAccessLog(cfg.AccessLog, cfg.AccessLogBufferBytes, cfg.AccessLogFlushInterval,
@@ -120,6 +128,24 @@ func (s *Server) Registry() *prometheus.Registry { return s.reg }
 // Metrics returns the server's metrics (for ObserveFsync).
 func (s *Server) Metrics() *Metrics { return s.metrics }
 
+// Serve accepts connections on ln and serves them until Shutdown; it blocks
+// and returns http.ErrServerClosed after Shutdown, or the accept error. It
+// closes ln when it returns. GETs and HEADs of files are answered by the
+// fast path; a connection whose request it does not take is handed to the
+// net/http server for the rest of its life (doc.go). With
+// Config.DisableFastPath, net/http serves every connection; with
+// Config.TLS, net/http serves HTTPS.
+func (s *Server) Serve(ln net.Listener) error {
+	if s.cfg.TLS != nil {
+		s.hs.TLSConfig = s.cfg.TLS
+		return s.hs.ServeTLS(ln, "", "")
+	}
+	if s.cfg.DisableFastPath {
+		return s.hs.Serve(ln)
+	}
+	return s.fast.Serve(ln)
+}
+
 // Shutdown stops accepting connections, closes idle ones, waits for the
 // requests being answered to end or ctx to expire (returning ctx's error;
 // fast-path connections still busy then are closed), then flushes the
@@ -129,12 +155,12 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	if !s.cfg.DisableFastPath {
 		// First the fast path: until its connections are gone, they may
 		// still hand connections to the net/http server.
-		err = s.shutdownFast(ctx)
+		err = s.fast.Shutdown(ctx)
 	}
 	if e := s.hs.Shutdown(ctx); err == nil {
 		err = e
 	}
-	_ = s.fast.handoff.Close()
+	_ = s.fast.Close()
 	s.Close()
 	return err
 }
@@ -184,7 +210,7 @@ type reqState struct {
 	allow     string // Allow header for a 405
 	rule      string // the abuse rule that answered, for the access log
 	body      bodyReader
-	dl        deadlineWriter
+	dl        fastpath.DeadlineWriter
 	scratch   [320]byte
 }
 
@@ -198,8 +224,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rs.start = time.Now()
 	rs.ctl = findDeadliner(w)
 	rs.body = bodyReader{r: r.Body, ctl: rs.ctl, timeout: s.cfg.ReadTimeout}
-	rs.dl = deadlineWriter{w: &rs.rw, ctl: rs.ctl, timeout: s.cfg.WriteTimeout}
-	rs.dl.extend(rs.start)
+	rs.dl = fastpath.DeadlineWriter{W: &rs.rw, Ctl: rs.ctl, Timeout: s.cfg.WriteTimeout}
+	rs.dl.Extend(rs.start)
 
 	s.route(rs)
 
@@ -223,23 +249,30 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) route(rs *reqState) {
+	r := rs.req
+	e := entrance{host: r.Host, path: r.URL.Path, rawQuery: r.URL.RawQuery}
+	if s.cfg.Rules != nil || s.cfg.S3 != nil {
+		// Read only by the rules and S3's Match.
+		e.authorization = headerValue(r.Header, "Authorization")
+		e.hasAuthorization = len(r.Header["Authorization"]) > 0
+		e.userAgent = headerValue(r.Header, "User-Agent")
+	}
 	if s.cfg.Rules != nil {
-		r := rs.req
-		if d := s.checkRules(r.Host, r.URL.Path, headerValue(r.Header, "User-Agent"), s.clientIP(r)); d.Action != rules.Allow {
-			s.serveRule(rs, d)
-			return
-		}
+		e.ip = s.clientIP(r)
 	}
-	if s.cfg.DAV != nil && isDAV(rs.req.URL.Path) {
-		s.cfg.DAV.ServeHTTP(rs.w, rs.req)
+	d, decision := s.frontDoor(&e)
+	p := r.URL.Path
+	switch d {
+	case doorRule:
+		s.serveRule(rs, decision)
 		return
-	}
-	if s3 := s.cfg.S3; s3 != nil && s3.Match(rs.req.Host, headerValue(rs.req.Header, "Authorization"), rs.req.URL.RawQuery, headerValue(rs.req.Header, "User-Agent")) {
-		s3.ServeHTTP(rs.w, rs.req)
+	case doorDAV:
+		s.cfg.DAV.ServeHTTP(rs.w, r)
 		return
-	}
-	p := rs.req.URL.Path
-	if strings.HasPrefix(p, NodePrefix) || p == "/_cairn" {
+	case doorS3, doorPresigned:
+		s.cfg.S3.ServeHTTP(rs.w, r)
+		return
+	case doorNode:
 		s.serveNode(rs, p)
 		return
 	}
@@ -394,85 +427,6 @@ func (w *respWriter) Flush() {
 
 // Unwrap returns the wrapped writer for http.ResponseController.
 func (w *respWriter) Unwrap() http.ResponseWriter { return w.w }
-
-// deadlineChunk is the most a single write may carry before the write
-// deadline is extended again: a reader slower than deadlineChunk per
-// WriteTimeout is cut off.
-const deadlineChunk = 128 << 10
-
-// bodySink is where deadlineWriter writes: the net/http response writer
-// (respWriter) or, on the fast path, the connection itself (connSink).
-type bodySink interface {
-	io.Writer
-	io.ReaderFrom
-}
-
-// deadlineWriter extends the connection's write deadline while a response
-// body makes progress.
-type deadlineWriter struct {
-	w       bodySink
-	ctl     deadliner
-	timeout time.Duration
-	last    time.Time // when the deadline was last set
-	lr      io.LimitedReader
-}
-
-// extend pushes the write deadline to now+timeout, at most every timeout/4.
-func (d *deadlineWriter) extend(now time.Time) {
-	if d.ctl == nil || d.timeout <= 0 {
-		return
-	}
-	if !d.last.IsZero() && now.Sub(d.last) < d.timeout/4 {
-		return
-	}
-	_ = d.ctl.SetWriteDeadline(now.Add(d.timeout))
-	d.last = now
-}
-
-// Write writes p in chunks of at most deadlineChunk, extending the deadline.
-func (d *deadlineWriter) Write(p []byte) (int, error) {
-	if d.ctl == nil || d.timeout <= 0 {
-		return d.w.Write(p)
-	}
-	total := 0
-	for len(p) > 0 {
-		d.extend(time.Now())
-		c := p[:min(len(p), deadlineChunk)]
-		n, err := d.w.Write(c)
-		total += n
-		if err != nil {
-			return total, err
-		}
-		p = p[n:]
-	}
-	return total, nil
-}
-
-// ReadFrom copies r in chunks of at most deadlineChunk, extending the
-// deadline; an *io.LimitedReader over an *os.File stays one (sendfile).
-func (d *deadlineWriter) ReadFrom(r io.Reader) (int64, error) {
-	if d.ctl == nil || d.timeout <= 0 {
-		return d.w.ReadFrom(r)
-	}
-	src, limit := r, int64(1<<63-1)
-	if lr, ok := r.(*io.LimitedReader); ok {
-		src, limit = lr.R, lr.N
-		defer func() { lr.N = limit }()
-	}
-	var total int64
-	for limit > 0 {
-		d.extend(time.Now())
-		want := min(limit, deadlineChunk)
-		d.lr = io.LimitedReader{R: src, N: want}
-		n, err := d.w.ReadFrom(&d.lr)
-		total += n
-		limit -= n
-		if err != nil || n < want {
-			return total, err
-		}
-	}
-	return total, nil
-}
 
 // bodyReader reads a request body, extending the connection's read deadline
 // while bytes flow and remembering the first read error.

@@ -1,86 +1,97 @@
-package httpapi
+package fastpath
 
 import (
 	"bytes"
+	"time"
 	"unsafe"
 )
 
-// Fields of a request the fast path reads (fastReq.hdr), by index.
+// Fields of a request the fast path reads (Request.Hdr), by index.
 const (
-	fhAuthorization = iota
-	fhRange
-	fhIfRange
-	fhIfMatch
-	fhIfNoneMatch
-	fhIfModifiedSince
-	fhIfUnmodifiedSince
-	fhReferer
-	fhUserAgent
-	fhHost
-	fhConnection
-	fhXForwardedFor
-	fhCount
+	HdrAuthorization = iota
+	HdrRange
+	HdrIfRange
+	HdrIfMatch
+	HdrIfNoneMatch
+	HdrIfModifiedSince
+	HdrIfUnmodifiedSince
+	HdrReferer
+	HdrUserAgent
+	HdrHost
+	HdrConnection
+	HdrXForwardedFor
+	HdrCount
 )
 
-// fastReq is a GET or HEAD request parsed in place from a connection's read
-// buffer by parseFastRequest. Its byte slices point into that buffer: they
-// are valid until the request's bytes are discarded.
-type fastReq struct {
-	head   bool // HEAD, else GET
-	http10 bool // HTTP/1.0, else HTTP/1.1
-	// close: the connection closes after the response (HTTP/1.1 with
+// Request is a GET or HEAD request parsed in place from a connection's
+// read buffer by Parse. Its byte slices point into that buffer (Path into
+// the connection's scratch): they are valid until the planner returns
+// from Done for it, and a planner keeps none of them (View says how to
+// read them as strings).
+type Request struct {
+	Head   bool // HEAD, else GET
+	HTTP10 bool // HTTP/1.0, else HTTP/1.1
+	// Close: the connection closes after the response (HTTP/1.1 with
 	// "Connection: close", HTTP/1.0 without "Connection: keep-alive").
-	close bool
-	// keepAlive10: HTTP/1.0 with "Connection: keep-alive", which net/http
+	Close bool
+	// KeepAlive10: HTTP/1.0 with "Connection: keep-alive", which net/http
 	// answers with "Connection: keep-alive".
-	keepAlive10 bool
-	target      []byte          // the raw origin-form target, query included
-	hdr         [fhCount][]byte // first value of each field, trimmed; nil if absent
-	end         int             // bytes taken by the request line and header block
+	KeepAlive10 bool
+	Target      []byte           // the raw origin-form target, query included
+	Query       []byte           // the raw query after '?'; nil without one
+	Path        []byte           // the target's path, percent-decoded (DecodePath)
+	Hdr         [HdrCount][]byte // first value of each field, trimmed; nil if absent
+	End         int              // bytes taken by the request line and header block
+
+	// Set by the connection before Plan.
+	Start time.Time // when the request was taken: the answer's clock
+	Date  []byte    // the Date value of its answer (do not modify)
+	Peer  *Peer     // the connection's client
 }
 
-// parseResult is the verdict of parseFastRequest.
-type parseResult uint8
+// Verdict is the verdict of Parse.
+type Verdict uint8
 
 const (
-	parseOK         parseResult = iota // a complete request the fast path serves
-	parseIncomplete                    // the header block has not ended yet: read more
-	parseHandoff                       // anything else: net/http serves it
+	ParseOK         Verdict = iota // a complete request the fast path serves
+	ParseIncomplete                // the header block has not ended yet: read more
+	ParseHandoff                   // anything else: net/http serves it
 )
 
 var crlfcrlf = []byte("\r\n\r\n")
 
-// parseFastRequest parses the request at the start of buf without
-// consuming or copying it. It answers parseOK only for what the fast path
+// Parse parses the request at the start of buf without consuming or
+// copying it; it does not allocate. It answers ParseOK only for what the fast path
 // fully supports: "GET" or "HEAD", an origin-form target of printable ASCII
 // without '#', "HTTP/1.1" (with one valid Host) or "HTTP/1.0", CRLF line
 // ends, well-formed header fields without obsolete folding or control
 // bytes, no body (Content-Length absent or 0, no Transfer-Encoding), no
 // Expect or Upgrade, at most one Connection field saying "close" or
 // "keep-alive", and a request line plus header block of at most limit
-// bytes. parseIncomplete means the block may still become such a request
+// bytes. ParseIncomplete means the block may still become such a request
 // (it is shorter than limit and has no bare LF); everything else is
-// parseHandoff, and net/http decides (a 400, a 431, or a normal answer).
-func parseFastRequest(buf []byte, limit int) (fastReq, parseResult) {
-	var req fastReq
+// ParseHandoff, and net/http decides (a 400, a 431, or a normal answer).
+// Path is left for DecodePath.
+func Parse(buf []byte, limit int) (Request, Verdict) {
+	var req Request
 	end := bytes.Index(buf, crlfcrlf)
 	if end < 0 {
 		if len(buf) >= limit || hasBareLF(buf) {
-			return req, parseHandoff
+			return req, ParseHandoff
 		}
-		return req, parseIncomplete
+		return req, ParseIncomplete
 	}
 	end += len(crlfcrlf)
 	if end > limit {
-		return req, parseHandoff
+		return req, ParseHandoff
 	}
-	req.end = end
+	req.End = end
 	block := buf[:end-2] // every line, each with its CRLF
 
 	// Request line: METHOD SP TARGET SP VERSION.
 	nl := bytes.IndexByte(block, '\n')
 	if nl < 1 || block[nl-1] != '\r' {
-		return req, parseHandoff
+		return req, ParseHandoff
 	}
 	line := block[:nl-1]
 	rest := block[nl+1:]
@@ -88,27 +99,30 @@ func parseFastRequest(buf []byte, limit int) (fastReq, parseResult) {
 	case len(line) > 4 && string(line[:4]) == "GET ":
 		line = line[4:]
 	case len(line) > 5 && string(line[:5]) == "HEAD ":
-		req.head = true
+		req.Head = true
 		line = line[5:]
 	default:
-		return req, parseHandoff
+		return req, ParseHandoff
 	}
 	sp := bytes.IndexByte(line, ' ')
 	if sp <= 0 || line[0] != '/' {
-		return req, parseHandoff
+		return req, ParseHandoff
 	}
-	req.target, line = line[:sp], line[sp+1:]
-	for _, c := range req.target {
+	req.Target, line = line[:sp], line[sp+1:]
+	for _, c := range req.Target {
 		if c <= ' ' || c >= 0x7f || c == '#' {
-			return req, parseHandoff
+			return req, ParseHandoff
 		}
+	}
+	if q := bytes.IndexByte(req.Target, '?'); q >= 0 {
+		req.Query = req.Target[q+1:]
 	}
 	switch string(line) {
 	case "HTTP/1.1":
 	case "HTTP/1.0":
-		req.http10 = true
+		req.HTTP10 = true
 	default:
-		return req, parseHandoff
+		return req, ParseHandoff
 	}
 
 	// Header fields: NAME ":" OWS VALUE OWS CRLF.
@@ -118,23 +132,23 @@ func parseFastRequest(buf []byte, limit int) (fastReq, parseResult) {
 		nl := bytes.IndexByte(rest, '\n')
 		line, rest = rest[:nl], rest[nl+1:]
 		if len(line) == 0 || line[len(line)-1] != '\r' {
-			return req, parseHandoff // a bare LF inside the block
+			return req, ParseHandoff // a bare LF inside the block
 		}
 		line = line[:len(line)-1]
 		colon := bytes.IndexByte(line, ':')
 		if colon <= 0 {
-			return req, parseHandoff
+			return req, ParseHandoff
 		}
 		name := line[:colon]
 		for _, c := range name {
 			if !isTokenByte(c) {
-				return req, parseHandoff
+				return req, ParseHandoff
 			}
 		}
 		value := line[colon+1:]
 		for _, c := range value {
 			if (c < ' ' && c != '\t') || c == 0x7f {
-				return req, parseHandoff
+				return req, ParseHandoff
 			}
 		}
 		value = trimOWS(value)
@@ -143,91 +157,91 @@ func parseFastRequest(buf []byte, limit int) (fastReq, parseResult) {
 		case 4:
 			if asciiEqualFold(name, "host") {
 				hosts++
-				i = fhHost
+				i = HdrHost
 			}
 		case 5:
 			if asciiEqualFold(name, "range") {
-				i = fhRange
+				i = HdrRange
 			}
 		case 6:
 			if asciiEqualFold(name, "expect") {
-				return req, parseHandoff
+				return req, ParseHandoff
 			}
 		case 7:
 			switch {
 			case asciiEqualFold(name, "referer"):
-				i = fhReferer
+				i = HdrReferer
 			case asciiEqualFold(name, "upgrade"):
-				return req, parseHandoff
+				return req, ParseHandoff
 			}
 		case 8:
 			switch {
 			case asciiEqualFold(name, "if-range"):
-				i = fhIfRange
+				i = HdrIfRange
 			case asciiEqualFold(name, "if-match"):
-				i = fhIfMatch
+				i = HdrIfMatch
 			}
 		case 10:
 			switch {
 			case asciiEqualFold(name, "user-agent"):
-				i = fhUserAgent
+				i = HdrUserAgent
 			case asciiEqualFold(name, "connection"):
 				conns++
-				i = fhConnection
+				i = HdrConnection
 			}
 		case 13:
 			switch {
 			case asciiEqualFold(name, "authorization"):
-				i = fhAuthorization
+				i = HdrAuthorization
 			case asciiEqualFold(name, "if-none-match"):
-				i = fhIfNoneMatch
+				i = HdrIfNoneMatch
 			}
 		case 14:
 			if asciiEqualFold(name, "content-length") && string(value) != "0" {
-				return req, parseHandoff
+				return req, ParseHandoff
 			}
 		case 15:
 			if asciiEqualFold(name, "x-forwarded-for") {
-				if req.hdr[fhXForwardedFor] != nil {
-					return req, parseHandoff // several: net/http joins them for the rules
+				if req.Hdr[HdrXForwardedFor] != nil {
+					return req, ParseHandoff // several: net/http joins them for the rules
 				}
-				i = fhXForwardedFor
+				i = HdrXForwardedFor
 			}
 		case 17:
 			switch {
 			case asciiEqualFold(name, "if-modified-since"):
-				i = fhIfModifiedSince
+				i = HdrIfModifiedSince
 			case asciiEqualFold(name, "transfer-encoding"):
-				return req, parseHandoff
+				return req, ParseHandoff
 			}
 		case 18:
 			if asciiEqualFold(name, "x-cairn-consistent") {
-				return req, parseHandoff // a consistent read: net/http runs the barrier
+				return req, ParseHandoff // a consistent read: net/http runs the barrier
 			}
 		case 19:
 			if asciiEqualFold(name, "if-unmodified-since") {
-				i = fhIfUnmodifiedSince
+				i = HdrIfUnmodifiedSince
 			}
 		}
-		if i >= 0 && req.hdr[i] == nil {
-			req.hdr[i] = value[:len(value):len(value)]
+		if i >= 0 && req.Hdr[i] == nil {
+			req.Hdr[i] = value[:len(value):len(value)]
 		}
 	}
 
-	if hosts > 1 || (hosts == 0 && !req.http10) || !validHost(req.hdr[fhHost]) || conns > 1 {
-		return req, parseHandoff
+	if hosts > 1 || (hosts == 0 && !req.HTTP10) || !validHost(req.Hdr[HdrHost]) || conns > 1 {
+		return req, ParseHandoff
 	}
-	switch c := req.hdr[fhConnection]; {
+	switch c := req.Hdr[HdrConnection]; {
 	case len(c) == 0:
-		req.close = req.http10
+		req.Close = req.HTTP10
 	case asciiEqualFold(c, "close"):
-		req.close = true
+		req.Close = true
 	case asciiEqualFold(c, "keep-alive"):
-		req.keepAlive10 = req.http10
+		req.KeepAlive10 = req.HTTP10
 	default:
-		return req, parseHandoff
+		return req, ParseHandoff
 	}
-	return req, parseOK
+	return req, ParseOK
 }
 
 // hasBareLF reports an LF not preceded by CR: a client using bare LF line
@@ -296,9 +310,22 @@ func asciiEqualFold(b []byte, lower string) bool {
 	return true
 }
 
-// unescapePath percent-decodes the path part of an origin-form target into
-// dst as url.ParseRequestURI does for URL.Path ('+' stays '+'). ok is false
-// for a malformed escape, which net/http answers with 400.
+// DecodePath percent-decodes the path of r's target (the part before '?')
+// into dst[:0] as url.ParseRequestURI does for URL.Path ('+' stays '+'),
+// and sets r.Path to it; it returns the decoded bytes (dst, grown if
+// needed, for reuse). ok is false for a malformed escape, which net/http
+// answers with 400.
+func (r *Request) DecodePath(dst []byte) (_ []byte, ok bool) {
+	raw := r.Target
+	if r.Query != nil {
+		raw = raw[:len(raw)-len(r.Query)-1]
+	}
+	dst, ok = unescapePath(dst[:0], raw)
+	r.Path = dst
+	return dst, ok
+}
+
+// unescapePath percent-decodes p into dst (DecodePath).
 func unescapePath(dst, p []byte) ([]byte, bool) {
 	for i := 0; i < len(p); i++ {
 		c := p[i]
@@ -330,13 +357,12 @@ func unhex(c byte) byte {
 	}
 }
 
-// view returns b as a string without copying. The fast path uses it only
-// for request bytes that it passes to functions of this package which do
-// not keep them past the request (the header parsers, planObject, the
-// access log, which formats the line at once); the read buffer is not
-// changed until the request is done. Anything handed to the store or
-// kept longer is a real string.
-func view(b []byte) string {
+// View returns b, bytes of a Request, as a string without copying. A
+// planner may pass such a view only to functions that do not keep it past
+// the request (header parsers, an access log that formats the line at
+// once): the buffer is reused for the next request. Anything kept longer
+// (by a store, a cache, an error) must be a real string.
+func View(b []byte) string {
 	if len(b) == 0 {
 		return ""
 	}

@@ -1,6 +1,6 @@
 //go:build linux
 
-package httpapi
+package fastpath
 
 import (
 	"io"
@@ -13,7 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// fileSender is the fast path's zero-copy body send (doc.go, "Fast path"):
+// fileSender is the fast path's zero-copy body send (doc.go):
 // the pending answers, this one's head last, leave with one send(2) flagged
 // MSG_MORE, and the body follows from the volume file with sendfile(2) at
 // an explicit offset, so that no user-space copy of it is made and the
@@ -46,7 +46,7 @@ type fileSender struct {
 }
 
 // initFileSender prepares zero-copy sends on c if it is a TCP connection.
-func (fc *fastConn) initFileSender(c net.Conn) {
+func (fc *conn) initFileSender(c net.Conn) {
 	fs := &fc.fs
 	fs.rc = tcpRawConn(c)
 	if fs.rc == nil {
@@ -56,7 +56,7 @@ func (fc *fastConn) initFileSender(c net.Conn) {
 		fs.headFn = fs.sendHead
 		fs.chunkFn = fs.sendChunk
 		fs.rawChunkFn = fs.sendChunkRaw
-		fs.progress = func() { fc.dl.extend(time.Now()) }
+		fs.progress = func() { fc.dl.Extend(time.Now()) }
 	}
 }
 
@@ -67,7 +67,7 @@ func (fs *fileSender) recycle() fileSender {
 }
 
 // canSendFile reports whether the connection can send bodies with sendFile.
-func (fc *fastConn) canSendFile() bool { return fc.fs.rc != nil }
+func (fc *conn) canSendFile() bool { return fc.fs.rc != nil }
 
 // fileFD returns f's descriptor without the side effects of f.Fd (which
 // switches it to blocking mode, a system call).
@@ -100,12 +100,12 @@ func (fs *fileSender) fileFD(f *os.File) (int, error) {
 // ordinary one, during which the scheduler may hand the P to another
 // thread. (A page evicted between the check and the send makes the raw
 // call wait for the disk while holding its P: slower, never wrong.)
-func (fc *fastConn) sendFile(f *os.File, off, n int64, resident bool) (sent int64, headSent bool, err error) {
+func (fc *conn) sendFile(f *os.File, off, n int64, resident bool) (sent int64, headSent bool, err error) {
 	fs := &fc.fs
 	if _, err := fs.fileFD(f); err != nil { // sets fs.fd
 		return 0, false, err
 	}
-	fc.dl.extend(time.Now())
+	fc.dl.Extend(time.Now())
 	fs.head, fs.err = *fc.wbuf, nil
 	if err := fs.rc.Write(fs.headFn); err != nil || fs.err != nil {
 		*fc.wbuf = (*fc.wbuf)[:0]

@@ -1,4 +1,4 @@
-package httpapi
+package fastpath
 
 import (
 	"bufio"
@@ -9,10 +9,10 @@ import (
 	"testing"
 )
 
-// FuzzParseFastRequest checks parseFastRequest against net/http's reader:
-// it must never panic, and whatever it takes (parseOK) net/http must read
+// FuzzParseFastRequest checks Parse against net/http's reader:
+// it must never panic, and whatever it takes (ParseOK) net/http must read
 // as the same bodiless request, ending at the same byte, with the same
-// first value of every field the fast path reads. parseIncomplete must
+// first value of every field the fast path reads. ParseIncomplete must
 // stay a prefix net/http cannot yet have finished.
 func FuzzParseFastRequest(f *testing.F) {
 	for _, s := range []string{
@@ -32,25 +32,24 @@ func FuzzParseFastRequest(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, buf []byte) {
 		const limit = 1 << 10
-		req, verdict := parseFastRequest(buf, limit)
+		req, verdict := Parse(buf, limit)
 		switch verdict {
-		case parseHandoff:
+		case ParseHandoff:
 			return
-		case parseIncomplete:
+		case ParseIncomplete:
 			if len(buf) >= limit {
 				t.Fatalf("incomplete with %d bytes, limit %d", len(buf), limit)
 			}
 			return
 		}
-		if req.end <= 0 || req.end > len(buf) || req.end > limit {
-			t.Fatalf("end %d of %d", req.end, len(buf))
+		if req.End <= 0 || req.End > len(buf) || req.End > limit {
+			t.Fatalf("end %d of %d", req.End, len(buf))
 		}
-		rawPath, _, _ := bytes.Cut(req.target, []byte("?"))
-		dec, escOK := unescapePath(nil, rawPath)
+		dec, escOK := req.DecodePath(nil)
 		br := bufio.NewReader(bytes.NewReader(buf))
 		hr, err := http.ReadRequest(br)
 		if err != nil && !escOK {
-			return // serveFast hands a malformed escape to net/http (400)
+			return // the connection hands a malformed escape to net/http (400)
 		}
 		if err != nil {
 			t.Fatalf("fast path took a request net/http refuses: %v\n%q", err, buf)
@@ -71,15 +70,18 @@ func FuzzParseFastRequest(f *testing.F) {
 		if hr.ContentLength != 0 || len(hr.TransferEncoding) > 0 || hr.Header.Get("Expect") != "" || hr.Header.Get("Upgrade") != "" {
 			t.Fatalf("fast path took a request with a body, Expect or Upgrade: %q", buf)
 		}
-		if consumed := len(buf) - br.Buffered(); consumed != req.end {
-			t.Fatalf("fast path ends the request at %d, net/http at %d: %q", req.end, consumed, buf)
+		if consumed := len(buf) - br.Buffered(); consumed != req.End {
+			t.Fatalf("fast path ends the request at %d, net/http at %d: %q", req.End, consumed, buf)
 		}
 		wantMethod := "GET"
-		if req.head {
+		if req.Head {
 			wantMethod = "HEAD"
 		}
-		if hr.Method != wantMethod || hr.RequestURI != string(req.target) || hr.ProtoMinor == 1 == req.http10 || hr.ProtoMajor != 1 {
+		if hr.Method != wantMethod || hr.RequestURI != string(req.Target) || hr.ProtoMinor == 1 == req.HTTP10 || hr.ProtoMajor != 1 {
 			t.Fatalf("request line differs: %s %s %s vs %+v: %q", hr.Method, hr.RequestURI, hr.Proto, req, buf)
+		}
+		if (req.Query != nil) != (hr.URL.RawQuery != "" || hr.URL.ForceQuery) || string(req.Query) != hr.URL.RawQuery {
+			t.Fatalf("query %q (%v), net/http %q", req.Query, req.Query != nil, hr.URL.RawQuery)
 		}
 		if !strings.HasPrefix(hr.URL.Path, "/") || hr.URL.Host != "" {
 			t.Fatalf("target not origin-form for net/http: %+v", hr.URL)
@@ -87,25 +89,25 @@ func FuzzParseFastRequest(f *testing.F) {
 		if !escOK || string(dec) != hr.URL.Path {
 			t.Fatalf("decoded path %q (%v), net/http %q", dec, escOK, hr.URL.Path)
 		}
-		for i, name := range [fhCount]string{
-			fhAuthorization: "Authorization", fhRange: "Range", fhIfRange: "If-Range", fhIfMatch: "If-Match",
-			fhIfNoneMatch: "If-None-Match", fhIfModifiedSince: "If-Modified-Since",
-			fhIfUnmodifiedSince: "If-Unmodified-Since", fhReferer: "Referer", fhUserAgent: "User-Agent",
-			fhHost: "Host", fhConnection: "Connection",
+		for i, name := range [HdrCount]string{
+			HdrAuthorization: "Authorization", HdrRange: "Range", HdrIfRange: "If-Range", HdrIfMatch: "If-Match",
+			HdrIfNoneMatch: "If-None-Match", HdrIfModifiedSince: "If-Modified-Since",
+			HdrIfUnmodifiedSince: "If-Unmodified-Since", HdrReferer: "Referer", HdrUserAgent: "User-Agent",
+			HdrHost: "Host", HdrConnection: "Connection",
 		} {
 			vv, present := hr.Header[textproto.CanonicalMIMEHeaderKey(name)]
 			if name == "Host" {
-				if hr.Host != string(req.hdr[i]) {
-					t.Fatalf("Host: fast %q, net/http %q: %q", req.hdr[i], hr.Host, buf)
+				if hr.Host != string(req.Hdr[i]) {
+					t.Fatalf("Host: fast %q, net/http %q: %q", req.Hdr[i], hr.Host, buf)
 				}
 				continue
 			}
-			if present != (req.hdr[i] != nil) || (present && vv[0] != string(req.hdr[i])) {
-				t.Fatalf("%s: fast %q (%v), net/http %q: %q", name, req.hdr[i], req.hdr[i] != nil, vv, buf)
+			if present != (req.Hdr[i] != nil) || (present && vv[0] != string(req.Hdr[i])) {
+				t.Fatalf("%s: fast %q (%v), net/http %q: %q", name, req.Hdr[i], req.Hdr[i] != nil, vv, buf)
 			}
 		}
-		if hr.Close != req.close {
-			t.Fatalf("close: fast %v, net/http %v: %q", req.close, hr.Close, buf)
+		if hr.Close != req.Close {
+			t.Fatalf("close: fast %v, net/http %v: %q", req.Close, hr.Close, buf)
 		}
 	})
 }

@@ -1,6 +1,6 @@
 //go:build linux
 
-package httpapi
+package fastpath
 
 import (
 	"io"
@@ -12,7 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// rawIO is the fast path's socket I/O on Linux (doc.go, "Fast path"): the
+// rawIO is the fast path's socket I/O on Linux (doc.go): the
 // connection's reads and writes are made by RawConn callbacks with raw
 // system calls (syscall.RawSyscall, no entersyscall/exitsyscall), which is
 // safe because a Go socket is non-blocking: read(2) and send(2) return
@@ -36,7 +36,7 @@ type rawIO struct {
 }
 
 // initRawIO prepares raw socket I/O on c if it is a TCP connection.
-func (fc *fastConn) initRawIO(c net.Conn) {
+func (fc *conn) initRawIO(c net.Conn) {
 	r := &fc.rio
 	r.rc = tcpRawConn(c)
 	if r.rc == nil {
@@ -68,7 +68,7 @@ func (r *rawIO) recycle() rawIO {
 
 // connRead reads into p as fc.c.Read does (io.EOF at the end, the
 // poller's error at a deadline or after Close).
-func (fc *fastConn) connRead(p []byte) (int, error) {
+func (fc *conn) connRead(p []byte) (int, error) {
 	r := &fc.rio
 	if r.rc == nil || len(p) == 0 {
 		return fc.c.Read(p)
@@ -84,7 +84,7 @@ func (fc *fastConn) connRead(p []byte) (int, error) {
 }
 
 // connWrite writes all of p as fc.c.Write does.
-func (fc *fastConn) connWrite(p []byte) (int, error) {
+func (fc *conn) connWrite(p []byte) (int, error) {
 	r := &fc.rio
 	if r.rc == nil {
 		return fc.c.Write(p)
@@ -103,7 +103,7 @@ func (fc *fastConn) connWrite(p []byte) (int, error) {
 // calls, so that b (a body lent from a volume's memory map) is copied by
 // the kernel straight into the socket. It reports the bytes of a and b
 // sent. b must stay valid until it returns.
-func (fc *fastConn) connWritev(a, b []byte) (int, error) {
+func (fc *conn) connWritev(a, b []byte) (int, error) {
 	r := &fc.rio
 	if r.rc == nil {
 		n, err := fc.c.Write(a)
@@ -211,4 +211,4 @@ func (r *rawIO) writev(fd uintptr) bool {
 
 // canWritev reports whether connWritev sends both pieces in one system
 // call (a TCP connection): only then is a lent body worth its hold.
-func (fc *fastConn) canWritev() bool { return fc.rio.rc != nil }
+func (fc *conn) canWritev() bool { return fc.rio.rc != nil }
