@@ -16,6 +16,7 @@ import (
 
 	pvfs "github.com/cockroachdb/pebble/v2/vfs"
 	"go.etcd.io/raft/v3"
+	raftpb "go.etcd.io/raft/v3/raftpb"
 
 	"github.com/cairn-fs/cairn/internal/blob"
 	"github.com/cairn-fs/cairn/internal/meta"
@@ -194,7 +195,11 @@ func Run(cfg Config) (Result, error) {
 		pausedUntil: map[uint64]time.Time{}, downSince: map[uint64]time.Time{}, cut: map[[2]uint64]time.Time{},
 		diskUntil: map[uint64]time.Time{}, faultRNG: rand.New(rand.NewPCG(cfg.Seed, 0xfa17))}
 	s.net = transport.NewMemNetwork(transport.MemConfig{Seed: cfg.Seed, Fault: s.fault,
-		Schedule: func(d time.Duration, f func()) { time.AfterFunc(d, f) }})
+		Schedule: func(d time.Duration, f func()) { time.AfterFunc(d, f) },
+		OnRaft: func(from, to transport.NodeID, m *raftpb.Message) {
+			s.tr.add("raft %d>%d %v term %d index %d logterm %d commit %d entries %d reject %v", from, to, m.GetType(), m.GetTerm(),
+				m.GetIndex(), m.GetLogTerm(), m.GetCommit(), len(m.GetEntries()), m.GetReject())
+		}})
 	zones := []string{"z1", "z2", "z3"}
 	for i := range cfg.Voters + cfg.Learners {
 		id := uint64(i + 1)

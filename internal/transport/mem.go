@@ -82,6 +82,9 @@ type MemConfig struct {
 	// calls a handler on the sender's goroutine; a call with no delay runs
 	// the handler directly. Default: the wall clock's AfterFunc.
 	Schedule func(d time.Duration, f func())
+	// OnRaft, if set, sees every Raft message sent (the simulator's event
+	// trace), before its fate is drawn.
+	OnRaft func(from, to NodeID, m *raftpb.Message)
 }
 
 // MemStats counts a MemNetwork's deliveries.
@@ -291,6 +294,9 @@ func (c *memClient) SendRaft(to NodeID, msgs []*raftpb.Message) {
 	}
 	var unreachable error
 	for _, m := range msgs {
+		if c.n.cfg.OnRaft != nil {
+			c.n.cfg.OnRaft(c.from, to, m)
+		}
 		_, f, err := c.n.route(c.from, to, OpRaft)
 		if err != nil {
 			unreachable = err
