@@ -148,27 +148,27 @@
 // The schedule — which operation runs when and where, with which body,
 // and which fault starts and ends when — is a pure function of the seed,
 // and so are the network's fates per link and every timer's fake time.
-// The execution is made as deterministic as this machine allows: TestSim
-// builds the package's test binary over a patched copy of the Go runtime
-// (internal/sim/detrt, go build -overlay: a fixed random seed, each
-// goroutine drawing select's and map iteration's randomness from its own
-// state split from its creator's, no time-slice preemption, no mutex
-// starvation mode) and runs each seed in a child process of it with
-// GOMAXPROCS=1, GODEBUG=asyncpreemptoff=1 and GOGC=off. Raft's loop also
-// acts on its in-flight batches in sorted order. A tiny program is then
-// fully deterministic; the simulator nearly: measured 2026-11-27, seeds
-// 1–10, three runs each: 26 of 30 runs gave their seed's most common
-// trace, 6 seeds of 10 gave it three times. Without the patched runtime, 0
-// of 12 seeds replayed. The remaining divergence shows where two things
-// fall on the same fake instant (a node's GC ticker firing at the tick
-// that starts an election, two acknowledgements racing a commit); its
-// source is not found yet (the runtime's own timers and background
-// goroutines are the next suspects). TestSimReplays checks that runs of a
-// seed carry out the same scenario and reports how many gave the same
-// trace; TestSimCatchesLocalOrphanSweep (make soak) reports how often a
-// found failure shows again. A failure therefore replays its scenario on
-// every run and its execution on most: run the replay command again (or
-// with -count=3) when one run does not show it.
+// The execution replays too. TestSim builds the package's test binary
+// over a patched copy of the Go runtime (internal/sim/detrt, go build
+// -overlay: a fixed random seed, each goroutine drawing select's and map
+// iteration's randomness from its own state split from its creator's, no
+// time-slice preemption, no mutex starvation mode) and runs each seed in a
+// child process of it with GOMAXPROCS=1, GODEBUG=asyncpreemptoff=1 and
+// GOGC=off: goroutines then run one at a time in an order fixed by the
+// program. Three more things were needed, each found by diffing traces:
+// the driver's own timers run on the driver (Sim.after), not on
+// time.AfterFunc goroutines racing it; Raft's loop acts on its in-flight
+// batches and read requests in sorted order, not map order; and no two
+// timers share a fake instant by construction — the driver steps 10 ms +
+// 7 ns and nodes start 1.237 ms apart, so a node's 200 ms GC ticker never
+// fires at the instant the driver ticks Raft (two timers due at one
+// instant ran in either order). Measured 2026-11-27: seeds 1–10 three
+// times and 11–40 twice, every run of a seed gave the same trace. (Before
+// those three fixes, 26 of 30 runs; without detrt, 0 of 12 seeds.)
+// TestSimReplays runs seeds 3, 7 and 23 twice and requires identical
+// traces; TestSimCatchesLocalOrphanSweep (make soak) requires a found
+// failure to fail again with the same trace. A failing seed therefore
+// reproduces on every run of its one-line command.
 //
 // # What it does not cover
 //

@@ -77,7 +77,7 @@ func (s *Sim) detectedDead(observer, id uint64) bool {
 // would have noticed.
 func (s *Sim) livenessChanged() {
 	s.rebuildAll()
-	time.AfterFunc(detectDelay+time.Millisecond, s.rebuildAll)
+	s.after(detectDelay+time.Millisecond, s.rebuildAll)
 }
 
 func (s *Sim) rebuildAll() {
@@ -212,6 +212,7 @@ func (s *Sim) endDiskFaults(all bool) {
 
 func (s *Sim) restart(n *node) {
 	n.restartAt = time.Time{}
+	time.Sleep(startStagger + time.Duration(n.id)*time.Microsecond)
 	if err := s.start(n); err != nil {
 		s.fail("restart node %d after a crash: %v", n.id, err)
 		return

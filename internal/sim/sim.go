@@ -35,6 +35,14 @@ const (
 	gcInterval   = 200 * time.Millisecond
 	baseMaxDelay = 20 * time.Millisecond
 	drainTime    = 5 * time.Minute // after the nodes stop: longer than any background deadline
+	// stepJitter keeps the driver's steps off the grid of the nodes' own
+	// periodic timers (GC every 200 ms, lock sessions, operations'
+	// straggler and hedge waits started at a step): two timers due at one
+	// fake instant run in an order a replay does not reproduce.
+	stepJitter = 7 * time.Nanosecond
+	// startStagger: nodes start this far apart (and a restarted node this
+	// far after its step), so their periodic timers do not share instants.
+	startStagger = 1237 * time.Microsecond
 )
 
 // Config sizes a run. Zero fields take the defaults of DefaultConfig.
@@ -45,7 +53,7 @@ type Config struct {
 	Duration    time.Duration // fake time of the workload phase; default 40 s
 	Ops         int           // operations in the workload; default 400
 	MaxBigFiles int           // files of more than one blob (4 MiB each); default 3
-	Step        time.Duration // fake time per driver step; default 10 ms
+	Step        time.Duration // fake time per driver step; default 10 ms + 7 ns (stepJitter)
 	// Logf, if set, receives progress lines (the schedule's faults as they
 	// happen, the summary).
 	Logf func(format string, args ...any)
@@ -63,7 +71,7 @@ type Config struct {
 // DefaultConfig returns the defaults for seed.
 func DefaultConfig(seed uint64) Config {
 	return Config{Seed: seed, Voters: 3, Learners: 2, Duration: 40 * time.Second, Ops: 400,
-		MaxBigFiles: 3, Step: 10 * time.Millisecond}
+		MaxBigFiles: 3, Step: 10*time.Millisecond + stepJitter}
 }
 
 // Result summarizes a run that kept every invariant.
@@ -107,6 +115,7 @@ type Sim struct {
 	cfg     Config
 	t0      time.Time
 	tr      trace
+	laters  []later // the driver's own timers (after)
 	net     *transport.MemNetwork
 	nodes   []*node
 	byID    map[uint64]*node
@@ -274,6 +283,7 @@ func (s *Sim) ids() []uint64 {
 
 func (s *Sim) run() error {
 	for _, n := range s.nodes {
+		time.Sleep(startStagger)
 		if err := s.start(n); err != nil {
 			return err
 		}
@@ -353,11 +363,42 @@ func (s *Sim) checkHealed() error {
 	return nil
 }
 
+// after runs f on the driver, at the first step boundary d or more from
+// now (a time.AfterFunc would run it on a goroutine of its own, racing the
+// driver's own changes to the nodes).
+func (s *Sim) after(d time.Duration, f func()) {
+	s.laters = append(s.laters, later{at: time.Now().Add(d), f: f})
+}
+
+type later struct {
+	at time.Time
+	f  func()
+}
+
+// runLaters runs, in order, the functions of after that are due.
+func (s *Sim) runLaters() {
+	now := time.Now()
+	var due []later
+	keep := s.laters[:0]
+	for _, l := range s.laters {
+		if l.at.After(now) {
+			keep = append(keep, l)
+		} else {
+			due = append(due, l)
+		}
+	}
+	s.laters = keep
+	for _, l := range due {
+		l.f()
+	}
+}
+
 // step lets one step of fake time pass, ticking Raft on the way, and
 // waits until every goroutine of the cluster is durably blocked
 // (synctest.Wait): nothing runs between steps but the driver.
 func (s *Sim) step() {
 	time.Sleep(s.cfg.Step)
+	s.runLaters()
 	s.ticks++
 	if time.Duration(s.ticks)*s.cfg.Step >= tickEvery {
 		s.ticks = 0
