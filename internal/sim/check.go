@@ -188,7 +188,7 @@ func (s *Sim) finish() error {
 		}
 		// Orphans younger than the grace stay until the background GC
 		// (every gcInterval of fake time) sees them past it.
-		s.until("deletions", gcGrace+2*gcInterval, func() bool { return false })
+		s.until("deletions", s.cfg.GCGrace+2*gcInterval, func() bool { return false })
 	}
 	return perr
 }

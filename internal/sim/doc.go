@@ -166,8 +166,10 @@
 // times and 11–40 twice, every run of a seed gave the same trace. (Before
 // those three fixes, 26 of 30 runs; without detrt, 0 of 12 seeds.)
 // TestSimReplays runs seeds 3, 7 and 23 twice and requires identical
-// traces; TestSimCatchesLocalOrphanSweep (make soak) requires a found
-// failure to fail again with the same trace. A failing seed therefore
+// traces; TestSimCatchesLocalOrphanSweep (make soak; GC grace 2 s so that
+// orphans outlive it while uploads of the same content run) finds the old
+// sweep's lost write at seed 1 and requires it to fail again with the
+// same trace (10 s grace: none in 300 seeds). A failing seed therefore
 // reproduces on every run of its one-line command.
 //
 // # What it does not cover

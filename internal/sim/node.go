@@ -101,7 +101,7 @@ func (s *Sim) start(n *node) error {
 	rcfg.CompactAfter, rcfg.CompactMargin = 100, 20 // lagging and crashed nodes catch up by snapshot
 	// ReplicaPutWait: a replica cut off from the leader refuses a put
 	// soon, rather than hold the run for the default 5 s.
-	scfg := store.Config{GCGrace: gcGrace, GCInterval: gcInterval, ReplicaPutWait: replicaPutWait,
+	scfg := store.Config{GCGrace: s.cfg.GCGrace, GCInterval: gcInterval, ReplicaPutWait: replicaPutWait,
 		TestingLocalOrphanSweep: s.cfg.sabotage == "local-orphan-sweep"}
 	c, err := core.New(core.Config{
 		FS: inc.fence, BlobDir: blobDir,

@@ -54,6 +54,7 @@ type Config struct {
 	Ops         int           // operations in the workload; default 400
 	MaxBigFiles int           // files of more than one blob (4 MiB each); default 3
 	Step        time.Duration // fake time per driver step; default 10 ms + 7 ns (stepJitter)
+	GCGrace     time.Duration // store.Config.GCGrace of every node; default 10 s
 	// Logf, if set, receives progress lines (the schedule's faults as they
 	// happen, the summary).
 	Logf func(format string, args ...any)
@@ -71,7 +72,7 @@ type Config struct {
 // DefaultConfig returns the defaults for seed.
 func DefaultConfig(seed uint64) Config {
 	return Config{Seed: seed, Voters: 3, Learners: 2, Duration: 40 * time.Second, Ops: 400,
-		MaxBigFiles: 3, Step: 10*time.Millisecond + stepJitter}
+		MaxBigFiles: 3, Step: 10*time.Millisecond + stepJitter, GCGrace: gcGrace}
 }
 
 // Result summarizes a run that kept every invariant.
@@ -193,6 +194,9 @@ func Run(cfg Config) (Result, error) {
 	}
 	if cfg.Step == 0 {
 		cfg.Step = d.Step
+	}
+	if cfg.GCGrace == 0 {
+		cfg.GCGrace = d.GCGrace
 	}
 	if cfg.Logf == nil {
 		cfg.Logf = func(string, ...any) {}

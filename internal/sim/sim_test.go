@@ -94,6 +94,13 @@ func runHere(t *testing.T, seed uint64) {
 		cfg.Logf = t.Logf
 	}
 	cfg.sabotage = os.Getenv("CAIRN_SIM_SABOTAGE") // set by TestSimCatchesLocalOrphanSweep for its children
+	if v := os.Getenv("CAIRN_SIM_GC_GRACE"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			t.Fatalf("CAIRN_SIM_GC_GRACE=%q: %v", v, err)
+		}
+		cfg.GCGrace = d
+	}
 	trace := os.Getenv("CAIRN_SIM_TRACE")          // a file: the event trace, to diff two runs
 	cfg.KeepTrace = trace != ""
 	res, err := Test(t, cfg)
@@ -259,9 +266,11 @@ func TestSimCatchesLocalOrphanSweep(t *testing.T) {
 		}
 	}
 	bin := deterministicBinary(t)
-	sab := "CAIRN_SIM_SABOTAGE=local-orphan-sweep"
+	// A short grace makes many copies orphans past it while uploads of the
+	// same content (a quarter of the puts reuse a body) are under way.
+	sab, grace := "CAIRN_SIM_SABOTAGE=local-orphan-sweep", "CAIRN_SIM_GC_GRACE=2s"
 	for seed := uint64(1); seed <= limit; seed++ {
-		r := runChild(t, bin, seed, sab)
+		r := runChild(t, bin, seed, sab, grace)
 		if !r.failed {
 			continue
 		}
@@ -270,7 +279,7 @@ func TestSimCatchesLocalOrphanSweep(t *testing.T) {
 		}
 		t.Logf("the old orphan sweep loses a write at seed %d (trace %.16s)", seed, r.trace)
 		for range 2 {
-			again := runChild(t, bin, seed, sab)
+			again := runChild(t, bin, seed, sab, grace)
 			if !again.failed || again.trace != r.trace {
 				t.Fatalf("seed %d did not replay: failed %v, trace %.16s (first run %.16s)", seed, again.failed, again.trace, r.trace)
 			}
