@@ -267,22 +267,9 @@ func (c *Core) RebuildMap() {
 		return
 	}
 	old := c.pmap.Swap(m)
-	if c.Repair != nil && (old == nil || !sameMap(old, m)) {
+	if c.Repair != nil && (old == nil || !old.Equal(m)) {
 		c.Repair.Trigger() // membership or liveness changed: copies may need to move
 	}
-}
-
-func sameMap(a, b *placement.Map) bool {
-	an, bn := a.Nodes(), b.Nodes()
-	if len(an) != len(bn) {
-		return false
-	}
-	for i := range an {
-		if an[i] != bn[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // applied follows the applied commands: a membership change rebuilds the

@@ -146,6 +146,9 @@ func NewMap(nodes []Node) (*Map, error) {
 // Nodes returns a copy of the members, sorted by ID.
 func (m *Map) Nodes() []Node { return slices.Clone(m.nodes) }
 
+// Equal reports whether m and o hold the same members in the same states.
+func (m *Map) Equal(o *Map) bool { return slices.Equal(m.nodes, o.nodes) }
+
 // Node returns the member with the given ID, if any.
 func (m *Map) Node(id NodeID) (Node, bool) {
 	i, ok := slices.BinarySearchFunc(m.nodes, id, func(n Node, id NodeID) int {

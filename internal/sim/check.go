@@ -412,7 +412,7 @@ func (s *Sim) checkPlacement() error {
 	inc0 := s.nodes[0].inc
 	m := inc0.core.Map()
 	for _, n := range s.nodes {
-		if !sameMap(m, n.inc.core.Map()) {
+		if !m.Equal(n.inc.core.Map()) {
 			return fmt.Errorf("placement maps differ between node %d and node %d", s.nodes[0].id, n.id)
 		}
 	}

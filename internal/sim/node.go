@@ -175,22 +175,9 @@ func nodeURL(id uint64) string { return fmt.Sprintf("sim://node%d", id) }
 func (inc *incarnation) rebuildMap() {
 	old := inc.core.Map()
 	inc.core.RebuildMap()
-	if m := inc.core.Map(); old != nil && m != nil && !sameMap(old, m) {
+	if m := inc.core.Map(); old != nil && m != nil && !old.Equal(m) {
 		inc.s.kickRepair(inc)
 	}
-}
-
-func sameMap(a, b *placement.Map) bool {
-	an, bn := a.Nodes(), b.Nodes()
-	if len(an) != len(bn) {
-		return false
-	}
-	for i := range an {
-		if an[i] != bn[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // goUse runs f on a new goroutine counted as a user of inc, unless inc is

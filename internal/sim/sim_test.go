@@ -101,7 +101,7 @@ func runHere(t *testing.T, seed uint64) {
 		}
 		cfg.GCGrace = d
 	}
-	trace := os.Getenv("CAIRN_SIM_TRACE")          // a file: the event trace, to diff two runs
+	trace := os.Getenv("CAIRN_SIM_TRACE") // a file: the event trace, to diff two runs
 	cfg.KeepTrace = trace != ""
 	res, err := Test(t, cfg)
 	if trace != "" {
