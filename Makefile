@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 GO ?= go
 export CGO_ENABLED ?= 0
-GOFLAGS_BUILD := -trimpath
+GOFLAGS_BUILD := -trimpath -ldflags "-X github.com/cairn-fs/cairn/internal/version.commit=$(shell git rev-parse HEAD 2>/dev/null) -X github.com/cairn-fs/cairn/internal/version.dirty=$(shell test -n "$$(git status --porcelain 2>/dev/null)" && echo true)"
 
 .PHONY: all build run test test-unit test-race test-e2e test-s3 s3-clients fuse3 dav-tools ui-tools ui-screenshots bench soak vet clean
 

@@ -538,3 +538,25 @@ func decodeRecordValue(v []byte) ([]byte, error) {
 	}
 	return append([]byte(nil), v[1:]...), nil
 }
+
+// Encoding is one kind of record this binary writes to the log or the
+// namespace, and the range of its versions it reads.
+type Encoding struct {
+	Name string `json:"name"` // command, inode, bucket, node, record, lock
+	Min  int    `json:"min"`  // the oldest version read
+	Max  int    `json:"max"`  // the newest, the one written
+}
+
+// Encodings lists what this binary can read (cairn version; the cluster
+// version of issue 22 is built on it). A command payload without a lock
+// command is still written as version 7 (lockFreeVersion).
+func Encodings() []Encoding {
+	return []Encoding{
+		{"command", 2, commandVersion},
+		{"inode", 1, inodeVersion},
+		{"bucket", 2, bucketVersion},
+		{"node", nodeVersion, nodeVersion},
+		{"record", recordVersion, recordVersion},
+		{"lock", lockVersion, lockVersion},
+	}
+}
