@@ -124,9 +124,18 @@ const (
 
 var (
 	detOnce sync.Once
+	detDir  string // the overlay and the binary; removed by TestMain
 	detBin  string
 	detErr  error
 )
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if detDir != "" {
+		os.RemoveAll(detDir)
+	}
+	os.Exit(code)
+}
 
 // deterministicBinary builds this package's test binary over the
 // deterministic runtime (detrt), once per process; the build cache makes
@@ -140,6 +149,7 @@ func deterministicBinary(t *testing.T) string {
 			detErr = err
 			return
 		}
+		detDir = dir
 		goroot, err := exec.Command("go", "env", "GOROOT").Output()
 		if err != nil {
 			detErr = fmt.Errorf("go env GOROOT: %w", err)
