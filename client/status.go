@@ -80,6 +80,23 @@ type NodeReport struct {
 	Repair *RepairStatus `json:"repair,omitempty"`
 	// Scrub is the node's scrub progress and the corrupt copies it found.
 	Scrub ScrubStatus `json:"scrub"`
+	// Version is the node's binary and the log versions it reads and runs.
+	Version VersionStatus `json:"version"`
+}
+
+// VersionStatus is a node's binary and log version (docs/operations.md,
+// "Upgrades").
+type VersionStatus struct {
+	Release string `json:"release"`
+	Commit  string `json:"commit"`
+	// LogMax is the newest log version the node's binary reads;
+	// LogVersion is the cluster's active log version as applied there.
+	LogMax     int `json:"log_max"`
+	LogVersion int `json:"log_version"`
+	// LogStopped says why the node's log stopped applying, if it did.
+	LogStopped string `json:"log_stopped,omitempty"`
+	// Waiting says what keeps the cluster's log version below LogMax.
+	Waiting []string `json:"upgrade_waiting_for,omitempty"`
 }
 
 // DiskStatus is a node's storage.

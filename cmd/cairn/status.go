@@ -55,7 +55,7 @@ func printStatus(out io.Writer, st client.Status) error {
 		fmt.Fprintln(out, "single node (not a cluster)")
 	}
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tURL\tSTATE\tLIVENESS\tROLE\tLAG\tDISK USED\tFREE\tBLOBS\tREPAIR\tSCRUB")
+	fmt.Fprintln(tw, "ID\tURL\tSTATE\tLIVENESS\tROLE\tLAG\tDISK USED\tFREE\tBLOBS\tREPAIR\tSCRUB\tVERSION")
 	for _, n := range st.Nodes {
 		role := n.Role
 		if n.Leader {
@@ -64,8 +64,9 @@ func printStatus(out io.Writer, st client.Status) error {
 		if n.Witness {
 			role += " (witness)"
 		}
-		used, free, blobs, repair, scrub := "-", "-", "-", "-", "-"
+		used, free, blobs, repair, scrub, ver := "-", "-", "-", "-", "-", "-"
 		if r := n.Report; r != nil {
+			ver = versionSummary(r.Version)
 			used, free, blobs = humanBytes(r.Disk.UsedBytes), humanBytes(r.Disk.FreeBytes), strconv.FormatInt(r.Disk.Blobs, 10)
 			if r.Disk.ReadOnly {
 				used += " (read-only)"
@@ -80,16 +81,54 @@ func printStatus(out io.Writer, st client.Status) error {
 				repair = "unreachable"
 			}
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n", n.ID, n.URL, n.State, n.Liveness, role, n.Lag,
-			used, free, blobs, repair, scrub)
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", n.ID, n.URL, n.State, n.Liveness, role, n.Lag,
+			used, free, blobs, repair, scrub, ver)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
 	if st.Cluster {
 		fmt.Fprintf(out, "under-replicated blobs: %d\n", st.UnderReplicated)
+		printLogVersion(out, st)
 	}
 	return printLocks(out, st.Locks)
+}
+
+// versionSummary is a node's release, commit and log version reads.
+func versionSummary(v client.VersionStatus) string {
+	if v.Release == "" {
+		return "-"
+	}
+	s := v.Release
+	if v.Commit != "" && v.Commit != "unknown" {
+		s += " " + v.Commit
+	}
+	s += " (log " + strconv.Itoa(v.LogMax) + ")"
+	if v.LogStopped != "" {
+		s += " LOG STOPPED"
+	}
+	return s
+}
+
+// printLogVersion prints the cluster's log version as the answering node
+// applied it, and what an unfinished upgrade waits for.
+func printLogVersion(out io.Writer, st client.Status) {
+	for _, n := range st.Nodes {
+		if !n.Self || n.Report == nil {
+			continue
+		}
+		v := n.Report.Version
+		fmt.Fprintf(out, "log version: %d", v.LogVersion)
+		if len(v.Waiting) > 0 {
+			fmt.Fprintf(out, " (this binary reads %d; rises when every node does; waiting for: %s)", v.LogMax, strings.Join(v.Waiting, "; "))
+		}
+		fmt.Fprintln(out)
+		for _, m := range st.Nodes {
+			if m.Report != nil && m.Report.Version.LogStopped != "" {
+				fmt.Fprintf(out, "node %d: log stopped: %s\n", m.ID, m.Report.Version.LogStopped)
+			}
+		}
+	}
 }
 
 // printLocks lists the file locks held and waited for through the mounts.

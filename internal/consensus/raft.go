@@ -40,6 +40,13 @@ type Status struct {
 	// LeaderChanges counts the changes of leader this node saw since it
 	// started (including to and from "no leader").
 	LeaderChanges uint64
+	// LogVersion is the cluster's active log version as applied here
+	// (meta.LogVersion): proposals that need a newer one are refused.
+	LogVersion byte
+	// Err is what stopped the log (a storage failure, or an entry this
+	// binary cannot decode: errors.Is(Err, meta.ErrUnsupported)); nil
+	// while it runs.
+	Err error
 }
 
 // Raft is the replicated Log: etcd-io/raft's RawNode driven by one loop
@@ -95,6 +102,9 @@ type Raft struct {
 	status   Status
 	members  *pb.ConfState
 	err      error
+
+	// logVersion is the active log version applied here (version.go).
+	logVersion atomic.Uint32
 
 	// Progress counters that in-package tests use to detect quiescence.
 	stepsQueued, stepsDone, ticksDone, snapsInflight atomic.Int64
@@ -214,6 +224,9 @@ func NewRaft(cfg RaftConfig) (*Raft, error) {
 		members: proto.Clone(st.cs).(*pb.ConfState),
 	}
 	r.status = Status{ID: cfg.ID, Term: st.hs.GetTerm(), Commit: st.hs.GetCommit(), Applied: applied}
+	if err := r.loadLogVersion(); err != nil {
+		return nil, err
+	}
 	r.snapCtx, r.snapCancel = context.WithCancel(context.Background())
 	r.tickc = cfg.Ticker
 	if r.tickc == nil {
@@ -269,6 +282,8 @@ func (r *Raft) Status() Status {
 	defer r.amu.Unlock()
 	s := r.status
 	s.Applied = r.applied
+	s.LogVersion = byte(r.logVersion.Load())
+	s.Err = r.err
 	return s
 }
 

@@ -121,6 +121,13 @@ func (r *Raft) apply(ents []*pb.Entry) error {
 	// published, so a read that waited for the index (WaitApplied, a
 	// consistent read) never meets a cache still holding the old state.
 	for _, d := range done {
+		if !d.conf && upgrades(d.cmds) {
+			if err := r.loadLogVersion(); err != nil {
+				return err
+			}
+		}
+	}
+	for _, d := range done {
 		if !d.conf && r.cfg.OnApply != nil {
 			r.cfg.OnApply(d.index, d.cmds, d.res)
 		}

@@ -49,6 +49,9 @@ func (r *Raft) Propose(ctx context.Context, cmd meta.Command) (_ meta.Result, er
 	if !cmd.Op.Valid() {
 		return meta.Result{}, fmt.Errorf("consensus: propose: %w: unknown op %d", meta.ErrInvalid, cmd.Op)
 	}
+	if err := r.allowed(cmd); err != nil {
+		return meta.Result{}, err
+	}
 	if f := r.cfg.OnProposed; f != nil {
 		start := r.cfg.Clock.Now()
 		defer func() { f(clock.Since(r.cfg.Clock, start), err != nil) }()
@@ -68,8 +71,11 @@ func (r *Raft) Propose(ctx context.Context, cmd meta.Command) (_ meta.Result, er
 // the waits, as for Propose.
 func (r *Raft) ProposeMany(ctx context.Context, cmds []meta.Command) ([]meta.Result, []error) {
 	for _, c := range cmds {
+		err := r.allowed(c)
 		if !c.Op.Valid() {
-			err := fmt.Errorf("consensus: propose: %w: unknown op %d", meta.ErrInvalid, c.Op)
+			err = fmt.Errorf("consensus: propose: %w: unknown op %d", meta.ErrInvalid, c.Op)
+		}
+		if err != nil {
 			errs := make([]error, len(cmds))
 			for i := range errs {
 				errs[i] = err

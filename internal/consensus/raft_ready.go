@@ -11,6 +11,7 @@ import (
 	pb "go.etcd.io/raft/v3/raftpb"
 
 	"github.com/cairn-fs/cairn/internal/kv"
+	"github.com/cairn-fs/cairn/internal/meta"
 )
 
 // Step hands a message received from a peer to the loop. It blocks only
@@ -95,7 +96,14 @@ func (r *Raft) run() {
 				break
 			}
 			if err := r.handleReady(); err != nil {
-				r.log.Error("raft log stopped", "err", err)
+				if errors.Is(err, meta.ErrUnsupported) {
+					// Never skipped: the entry stays next, and a newer
+					// binary applies it after a restart.
+					r.log.Error("raft log stopped: a committed entry was written by a newer Cairn; this node applies nothing more until its binary is upgraded",
+						"applied", r.AppliedIndex(), "err", err)
+				} else {
+					r.log.Error("raft log stopped", "err", err)
+				}
 				r.amu.Lock()
 				r.err = err
 				r.amu.Unlock()
@@ -240,6 +248,9 @@ func (r *Raft) handleReady() error {
 		idx := rd.Snapshot.GetMetadata().GetIndex()
 		r.log.Info("installed snapshot", "index", idx, "from", installed.msg.GetFrom())
 		r.setApplied(idx, r.st.cs)
+		if err := r.loadLogVersion(); err != nil {
+			return err
+		}
 		sess, _, err := getU64(r.cfg.KV, sessionKey(r.id))
 		if err != nil {
 			return err

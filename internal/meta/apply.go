@@ -157,6 +157,8 @@ func (a *applier) apply() (Result, error) {
 		return a.lockRenew()
 	case OpLockExpire:
 		return a.lockExpire()
+	case OpSetLogVersion:
+		return a.setLogVersion()
 	default:
 		return Result{}, fmt.Errorf("%w: unknown op %d", ErrInvalid, a.cmd.Op)
 	}

@@ -22,11 +22,11 @@ func errCorrupt(format string, args ...any) error {
 const (
 	inodeVersion   = 2 // 2: + atime (1 is still read)
 	bucketVersion  = 5 // 2: + replicas, write quorum; 3: + strict; 4: + uid, gid, file and dir mode; 5: + owner, acl (2 to 4 are still read)
-	commandVersion = 8 // 2: + node (cluster map); 3: + under, replicated; 4: bucket bodies of version 4; 5: + count; 6: inode bodies with atime; 7: + record, whether the file's xattrs were given; 8: + lock (2 to 7 are still read)
+	commandVersion = 9 // 2: + node (cluster map); 3: + under, replicated; 4: bucket bodies of version 4; 5: + count; 6: inode bodies with atime; 7: + record, whether the file's xattrs were given; 8: + lock; 9: + upgrade (2 to 8 are still read)
 	// lockFreeVersion is the version written for a payload without a lock
 	// command: the same bytes as version 7, which binaries from before
 	// locks can still decode, so that a rolling upgrade only depends on
-	// the cluster version for lock commands.
+	// the cluster's log version (version.go) for newer commands.
 	lockFreeVersion = 7
 	nodeVersion     = 1
 	recordVersion   = 1
@@ -405,11 +405,9 @@ func decodeHashes(d *decoder) []cas.Hash {
 // unknown Op. Safe for concurrent use.
 func EncodeCommands(cmds []Command) ([]byte, error) {
 	e := encoder{}
-	version := byte(lockFreeVersion)
-	for i := range cmds {
-		if cmds[i].Lock != nil {
-			version = commandVersion
-		}
+	version := payloadVersion(cmds) // version.go
+	if version > commandVersion {
+		return nil, fmt.Errorf("encode commands: %w: log version %d", ErrInvalid, version)
 	}
 	e.byte1(version)
 	e.uvarint(uint64(len(cmds)))
@@ -459,6 +457,12 @@ func EncodeCommands(cmds []Command) ([]byte, error) {
 				appendLockCmd(&e, c.Lock)
 			}
 		}
+		if version >= upgradeVersion {
+			e.bool1(c.Upgrade != nil)
+			if c.Upgrade != nil {
+				appendUpgrade(&e, c.Upgrade)
+			}
+		}
 	}
 	return e.b, nil
 }
@@ -468,7 +472,10 @@ func EncodeCommands(cmds []Command) ([]byte, error) {
 func DecodeCommands(p []byte) ([]Command, error) {
 	d := decoder{b: p}
 	version := d.byte1()
-	if d.err == nil && (version < 2 || version > commandVersion) {
+	if d.err == nil && version > commandVersion {
+		return nil, fmt.Errorf("%w: command payload version %d; this binary reads 2 to %d: upgrade this node's binary", ErrUnsupported, version, commandVersion)
+	}
+	if d.err == nil && version < 2 {
 		return nil, errCorrupt("command payload version %d", version)
 	}
 	n := d.count(maxCommands)
@@ -523,6 +530,9 @@ func DecodeCommands(p []byte) ([]Command, error) {
 		if version >= 8 && d.bool1() {
 			c.Lock = decodeLockCmd(&d)
 		}
+		if version >= upgradeVersion && d.bool1() {
+			c.Upgrade = decodeUpgrade(&d)
+		}
 		cmds = append(cmds, c)
 	}
 	if err := d.done(); err != nil {
@@ -547,9 +557,9 @@ type Encoding struct {
 	Max  int    `json:"max"`  // the newest, the one written
 }
 
-// Encodings lists what this binary can read (cairn version; the cluster
-// version of issue 22 is built on it). A command payload without a lock
-// command is still written as version 7 (lockFreeVersion).
+// Encodings lists what this binary can read (cairn version). The command
+// payload's version is the log version (version.go): a payload is written
+// at the lowest version that holds its commands, 7 for ordinary ones.
 func Encodings() []Encoding {
 	return []Encoding{
 		{"command", 2, commandVersion},

@@ -160,8 +160,9 @@ const (
 	OpLockCancel                 // Lock.Ino, Lock.Lock.Owner/WaitID: an interrupted wait leaves its queue
 	OpLockSession                // Lock.Lock.Owner.Node/Epoch, Lock.LeaseNs: renew a node's lock session
 	OpLockExpire                 // Lock.Lock.Owner.Node/Epoch, Lock.RenewNs: expire a session that stopped renewing
+	OpSetLogVersion              // Upgrade: raise the cluster's log version (version.go)
 
-	opLast = OpLockExpire
+	opLast = OpSetLogVersion
 )
 
 // Valid reports whether op is a known command kind.
@@ -212,6 +213,9 @@ type Command struct {
 	// Lock is the lock request or session of OpLock, OpLockCancel,
 	// OpLockSession and OpLockExpire.
 	Lock *LockCmd
+	// Upgrade is the new log version of OpSetLogVersion and the members
+	// its proposer found able to read it.
+	Upgrade *LogUpgrade
 }
 
 // RecordKind names a family of records.

@@ -74,6 +74,9 @@ func (l nodeLocal) Report() admin.LocalStatus {
 		v.Repair = repairView(c.repair.Progress())
 	}
 	v.Scrub = l.Scrub()
+	vv := n.versions() // upgrade.go
+	v.Version = admin.Version{Release: vv.Self.Release, Commit: vv.Self.Commit, LogMax: int(vv.Self.LogMax),
+		LogVersion: int(vv.LogVersion), LogStopped: vv.LogStopped, Waiting: vv.Waiting}
 	return v
 }
 

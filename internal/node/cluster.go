@@ -180,6 +180,8 @@ func (c *clusterNode) start() {
 	c.wg.Add(1)
 	go func() { defer c.wg.Done(); c.watchMembership() }() // removed.go
 	c.wg.Add(1)
+	go func() { defer c.wg.Done(); c.upgradeLoop() }() // upgrade.go
+	c.wg.Add(1)
 	go func() {
 		defer c.wg.Done()
 		if c.cfg.Join != "" {
@@ -226,7 +228,11 @@ func (c *clusterNode) joinLoop() bool {
 		resp, err := c.client.Join(ctx, strings.TrimRight(c.cfg.Join, "/"), transport.JoinRequest{
 			ID: transport.NodeID(c.id), PublicURL: c.n.URL, ClusterURL: c.n.ClusterURL, Zone: c.cfg.Zone,
 			Witness: c.cfg.Witness,
-			Extra:   joinExtra{GossipAddr: c.lv.gossipAddr()}.marshal()})
+			Extra:   joinExtra{GossipAddr: c.lv.gossipAddr(), LogVersion: meta.LogVersionMax}.marshal()})
+		if errors.Is(err, transport.ErrRefused) { // too old a binary (upgrade.go)
+			c.n.stopWith(fmt.Errorf("join %s: %w", c.cfg.Join, err))
+			return errGiveUp
+		}
 		if !errors.Is(err, transport.ErrUnauthorized) && !errors.Is(err, transport.ErrTLSRequired) {
 			rejected = 0
 		} else if rejected++; rejected >= joinRejections {
@@ -364,6 +370,10 @@ func (h rpcHandler) Join(ctx context.Context, from transport.NodeID, req transpo
 	if parseJoinExtra(req.Extra).Probe {
 		return c.answerProbe(uint64(req.ID)), nil // removed.go
 	}
+	extra := parseJoinExtra(req.Extra)
+	if err := c.checkJoiner(req.ID, extra); err != nil { // upgrade.go
+		return transport.JoinResponse{}, fmt.Errorf("join: %w", err)
+	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	if req.ClusterURL == req.PublicURL {
@@ -371,12 +381,23 @@ func (h rpcHandler) Join(ctx context.Context, from transport.NodeID, req transpo
 	}
 	res, err := c.raft.Propose(ctx, meta.Command{Op: meta.OpSetNode, TimeNs: time.Now().UnixNano(),
 		Node: &meta.Node{ID: uint64(req.ID), URL: req.PublicURL, ClusterURL: req.ClusterURL, Zone: req.Zone, Witness: req.Witness,
-			GossipAddr: parseJoinExtra(req.Extra).GossipAddr}})
+			GossipAddr: extra.GossipAddr}})
 	if err == nil {
 		err = res.Err
 	}
 	if err != nil {
 		return transport.JoinResponse{}, fmt.Errorf("join: record node %d: %w", req.ID, err)
+	}
+	// The log version may have moved up while the record was proposed
+	// (OpSetLogVersion names the members it asked, so it cannot have
+	// moved after the record applied): check again before the joiner
+	// gets any entry, and take the record back if it is too old.
+	if err := c.checkJoiner(req.ID, extra); err != nil {
+		if _, rerr := c.raft.Propose(ctx, meta.Command{Op: meta.OpRemoveNode, TimeNs: time.Now().UnixNano(),
+			Node: &meta.Node{ID: uint64(req.ID)}}); rerr != nil {
+			c.cfg.Logger.Warn("join refused, but its record stays in the cluster map", "node", req.ID, "err", rerr)
+		}
+		return transport.JoinResponse{}, fmt.Errorf("join: %w", err)
 	}
 	if err := c.raft.AddLearner(ctx, uint64(req.ID)); err != nil {
 		return transport.JoinResponse{}, fmt.Errorf("join: add node %d: %w", req.ID, err)

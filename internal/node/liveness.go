@@ -89,6 +89,9 @@ type joinExtra struct {
 	Probe   bool   `json:"probe,omitempty"`
 	Member  *bool  `json:"member,omitempty"`
 	Applied uint64 `json:"applied,omitempty"`
+	// LogVersion is the newest log version the joiner's binary reads
+	// (upgrade.go); absent from binaries before issue 22.
+	LogVersion byte `json:"log_version,omitempty"`
 }
 
 func (e joinExtra) marshal() json.RawMessage {
@@ -192,6 +195,7 @@ func newLiveness(c *clusterNode) (*liveness, error) {
 	dc.Secret = []byte(c.cfg.ClusterSecret)
 	dc.Logger = c.cfg.Logger
 	dc.Seeds = l.mapSeeds
+	dc.Meta = encodeVersionMeta(selfVersion()) // upgrade.go
 	d, err := cluster.NewDetector(dc)
 	if err != nil && !explicit && port != 0 {
 		c.cfg.Logger.Warn("default gossip port unavailable; using a free port (set --gossip-listen to choose)",

@@ -1,9 +1,11 @@
 package node
 
 import (
+	"errors"
 	"time"
 
 	"github.com/cairn-fs/cairn/internal/frontend/admin"
+	"github.com/cairn-fs/cairn/internal/meta"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -44,7 +46,8 @@ type gaugeDesc struct {
 // clusterSample is what one scrape reads.
 type clusterSample struct {
 	term, commit, applied, leaderChanges uint64
-	leader                               bool
+	leader, stopped, unsupported         bool
+	logVersion                           byte
 	under                                int64
 	repair                               admin.Repair
 }
@@ -67,6 +70,14 @@ var clusterDescs = []gaugeDesc{
 		prometheus.CounterValue, func(s clusterSample) float64 { return float64(s.leaderChanges) }},
 	{prometheus.NewDesc("cairn_raft_is_leader", "1 if this node is the Raft leader.", nil, nil),
 		prometheus.GaugeValue, func(s clusterSample) float64 { return b2f(s.leader) }},
+	{prometheus.NewDesc("cairn_log_version", "The cluster's active log version as applied here (docs/operations.md, Upgrades).", nil, nil),
+		prometheus.GaugeValue, func(s clusterSample) float64 { return float64(s.logVersion) }},
+	{prometheus.NewDesc("cairn_log_version_supported", "The newest log version this node's binary reads.", nil, nil),
+		prometheus.GaugeValue, func(clusterSample) float64 { return float64(meta.LogVersionMax) }},
+	{prometheus.NewDesc("cairn_log_stopped", "1 if this node's log stopped applying (a storage failure or an entry its binary cannot decode).", nil, nil),
+		prometheus.GaugeValue, func(s clusterSample) float64 { return b2f(s.stopped) }},
+	{prometheus.NewDesc("cairn_log_stopped_undecodable", "1 if this node's log stopped at an entry written by a newer Cairn: upgrade its binary.", nil, nil),
+		prometheus.GaugeValue, func(s clusterSample) float64 { return b2f(s.unsupported) }},
 	{prometheus.NewDesc("cairn_under_replicated_blobs", "Blobs written with fewer copies than wanted and not yet repaired (cluster-wide, from the namespace).", nil, nil),
 		prometheus.GaugeValue, func(s clusterSample) float64 { return float64(s.under) }},
 	{prometheus.NewDesc("cairn_repair_active", "1 while a repair pass runs on this node.", nil, nil),
@@ -107,7 +118,8 @@ func (m *clusterMetrics) Collect(ch chan<- prometheus.Metric) {
 	c := m.c
 	st := c.raft.Status()
 	s := clusterSample{term: st.Term, commit: st.Commit, applied: st.Applied, leaderChanges: st.LeaderChanges,
-		leader: st.Leader == c.id, repair: *repairView(c.repair.Progress())}
+		leader: st.Leader == c.id, repair: *repairView(c.repair.Progress()),
+		logVersion: st.LogVersion, stopped: st.Err != nil, unsupported: errors.Is(st.Err, meta.ErrUnsupported)}
 	if n, err := c.reader.UnderReplicatedCount(); err == nil {
 		s.under = n
 	}

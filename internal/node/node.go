@@ -298,6 +298,13 @@ func Start(cfg Config) (_ *Node, err error) {
 		}
 		return nil, err
 	}
+	if err := checkLogVersion(n.core.Reader); err != nil { // upgrade.go
+		n.core.Close()
+		if n.cl != nil {
+			n.cl.close()
+		}
+		return nil, err
+	}
 	n.blobs, n.kv, n.log, n.store = n.core.Blobs, n.core.KV, n.core.Log, n.core.Store
 	reg.MustRegister(scrubCollector{n.blobs}) // scrub.go
 	reg.MustRegister(mountCollector{n})       // mountstats.go
@@ -380,6 +387,7 @@ func Start(cfg Config) (_ *Node, err error) {
 		return nil, err
 	}
 	acfg.HealthFunc = n.health
+	acfg.HealthInfo = n.healthInfo // upgrade.go
 	n.api, err = httpapi.New(acfg)
 	if err != nil {
 		return nil, err
@@ -457,6 +465,11 @@ func (n *Node) stats() httpapi.NodeStats {
 func (n *Node) health() error {
 	if n.blobs.Stats().ReadOnly {
 		return errors.New("blob store is read-only after a disk error")
+	}
+	if n.cl != nil {
+		if st := n.cl.raft.Status(); st.Err != nil {
+			return fmt.Errorf("the log stopped at applied index %d: %w", st.Applied, st.Err)
+		}
 	}
 	return n.corruptHealth() // scrub.go
 }

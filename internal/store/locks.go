@@ -49,6 +49,11 @@ var (
 	// the quorum for longer than its lease), so the cluster released the
 	// locks it held on the file (EIO).
 	ErrLockLost = errors.New("store: this node lost its locks on the file (lock lease expired)")
+	// ErrNotUpgraded: the cluster's log version does not carry the
+	// command yet, because a member still runs an older binary (a rolling
+	// upgrade is unfinished: docs/operations.md, "Upgrades"). For a lock:
+	// ENOLCK.
+	ErrNotUpgraded = errors.New("store: not available until every node is upgraded")
 )
 
 // LockRequest is a lock, an unlock or a test (F_GETLK) by one owner.

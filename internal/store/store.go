@@ -293,6 +293,7 @@ func mapErr(err error) error {
 		{placement.ErrNoQuorum, ErrUnavailable}, // a *placement.QuorumError becomes a *QuorumError first
 		{placement.ErrUnavailable, ErrUnavailable},
 		{meta.ErrBlobReaped, ErrUnavailable}, // retries exhausted: the client may retry
+		{meta.ErrLogVersion, ErrNotUpgraded},
 	}
 	for _, e := range table {
 		if errors.Is(err, e.from) {

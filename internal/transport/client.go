@@ -255,6 +255,8 @@ func sentinelOf(status int) error {
 	switch status {
 	case http.StatusUnauthorized:
 		return ErrUnauthorized
+	case http.StatusConflict:
+		return ErrRefused
 	case http.StatusNotFound:
 		return ErrNotFound
 	case http.StatusUnprocessableEntity:

@@ -45,6 +45,9 @@ var (
 	ErrNoSpace = errors.New("transport: peer has no space")
 	// ErrBadRequest: the peer could not parse the request (400, 413, 416).
 	ErrBadRequest = errors.New("transport: bad request")
+	// ErrRefused: the peer understood the request and will not do it
+	// (409): a join by a binary older than the cluster's log version.
+	ErrRefused = errors.New("transport: refused")
 	// ErrRemote: the peer's handler failed for another reason (500).
 	ErrRemote = errors.New("transport: remote error")
 	// ErrClosed: the client was closed.

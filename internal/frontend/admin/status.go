@@ -74,6 +74,22 @@ type LocalStatus struct {
 	Disk         Disk    `json:"disk"`
 	Repair       *Repair `json:"repair,omitempty"` // cluster mode only
 	Scrub        Scrub   `json:"scrub"`            // scrub.go
+	Version      Version `json:"version"`
+}
+
+// Version is a node's binary and log version (docs/operations.md,
+// "Upgrades").
+type Version struct {
+	Release string `json:"release"`
+	Commit  string `json:"commit"`
+	// LogMax is the newest log version the node's binary reads;
+	// LogVersion the cluster's active one as applied on the node.
+	LogMax     int `json:"log_max"`
+	LogVersion int `json:"log_version"`
+	// LogStopped says why the node's log stopped applying, if it did.
+	LogStopped string `json:"log_stopped,omitempty"`
+	// Waiting says what keeps the cluster's log version below LogMax.
+	Waiting []string `json:"upgrade_waiting_for,omitempty"`
 }
 
 // Disk is the node's storage.

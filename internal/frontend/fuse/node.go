@@ -161,6 +161,7 @@ func errno(err error) syscall.Errno {
 		{store.ErrWouldBlock, syscall.EAGAIN},
 		{store.ErrDeadlock, syscall.EDEADLK},
 		{store.ErrLockLost, syscall.EIO},
+		{store.ErrNotUpgraded, syscall.ENOLCK},
 		{context.Canceled, syscall.EINTR},
 	}
 	for _, e := range table {

@@ -98,6 +98,11 @@ type Config struct {
 	// HealthFunc reports whether the node can serve: nil error → /_cairn/health
 	// answers 200 "ok", else 503 with the error text. Default nil: always healthy.
 	HealthFunc func() error
+	// HealthInfo, when set, is what /_cairn/health?verbose=1 answers as
+	// JSON, with "status" and "error" from HealthFunc added: the node's
+	// version, its log version and every member's version. It must be
+	// safe for concurrent use.
+	HealthInfo func() map[string]any
 
 	// ReadHeaderTimeout bounds reading the request line and headers. Default 10 s.
 	ReadHeaderTimeout time.Duration

@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"html/template"
@@ -348,10 +349,25 @@ func (s *Server) serveHealth(rs *reqState) {
 	h[hdrContentType] = []string{"text/plain; charset=utf-8"}
 	h[hdrCacheControl] = []string{"no-store"}
 	body, status := "ok", http.StatusOK
+	var herr error
 	if s.cfg.HealthFunc != nil {
-		if err := s.cfg.HealthFunc(); err != nil {
-			body, status = "unavailable: "+err.Error()+"\n", http.StatusServiceUnavailable
+		if herr = s.cfg.HealthFunc(); herr != nil {
+			body, status = "unavailable: "+herr.Error()+"\n", http.StatusServiceUnavailable
 		}
+	}
+	if s.cfg.HealthInfo != nil && rs.req.URL.Query().Get("verbose") == "1" {
+		v := s.cfg.HealthInfo()
+		v["status"] = "ok"
+		if herr != nil {
+			v["status"], v["error"] = "unavailable", herr.Error()
+		}
+		b, err := json.MarshalIndent(v, "", "  ")
+		if err != nil {
+			b = []byte(`{"status":"unavailable","error":"health info: ` + err.Error() + `"}`)
+			status = http.StatusInternalServerError
+		}
+		h[hdrContentType] = []string{"application/json"}
+		body = string(b) + "\n"
 	}
 	rs.w.WriteHeader(status)
 	if rs.req.Method != http.MethodHead {

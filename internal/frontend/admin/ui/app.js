@@ -336,10 +336,21 @@
         td('Lag', el('span', { class: 'num', text: rep ? num(n.lag) + ' entries' : '–' })),
         td('Repair', repair),
         td('Scrub', scrub),
+        td('Version', versionCell(rep)),
         td('Actions', actions),
       );
       tb.append(tr);
     }
+  }
+
+  // versionCell is a node's release, commit and log version (issue 22).
+  function versionCell(rep) {
+    if (!rep || !rep.version || !rep.version.release) return '–';
+    const v = rep.version;
+    return el('div', { class: 'version' }, v.release,
+      el('div', { class: 'muted small', text: (v.commit || '') + ' · reads log ' + v.log_max + ' · cluster log ' + v.log_version }),
+      v.log_stopped ? el('div', { class: 'error small', text: 'LOG STOPPED: ' + v.log_stopped }) : null,
+      v.upgrade_waiting_for && v.upgrade_waiting_for.length ? el('div', { class: 'muted small', text: 'upgrade waits for: ' + v.upgrade_waiting_for.join('; ') }) : null);
   }
 
   function renderBuckets(bs, usage) {
