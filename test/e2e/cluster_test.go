@@ -18,12 +18,19 @@ const clusterSecret = "e2e-cluster-secret-0123456789abcdef"
 
 func startClusterNode(t *testing.T, dir, addr, join string) *server {
 	t.Helper()
+	return startClusterNodeBin(t, cairnBin, dir, addr, join)
+}
+
+// startClusterNodeBin starts a cluster node with the given cairn binary
+// (upgrade_test.go runs an older release's).
+func startClusterNodeBin(t *testing.T, bin, dir, addr, join string) *server {
+	t.Helper()
 	s := &server{t: t, dir: dir, addr: addr, url: "http://" + addr, logs: &bytes.Buffer{}}
 	args := []string{"server", "--data", dir, "--listen", addr, "--log-level", "info"}
 	if join != "" {
 		args = append(args, "--join", join)
 	}
-	s.cmd = exec.Command(cairnBin, args...)
+	s.cmd = exec.Command(bin, args...)
 	s.cmd.Env = append(os.Environ(), "CAIRN_ADMIN_KEY="+adminKey, "CAIRN_CLUSTER_SECRET="+clusterSecret)
 	s.cmd.Stdout, s.cmd.Stderr = s.logs, s.logs
 	if err := s.cmd.Start(); err != nil {
