@@ -94,6 +94,11 @@ async function main() {
   // Three nodes alive.
   await page.waitForFunction(() => document.querySelectorAll('#nodes tr[data-liveness="alive"]').length === 3, null, { timeout: 30000 });
   say('saw three nodes alive');
+  // Every node's version: its release and the log versions (issue 22).
+  await page.waitForFunction(() => {
+    const cells = document.querySelectorAll('#nodes td[data-label="Version"]');
+    return cells.length === 3 && [...cells].every((c) => /reads log \d+ · cluster log \d+/.test(c.textContent) && /\d+\.\d+/.test(c.textContent));
+  }, null, { timeout: 10000 });
 
   if (shots) {
     say('collecting ' + shotWait + ' s of history for the screenshots');
