@@ -13,11 +13,13 @@ func TestPrintStatus(t *testing.T) {
 	st := client.Status{Cluster: true, Leader: 7, Term: 3, CommitIndex: 120, UnderReplicated: 4, Nodes: []client.NodeStatus{
 		{ID: 7, URL: "http://10.0.0.1:8080", State: "active", Liveness: "alive", Role: "voter", Leader: true, Self: true,
 			Report: &client.NodeReport{AppliedIndex: 120, Disk: client.DiskStatus{UsedBytes: 3 << 30, FreeBytes: 10 << 30, Blobs: 1234},
-				Repair: &client.RepairStatus{Passes: 2, Pulled: 5, PulledBytes: 5 << 20, Pending: 1},
-				Scrub:  client.ScrubStatus{Running: true, BytesChecked: 1, BytesTotal: 4, CorruptCopies: 1}}},
+				Repair:  &client.RepairStatus{Passes: 2, Pulled: 5, PulledBytes: 5 << 20, Pending: 1},
+				Scrub:   client.ScrubStatus{Running: true, BytesChecked: 1, BytesTotal: 4, CorruptCopies: 1},
+				Version: client.VersionStatus{Release: "0.22.0", Commit: "abcdef012345", LogMax: 9, LogVersion: 7, Waiting: []string{"node 11 runs 0.21.0, which reads log version 8"}}}},
 		{ID: 9, URL: "http://10.0.0.2:8080", State: "active", Liveness: "dead", Role: "voter", Lag: 0, Error: "unreachable: connection refused"},
 		{ID: 11, URL: "http://10.0.0.3:8080", State: "draining", Liveness: "suspect", Role: "learner", Lag: 17,
-			Report: &client.NodeReport{AppliedIndex: 103, Scrub: client.ScrubStatus{LastCompleted: time.Unix(1, 0)}}},
+			Report: &client.NodeReport{AppliedIndex: 103, Scrub: client.ScrubStatus{LastCompleted: time.Unix(1, 0)},
+				Version: client.VersionStatus{Release: "0.21.0", LogMax: 8, LogVersion: 7, LogStopped: "entry 9 is newer"}}},
 	}, Locks: []client.FileLock{
 		{Ino: 42, Path: "web/sessions/sess_1", Node: 7, Pid: 311, Kind: "flock", Write: true, End: math.MaxUint64},
 		{Ino: 43, Path: "web/app.db", Node: 9, Pid: 12, Kind: "posix", Start: 1073741824, End: 1073741824},
@@ -34,6 +36,9 @@ func TestPrintStatus(t *testing.T) {
 		"idle, 2 passes, pulled 5 (5.0 MiB), handed off 0 (0 B), pending 1",
 		" dead ", "unreachable", "suspect", "draining", " 17 ", "last pass ",
 		"under-replicated blobs: 4",
+		"0.22.0 abcdef012345 (log 9)", "0.21.0 (log 8) LOG STOPPED",
+		"log version: 7 (this binary reads 9; rises when every node does; waiting for: node 11 runs 0.21.0, which reads log version 8)",
+		"node 11: log stopped: entry 9 is newer",
 		"file locks: 3", "web/sessions/sess_1", "flock", "whole file", "1073741824-1073741824", "10-  ", "waiting",
 	} {
 		if !strings.Contains(out, want) {
