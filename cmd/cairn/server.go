@@ -339,7 +339,12 @@ func runNode(c node.Config, printKey bool) error {
 	if err != nil {
 		return err
 	}
-	if printKey && c.AdminKey == "" {
+	switch {
+	case printKey && c.AdminKey == "" && svc.Enabled():
+		// A service's stderr is the journal, kept and readable by more
+		// than root: name the file, not the key.
+		fmt.Fprintf(os.Stderr, "cairn: admin key in %s/admin.key\n", strings.TrimRight(c.DataDir, "/"))
+	case printKey && c.AdminKey == "":
 		fmt.Fprintf(os.Stderr, "cairn: admin key (from %s/admin.key): %s\n", strings.TrimRight(c.DataDir, "/"), n.AdminKey)
 	}
 	fmt.Fprintln(os.Stderr, servingLine(n.URL, n.LocalURL, c.ClusterSecret != ""))
