@@ -132,10 +132,25 @@ systemctl show -p ActiveState -p SubState -p StatusText -p WatchdogUSec -p NRest
 	packageWatchdog(t, c)
 	t.Logf("watchdog: %v", time.Since(start).Round(time.Millisecond))
 
-	// A purge stops the service and deletes the package's files and the
-	// logs, never the data.
+	// An upgrade (here the same package again) keeps the edited config
+	// file and leaves the running node alone: it is restarted by hand,
+	// one node of a cluster at a time.
+	got = c.mustRun(t, time.Minute, `systemctl start cairn
+pid=$(systemctl show -P MainPID cairn)
+dpkg -i /pkg/cairn_*.deb
+[ "$(systemctl show -P MainPID cairn)" = "$pid" ] && echo "same process after the upgrade"
+grep -c '^mount = ' /etc/cairn/cairn.toml`)
+	for _, want := range []string{"goes on with the old binary until it is restarted", "same process after the upgrade", "\n1\n"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("upgrade: lacks %q:\n%s", want, got)
+		}
+	}
+
+	// A purge stops the service (and so unmounts) and deletes the
+	// package's files and the logs, never the data.
 	got = c.mustRun(t, time.Minute, `dpkg --purge cairn
 systemctl is-active cairn || true
+findmnt /srv/www >/dev/null && echo "left: the mount"
 ls /var/lib/cairn
 for f in /usr/bin/cairn /usr/lib/systemd/system/cairn.service /etc/cairn/cairn.toml /var/log/cairn /etc/systemd/system/multi-user.target.wants/cairn.service; do
 	[ -e "$f" ] || [ -L "$f" ] && echo "left: $f"
