@@ -4,7 +4,7 @@ GO ?= go
 export CGO_ENABLED ?= 0
 GOFLAGS_BUILD := -trimpath -ldflags "-X github.com/cairn-fs/cairn/internal/version.commit=$(shell git rev-parse HEAD 2>/dev/null) -X github.com/cairn-fs/cairn/internal/version.dirty=$(shell test -n "$$(git status --porcelain 2>/dev/null)" && echo true)"
 
-.PHONY: all build run test test-unit test-race test-e2e test-s3 s3-clients fuse3 dav-tools ui-tools ui-screenshots bench soak vet clean package pkg-tools image
+.PHONY: all build run test test-unit test-race test-e2e test-s3 s3-clients fuse3 dav-tools ui-tools ui-screenshots bench soak vet clean package pkg-tools image image-test
 
 all: build
 
@@ -143,11 +143,13 @@ bench: build
 
 # Longer randomized and crash runs: internal/sim runs SOAK_SEEDS seeds
 # (1000, 1001, ...) beyond the 40 of make test, about 2 s each on 2 cores,
-# and shows it finds the old orphan-sweep race (TestSimCatchesLocalOrphanSweep).
+# and shows it finds the old orphan-sweep race (TestSimCatchesLocalOrphanSweep);
+# then the container image's build and run (make image-test).
 SOAK_SEEDS ?= 2000
 SOAK_TIMEOUT ?= 180m
 soak: build
 	CAIRN_SOAK=1 CAIRN_SOAK_SEEDS=$(SOAK_SEEDS) $(GO) test -count=1 -timeout $(SOAK_TIMEOUT) ./...
+	@$(MAKE) --no-print-directory image-test
 
 # Packages (docs/operations.md, "Packages and the systemd unit"): a .deb
 # and an .rpm of a static linux/$(PKG_ARCH) build, made with nfpm by
@@ -175,6 +177,25 @@ pkg-tools:
 		apt-get install -y -q $$missing >/dev/null || { apt-get update -q >/dev/null && apt-get install -y -q $$missing >/dev/null; } \
 			|| echo "make: apt-get install$$missing failed: the package test will fail (CI=true) or skip"; \
 	fi
+
+# The container image (Dockerfile) with docker or podman (DOCKER=podman).
+DOCKER ?= docker
+IMAGE ?= cairn:dev
+image:
+	$(DOCKER) build --build-arg COMMIT=$$(git rev-parse HEAD) -t $(IMAGE) .
+
+# The image built with buildah (no daemon) and run under systemd-nspawn as
+# docker run would, with a mount (test/e2e/image_test.go, about 3
+# minutes; part of make soak, not of make test). As root with apt-get,
+# buildah and systemd-container are installed when missing.
+image-test: build pkg-tools
+	@if ! command -v buildah >/dev/null 2>&1 && [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+		echo "make: installing buildah with apt-get for the image test"; \
+		export DEBIAN_FRONTEND=noninteractive; \
+		apt-get install -y -q buildah >/dev/null || { apt-get update -q >/dev/null && apt-get install -y -q buildah >/dev/null; } \
+			|| echo "make: apt-get install buildah failed: the image test will fail"; \
+	fi
+	CAIRN_IMAGE_TEST=1 $(GO) test -count=1 -timeout 20m -run 'TestImage$$' -v ./test/e2e
 
 clean:
 	rm -rf bin $(DIST) $(S3_VENV) test/ui/node_modules
