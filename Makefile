@@ -17,11 +17,13 @@ run: build
 
 vet:
 	$(GO) vet ./...
+	cd packaging && $(GO) vet ./...
 
 # Unit, package and end-to-end tests (the e2e test runs the real binary),
 # then the race detector over the concurrent packages.
 test: build vet fuse3 dav-tools ui-tools pkg-tools
 	$(GO) test -count=1 -timeout 16m ./...
+	cd packaging && $(GO) test -count=1 ./...
 	@$(MAKE) --no-print-directory test-s3
 	@$(MAKE) --no-print-directory test-race
 
@@ -185,7 +187,7 @@ image:
 	$(DOCKER) build --build-arg COMMIT=$$(git rev-parse HEAD) -t $(IMAGE) .
 
 # The image built with buildah (no daemon) and run under systemd-nspawn as
-# docker run would, with a mount (test/e2e/image_test.go, about 3
+# docker run would, with a mount (test/e2e/image_test.go, 3-4
 # minutes; part of make soak, not of make test). As root with apt-get,
 # buildah and systemd-container are installed when missing.
 image-test: build pkg-tools

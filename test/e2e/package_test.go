@@ -6,6 +6,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -71,6 +72,7 @@ func TestPackage(t *testing.T) {
 	dist := t.TempDir()
 	deb, rpm := makePackage(t, dist)
 	t.Logf("make package: %v", time.Since(start).Round(time.Millisecond))
+	checkVersion(t, deb)
 	checkRPM(t, rpm, deb)
 
 	lower := debianRoot(t)
@@ -284,6 +286,29 @@ func makePackage(t *testing.T, dist string) (deb, rpm string) {
 		t.Fatalf("make package made %q and %q: want one .deb and one .rpm", debs, rpms)
 	}
 	return debs[0], rpms[0]
+}
+
+// checkVersion: the .deb's version is the binary's release, a
+// pre-release (0.22.0-dev) as 0.22.0~dev.COMMIT-TIME+gCOMMIT, which sorts
+// before the release and orders dev builds by commit time.
+func checkVersion(t *testing.T, deb string) {
+	t.Helper()
+	out, err := exec.Command(cairnBin, "version", "--json").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var v struct{ Release string }
+	if err := json.Unmarshal(out, &v); err != nil {
+		t.Fatal(err)
+	}
+	version := strings.Split(filepath.Base(deb), "_")[1]
+	want := regexp.QuoteMeta(v.Release) + "$"
+	if core, pre, ok := strings.Cut(v.Release, "-"); ok {
+		want = regexp.QuoteMeta(core+"~"+pre) + `\.\d{14}\+g` + headCommit(t) + `(\.dirty)?$`
+	}
+	if !regexp.MustCompile("^" + want).MatchString(version) {
+		t.Errorf("package version %q for release %q: want %s", version, v.Release, want)
+	}
 }
 
 // checkRPM reads the .rpm: same version as the .deb, the files, the
