@@ -229,12 +229,13 @@ systemctl start cairn`)
 		return prop("NRestarts") == "1" && prop("ActiveState") == "active" && prop("MainPID") != pid
 	})
 	got := c.mustRun(t, time.Minute, `journalctl -u cairn --no-pager | grep -c 'Watchdog timeout' || true
+grep -q '"GET /_cairn/health HTTP/1.1" 200 .*"cairn-watchdog"' /var/log/cairn/access.log && echo "checks in the access log"
 findmnt -n -o FSTYPE /srv/www
 systemctl stop cairn
 rm /etc/systemd/system/cairn.service.d/test-watchdog.conf
 systemctl daemon-reload`)
-	if !strings.Contains(got, "fuse.cairn") || strings.HasPrefix(got, "0\n") {
-		t.Errorf("after the watchdog's restart: want a 'Watchdog timeout' in the journal and the mount back:\n%s", got)
+	if !strings.Contains(got, "fuse.cairn") || strings.HasPrefix(got, "0\n") || !strings.Contains(got, "checks in the access log") {
+		t.Errorf("after the watchdog's restart: want a 'Watchdog timeout' in the journal, the liveness checks in the access log and the mount back:\n%s", got)
 	}
 }
 
