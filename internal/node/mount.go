@@ -56,7 +56,7 @@ func (n *Node) startMounts() error {
 		}
 		cancel()
 		if err != nil {
-			return fmt.Errorf("--mount %s: %w%s", spec, err, mountHint())
+			return fmt.Errorf("--mount %s: %w%s", spec, err, mountHint(err))
 		}
 		n.mountsMu.Lock()
 		n.mounts = append(n.mounts, m)
@@ -81,20 +81,24 @@ func (n *Node) closeMounts() error {
 // capSysAdmin is CAP_SYS_ADMIN's bit in /proc/self/status's CapEff.
 const capSysAdmin = 21
 
-// mountHint explains a failed mount by a missing CAP_SYS_ADMIN: without
-// it the FUSE library falls back to the setuid fusermount3, which fails
-// under NoNewPrivileges=yes (cairn.service) or without user_allow_other
-// in /etc/fuse.conf. "" when the process has the capability, or cannot
-// tell (not Linux).
-func mountHint() string {
-	b, err := os.ReadFile("/proc/self/status")
-	if err != nil {
+// mountHint explains a mount that failed for want of CAP_SYS_ADMIN:
+// without it go-fuse's direct mount fails and it falls back to the setuid
+// fusermount3 (an error naming fusermount says it did), which fails
+// under NoNewPrivileges=yes (cairn.service), when not installed, or
+// without user_allow_other in /etc/fuse.conf. "" for other errors, when
+// the process has the capability, or cannot tell (not Linux).
+func mountHint(err error) string {
+	if err == nil || !strings.Contains(err.Error(), "fusermount") {
+		return ""
+	}
+	b, rerr := os.ReadFile("/proc/self/status")
+	if rerr != nil {
 		return ""
 	}
 	return mountHintFrom(string(b))
 }
 
-// mountHintFrom is mountHint for the text of /proc/self/status.
+// mountHintFrom is mountHint's advice for the text of /proc/self/status.
 func mountHintFrom(status string) string {
 	for line := range strings.SplitSeq(status, "\n") {
 		if v, ok := strings.CutPrefix(line, "CapEff:"); ok {

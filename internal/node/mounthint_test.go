@@ -1,6 +1,7 @@
 package node
 
 import (
+	"errors"
 	"strings"
 	"testing"
 )
@@ -20,5 +21,9 @@ func TestMountHint(t *testing.T) {
 		if (got != "") != tc.hint || (tc.hint && !strings.Contains(got, "/usr/share/cairn/systemd/mount.conf")) {
 			t.Errorf("%q: hint %q", tc.status, got)
 		}
+	}
+	// Only a failure of the mount itself (the fallback to fusermount ran).
+	if h := mountHint(errors.New("mount point /srv/www is not empty")); h != "" {
+		t.Errorf("hint %q for an error that is not the mount's", h)
 	}
 }
