@@ -4,7 +4,7 @@ GO ?= go
 export CGO_ENABLED ?= 0
 GOFLAGS_BUILD := -trimpath -ldflags "-X github.com/cairn-fs/cairn/internal/version.commit=$(shell git rev-parse HEAD 2>/dev/null) -X github.com/cairn-fs/cairn/internal/version.dirty=$(shell test -n "$$(git status --porcelain 2>/dev/null)" && echo true)"
 
-.PHONY: all build run test test-unit test-race test-e2e test-s3 s3-clients fuse3 dav-tools ui-tools ui-screenshots bench soak vet clean
+.PHONY: all build run test test-unit test-race test-e2e test-s3 s3-clients fuse3 dav-tools ui-tools ui-screenshots bench soak vet clean package pkg-tools image image-test
 
 all: build
 
@@ -17,11 +17,13 @@ run: build
 
 vet:
 	$(GO) vet ./...
+	cd packaging && $(GO) vet ./...
 
 # Unit, package and end-to-end tests (the e2e test runs the real binary),
 # then the race detector over the concurrent packages.
-test: build vet fuse3 dav-tools ui-tools
+test: build vet fuse3 dav-tools ui-tools pkg-tools
 	$(GO) test -count=1 -timeout 16m ./...
+	cd packaging && $(GO) test -count=1 ./...
 	@$(MAKE) --no-print-directory test-s3
 	@$(MAKE) --no-print-directory test-race
 
@@ -143,11 +145,59 @@ bench: build
 
 # Longer randomized and crash runs: internal/sim runs SOAK_SEEDS seeds
 # (1000, 1001, ...) beyond the 40 of make test, about 2 s each on 2 cores,
-# and shows it finds the old orphan-sweep race (TestSimCatchesLocalOrphanSweep).
+# and shows it finds the old orphan-sweep race (TestSimCatchesLocalOrphanSweep);
+# then the container image's build and run (make image-test).
 SOAK_SEEDS ?= 2000
 SOAK_TIMEOUT ?= 180m
 soak: build
 	CAIRN_SOAK=1 CAIRN_SOAK_SEEDS=$(SOAK_SEEDS) $(GO) test -count=1 -timeout $(SOAK_TIMEOUT) ./...
+	@$(MAKE) --no-print-directory image-test
+
+# Packages (docs/operations.md, "Packages and the systemd unit"): a .deb
+# and an .rpm of a static linux/$(PKG_ARCH) build, made with nfpm by
+# packaging/cmd/mkpkg (its own module: nfpm stays out of go.mod), into
+# $(DIST). The completions and man pages come from bin/cairn, which must
+# run here.
+PKG_ARCH ?= $(shell $(GO) env GOARCH)
+DIST ?= dist
+package: build
+	CGO_ENABLED=0 GOOS=linux GOARCH=$(PKG_ARCH) $(GO) build $(GOFLAGS_BUILD) -o $(DIST)/cairn-linux-$(PKG_ARCH) ./cmd/cairn
+	cd packaging && CGO_ENABLED=0 $(GO) run ./cmd/mkpkg -bin "$(abspath $(DIST))/cairn-linux-$(PKG_ARCH)" \
+		-gen "$(abspath bin/cairn)" -arch $(PKG_ARCH) -out "$(abspath $(DIST))"
+
+# The package test (test/e2e/package_test.go) boots a Debian root under
+# systemd-nspawn (systemd-container), made once with debootstrap and kept
+# in ~/.cache/cairn-test, and reads the .rpm with rpm. As root with
+# apt-get they are installed when missing.
+pkg-tools:
+	@missing=""; command -v debootstrap >/dev/null 2>&1 || [ -x /usr/sbin/debootstrap ] || missing="$$missing debootstrap"; \
+	command -v systemd-nspawn >/dev/null 2>&1 || missing="$$missing systemd-container"; \
+	command -v rpm >/dev/null 2>&1 || missing="$$missing rpm"; \
+	if [ -n "$$missing" ] && [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+		echo "make: installing$$missing with apt-get for the package test"; \
+		export DEBIAN_FRONTEND=noninteractive; \
+		apt-get install -y -q $$missing >/dev/null || { apt-get update -q >/dev/null && apt-get install -y -q $$missing >/dev/null; } \
+			|| echo "make: apt-get install$$missing failed: the package test will fail (CI=true) or skip"; \
+	fi
+
+# The container image (Dockerfile) with docker or podman (DOCKER=podman).
+DOCKER ?= docker
+IMAGE ?= cairn:dev
+image:
+	$(DOCKER) build --build-arg COMMIT=$$(git rev-parse HEAD) -t $(IMAGE) .
+
+# The image built with buildah (no daemon) and run under systemd-nspawn as
+# docker run would, with a mount (test/e2e/image_test.go, 3-4
+# minutes; part of make soak, not of make test). As root with apt-get,
+# buildah and systemd-container are installed when missing.
+image-test: build pkg-tools
+	@if ! command -v buildah >/dev/null 2>&1 && [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+		echo "make: installing buildah with apt-get for the image test"; \
+		export DEBIAN_FRONTEND=noninteractive; \
+		apt-get install -y -q buildah >/dev/null || { apt-get update -q >/dev/null && apt-get install -y -q buildah >/dev/null; } \
+			|| echo "make: apt-get install buildah failed: the image test will fail"; \
+	fi
+	CAIRN_IMAGE_TEST=1 $(GO) test -count=1 -timeout 20m -run 'TestImage$$' -v ./test/e2e
 
 clean:
-	rm -rf bin $(S3_VENV) test/ui/node_modules
+	rm -rf bin $(DIST) $(S3_VENV) test/ui/node_modules

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -13,6 +14,7 @@ import (
 	"github.com/BurntSushi/toml"
 	"github.com/cairn-fs/cairn/internal/access"
 	"github.com/cairn-fs/cairn/internal/node"
+	"github.com/cairn-fs/cairn/internal/sdnotify"
 	"github.com/cairn-fs/cairn/internal/store"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -323,16 +325,32 @@ func newLogger(level string) (*slog.Logger, error) {
 	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: l})), nil
 }
 
-// runNode starts a node and serves until SIGINT/SIGTERM.
+// runNode starts a node and serves until SIGINT/SIGTERM. Under systemd
+// (Type=notify, packaging/files/cairn.service) it says READY=1 once the
+// node answers, pings the watchdog while it does, and STOPPING=1 at the
+// end (internal/sdnotify).
 func runNode(c node.Config, printKey bool) error {
+	svc, err := sdnotify.New(sdnotify.Config{Logger: c.Logger})
+	if err != nil {
+		return err
+	}
+	defer svc.Stopping("stopped")
 	n, err := node.Start(c)
 	if err != nil {
 		return err
 	}
-	if printKey && c.AdminKey == "" {
+	switch {
+	case printKey && c.AdminKey == "" && svc.Enabled():
+		// A service's stderr is the journal, kept and readable by more
+		// than root: name the file, not the key.
+		fmt.Fprintf(os.Stderr, "cairn: admin key in %s/admin.key\n", strings.TrimRight(c.DataDir, "/"))
+	case printKey && c.AdminKey == "":
 		fmt.Fprintf(os.Stderr, "cairn: admin key (from %s/admin.key): %s\n", strings.TrimRight(c.DataDir, "/"), n.AdminKey)
 	}
 	fmt.Fprintln(os.Stderr, servingLine(n.URL, n.LocalURL, c.ClusterSecret != ""))
+	if err := svc.Ready(context.Background(), n.Alive, "serving "+n.URL); err != nil {
+		return errors.Join(err, n.Close())
+	}
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
 	hup := make(chan os.Signal, 1)
@@ -356,6 +374,7 @@ wait:
 			break wait
 		}
 	}
+	svc.Stopping("stopping: unmounting, finishing requests, closing the stores")
 	done := make(chan error, 1)
 	go func() { done <- n.Close() }()
 	select {

@@ -11,6 +11,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/cairn-fs/cairn/internal/frontend/fuse"
@@ -54,7 +56,7 @@ func (n *Node) startMounts() error {
 		}
 		cancel()
 		if err != nil {
-			return fmt.Errorf("--mount %s: %w", spec, err)
+			return fmt.Errorf("--mount %s: %w%s", spec, err, mountHint(err))
 		}
 		n.mountsMu.Lock()
 		n.mounts = append(n.mounts, m)
@@ -74,4 +76,39 @@ func (n *Node) closeMounts() error {
 		errs = append(errs, ms[i].Close())
 	}
 	return errors.Join(errs...)
+}
+
+// capSysAdmin is CAP_SYS_ADMIN's bit in /proc/self/status's CapEff.
+const capSysAdmin = 21
+
+// mountHint explains a mount that failed for want of CAP_SYS_ADMIN:
+// without it go-fuse's direct mount fails and it falls back to the setuid
+// fusermount3 (an error naming fusermount says it did), which fails
+// under NoNewPrivileges=yes (cairn.service), when not installed, or
+// without user_allow_other in /etc/fuse.conf. "" for other errors, when
+// the process has the capability, or cannot tell (not Linux).
+func mountHint(err error) string {
+	if err == nil || !strings.Contains(err.Error(), "fusermount") {
+		return ""
+	}
+	b, rerr := os.ReadFile("/proc/self/status")
+	if rerr != nil {
+		return ""
+	}
+	return mountHintFrom(string(b))
+}
+
+// mountHintFrom is mountHint's advice for the text of /proc/self/status.
+func mountHintFrom(status string) string {
+	for line := range strings.SplitSeq(status, "\n") {
+		if v, ok := strings.CutPrefix(line, "CapEff:"); ok {
+			caps, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64)
+			if err != nil || caps&(1<<capSysAdmin) != 0 {
+				return ""
+			}
+			return " (this process lacks CAP_SYS_ADMIN, which the node mounts with; the fallback, the setuid fusermount3, failed too." +
+				" Under systemd install the drop-in /usr/share/cairn/systemd/mount.conf: docs/operations.md, \"Mounts under systemd\")"
+		}
+	}
+	return ""
 }
