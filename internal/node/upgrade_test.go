@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
-	"log/slog"
 	"net/http"
 	"strings"
 	"testing"
@@ -41,23 +40,8 @@ func TestVersionMeta(t *testing.T) {
 // log version than its binary reads refuses to start.
 func TestLogVersionInCluster(t *testing.T) {
 	const secret = "upgrade-test-cluster-secret-0123"
-	start := func(join string) *Node {
-		cfg := DefaultConfig()
-		cfg.DataDir = t.TempDir()
-		cfg.Listen = "127.0.0.1:0"
-		cfg.AdminKey = "upgrade-test-admin-key-0123456789"
-		cfg.ClusterSecret, cfg.Join = secret, join
-		cfg.GCInterval = time.Hour
-		cfg.Logger = slog.New(slog.DiscardHandler)
-		n, err := Start(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { n.Close() })
-		return n
-	}
-	n1 := start("")
-	n2 := start(n1.URL)
+	n1 := startTestNode(t, secret)       // admin_test.go
+	n2 := startJoiner(t, secret, n1.URL) // join_test.go
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		v1, v2 := n1.cl.raft.Status().LogVersion, n2.cl.raft.Status().LogVersion
