@@ -90,6 +90,7 @@ func (l *accessLoader) reload() {
 }
 
 func (l *accessLoader) reloadLocks() {
+	gen := l.locks.Generation() // before the list: Load keeps what changed here since
 	recs, err := l.recs.ListRecords(context.Background(), store.RecordLock)
 	if err != nil {
 		l.log.Error("WebDAV locks not reloaded", "err", err)
@@ -99,7 +100,7 @@ func (l *accessLoader) reloadLocks() {
 	for _, r := range recs {
 		m[r.Name] = r.Value
 	}
-	l.locks.Load(m)
+	l.locks.Load(m, gen)
 }
 
 func (l *accessLoader) reloadRules() {

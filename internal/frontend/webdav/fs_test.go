@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/xml"
 	"errors"
+	"maps"
 	"os"
 	"testing"
 	"time"
@@ -118,7 +119,7 @@ func TestLocks(t *testing.T) {
 	}
 	// Another node loads the records and agrees; expiry frees.
 	other := NewLocks(nil, nil)
-	other.Load(recs)
+	other.Load(recs, other.Generation())
 	if _, err := other.Confirm(now, "/a/x", ""); !errors.Is(err, xwebdav.ErrConfirmationFailed) {
 		t.Fatalf("a lock loaded from the records: %v", err)
 	}
@@ -131,5 +132,52 @@ func TestLocks(t *testing.T) {
 	}
 	if err := ls.Unlock(now, a); err != nil || dels != 1 {
 		t.Fatalf("unlock: %v (dels %d)", err, dels)
+	}
+}
+
+// TestLocksReloadRace: the node reloads the lock records when they change,
+// in the background. A reload that listed the records before a LOCK
+// through this node applied must not drop that lock (a client's PUT with
+// its token right after the LOCK then failed with 412, and davfs2 left
+// the file empty), nor bring back a lock this node released since.
+func TestLocksReloadRace(t *testing.T) {
+	recs := map[string][]byte{}
+	ls := NewLocks(func(_ context.Context, tok string, v []byte) error { recs[tok] = v; return nil },
+		func(_ context.Context, tok string) error { delete(recs, tok); return nil })
+	now := time.Now()
+	excl := func(root string) xwebdav.LockDetails {
+		return xwebdav.LockDetails{Root: root, Duration: time.Minute, OwnerXML: "o", ZeroDepth: true}
+	}
+	old, err := ls.Create(now, excl("/old"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A reload starts and lists the records: /old only.
+	gen := ls.Generation()
+	listed := maps.Clone(recs)
+	// Meanwhile a LOCK and an UNLOCK through this node.
+	tok, err := ls.Create(now, excl("/f.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ls.Unlock(now, old); err != nil {
+		t.Fatal(err)
+	}
+	ls.Load(listed, gen) // the reload ends with what it listed
+	if _, err := ls.Confirm(now, "/f.txt", "", xwebdav.Condition{Token: tok}); err != nil {
+		t.Fatalf("a PUT with the new lock's token after a stale reload: %v", err)
+	}
+	if _, err := ls.Create(now, excl("/old")); err != nil {
+		t.Fatalf("a stale reload brought back a released lock: %v", err)
+	}
+	// The next reload lists the records as they are: nothing is kept
+	// from before it.
+	ls.Load(maps.Clone(recs), ls.Generation())
+	if _, err := ls.Confirm(now, "/f.txt", "", xwebdav.Condition{Token: tok}); err != nil {
+		t.Fatalf("after a fresh reload: %v", err)
+	}
+	ls.Load(map[string][]byte{}, ls.Generation()) // another node released everything
+	if _, err := ls.Create(now, excl("/f.txt")); err != nil {
+		t.Fatalf("a lock released elsewhere still held here: %v", err)
 	}
 }

@@ -39,6 +39,20 @@ type Locks struct {
 	put func(ctx context.Context, token string, value []byte) error
 	del func(ctx context.Context, token string) error
 	now func() time.Time
+	// gen counts this node's changes to replicated locks; recent holds
+	// the latest change of each token made here (nil: released) that a
+	// Load may not reflect yet. A reload lists the records in the
+	// background, so it can finish after a LOCK or UNLOCK through this
+	// node that its list missed: Load re-applies the changes made after
+	// the Generation the reload started from.
+	gen    uint64
+	recent map[string]recentChange
+}
+
+// recentChange is a change of a replicated lock made through this node.
+type recentChange struct {
+	gen uint64
+	rec *lockRecord // nil: released
 }
 
 // lockRecord is a lock as stored in its record (JSON).
@@ -57,12 +71,25 @@ func (l lockRecord) expired(now time.Time) bool {
 
 // NewLocks returns a lock system that persists locks with put and del.
 func NewLocks(put func(ctx context.Context, token string, value []byte) error, del func(ctx context.Context, token string) error) *Locks {
-	return &Locks{repl: map[string]lockRecord{}, temps: map[string]lockRecord{}, put: put, del: del, now: time.Now}
+	return &Locks{repl: map[string]lockRecord{}, temps: map[string]lockRecord{}, put: put, del: del, now: time.Now,
+		recent: map[string]recentChange{}}
 }
 
-// Load replaces the replicated locks with the records' (token → value).
-// Records that do not decode are skipped.
-func (ls *Locks) Load(records map[string][]byte) {
+// Generation returns the count of this node's lock changes so far: read it
+// before listing the records, and pass it to Load.
+func (ls *Locks) Generation() uint64 {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	return ls.gen
+}
+
+// Load replaces the replicated locks with the records' (token → value),
+// listed after Generation returned since. The changes made through this
+// node after that are applied again on top: the list may predate them (a
+// change is counted once its record applied here, so the earlier ones are
+// in any list made after since was read). Records that do not decode are
+// skipped.
+func (ls *Locks) Load(records map[string][]byte, since uint64) {
 	m := make(map[string]lockRecord, len(records))
 	for tok, v := range records {
 		var r lockRecord
@@ -71,8 +98,31 @@ func (ls *Locks) Load(records map[string][]byte) {
 		}
 	}
 	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	for tok, c := range ls.recent {
+		if c.gen <= since {
+			delete(ls.recent, tok)
+			continue
+		}
+		if c.rec == nil {
+			delete(m, tok)
+		} else {
+			m[tok] = *c.rec
+		}
+	}
 	ls.repl = m
-	ls.mu.Unlock()
+}
+
+// setLocked records a change of a replicated lock made through this node,
+// once its record applied; rec nil releases it. ls.mu is held.
+func (ls *Locks) setLocked(token string, rec *lockRecord) {
+	ls.gen++
+	ls.recent[token] = recentChange{gen: ls.gen, rec: rec}
+	if rec == nil {
+		delete(ls.repl, token)
+	} else {
+		ls.repl[token] = *rec
+	}
 }
 
 var _ xwebdav.LockSystem = (*Locks)(nil)
@@ -225,7 +275,7 @@ func (ls *Locks) create(now time.Time, details xwebdav.LockDetails, shared bool)
 		return "", fmt.Errorf("webdav: lock %s: %w", name, err)
 	}
 	ls.mu.Lock()
-	ls.repl[token] = rec // visible at once here; Load brings it everywhere
+	ls.setLocked(token, &rec) // visible at once here; Load brings it everywhere
 	ls.mu.Unlock()
 	return token, nil
 }
@@ -248,7 +298,7 @@ func (ls *Locks) Refresh(now time.Time, token string, duration time.Duration) (x
 		return xwebdav.LockDetails{}, fmt.Errorf("webdav: refresh lock: %w", err)
 	}
 	ls.mu.Lock()
-	ls.repl[token] = l
+	ls.setLocked(token, &l)
 	ls.mu.Unlock()
 	return xwebdav.LockDetails{Root: l.Root, Duration: time.Duration(l.Duration), OwnerXML: l.OwnerXML, ZeroDepth: l.ZeroDepth}, nil
 }
@@ -270,7 +320,7 @@ func (ls *Locks) Unlock(now time.Time, token string) error {
 		return fmt.Errorf("webdav: unlock: %w", err)
 	}
 	ls.mu.Lock()
-	delete(ls.repl, token)
+	ls.setLocked(token, nil)
 	ls.mu.Unlock()
 	return nil
 }
