@@ -23,7 +23,7 @@ func TestVersionCmd(t *testing.T) {
 		return out.String()
 	}
 	text := run("version")
-	for _, want := range []string{"cairn 0.", "\ncommit ", "\ngo go1.", fmt.Sprintf("log encodings: command 2-%d, inode 1-2, bucket 2-5", meta.LogVersionMax)} {
+	for _, want := range []string{"cairn 0.", "\ncommit ", "\ngo go1.", fmt.Sprintf("log encodings: command 2-%d, inode 1-2, bucket 2-6", meta.LogVersionMax)} {
 		if !strings.Contains(text, want) {
 			t.Errorf("cairn version: %q lacks %q", text, want)
 		}

@@ -49,6 +49,7 @@ func (r *Raft) Propose(ctx context.Context, cmd meta.Command) (_ meta.Result, er
 	if !cmd.Op.Valid() {
 		return meta.Result{}, fmt.Errorf("consensus: propose: %w: unknown op %d", meta.ErrInvalid, cmd.Op)
 	}
+	cmd = meta.Fit(cmd, byte(r.logVersion.Load()))
 	if err := r.allowed(cmd); err != nil {
 		return meta.Result{}, err
 	}
@@ -70,6 +71,11 @@ func (r *Raft) Propose(ctx context.Context, cmd meta.Command) (_ meta.Result, er
 // ProposeMany implements OrderedProposer. ctx bounds the handing over and
 // the waits, as for Propose.
 func (r *Raft) ProposeMany(ctx context.Context, cmds []meta.Command) ([]meta.Result, []error) {
+	active := byte(r.logVersion.Load())
+	cmds = slices.Clone(cmds)
+	for i := range cmds {
+		cmds[i] = meta.Fit(cmds[i], active)
+	}
 	for _, c := range cmds {
 		err := r.allowed(c)
 		if !c.Op.Valid() {

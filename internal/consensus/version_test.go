@@ -26,6 +26,12 @@ func TestLogVersionGatesProposals(t *testing.T) {
 	if o := c.propose(l.id, lockSessionCmd); !errors.Is(o.err, meta.ErrLogVersion) {
 		t.Fatalf("lock command at the baseline: %v / %v", o.err, o.res.Err)
 	}
+	// A command's origin is informational: dropped below version 10, the
+	// command goes through.
+	c.mustPropose(l.id, bucketCmd)
+	withOrigin := mkdirNamed("o")
+	withOrigin.Origin = &meta.Origin{Node: 1, Frontend: "mount"}
+	c.mustPropose(l.id, withOrigin)
 	_, errs := l.r.ProposeMany(context.Background(), []meta.Command{mkdirNamed("x"), lockSessionCmd})
 	if !errors.Is(errs[0], meta.ErrLogVersion) {
 		t.Fatalf("ProposeMany with a lock command: %v", errs)

@@ -159,6 +159,10 @@ func (a *applier) apply() (Result, error) {
 		return a.lockExpire()
 	case OpSetLogVersion:
 		return a.setLogVersion()
+	case OpTrashRestore:
+		return a.trashRestore()
+	case OpTrashPurge:
+		return a.trashPurge()
 	default:
 		return Result{}, fmt.Errorf("%w: unknown op %d", ErrInvalid, a.cmd.Op)
 	}

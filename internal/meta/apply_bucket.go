@@ -38,6 +38,9 @@ func (a *applier) createBucket() (Result, error) {
 		b.Replicas, b.WriteQuorum, b.Strict = o.Replicas, o.WriteQuorum, o.Strict
 		b.UID, b.GID, b.FileMode, b.DirMode = o.UID, o.GID, o.FileMode&0o7777, o.DirMode&0o7777
 		b.Owner, b.ACL = o.Owner, o.ACL
+		if b.TrashNs = o.TrashNs; b.TrashNs < 0 {
+			return Result{}, fmt.Errorf("%w: trash retention %d", ErrInvalid, b.TrashNs)
+		}
 	}
 	a.t.set(bucketKey(name), encodeBucket(b))
 	return Result{Created: true, Inode: dir, Changed: []string{name}}, nil
@@ -59,6 +62,9 @@ func (a *applier) updateBucket() (Result, error) {
 	b.Replicas, b.WriteQuorum, b.Strict = o.Replicas, o.WriteQuorum, o.Strict
 	b.UID, b.GID, b.FileMode, b.DirMode = o.UID, o.GID, o.FileMode&0o7777, o.DirMode&0o7777
 	b.ACL = o.ACL
+	if b.TrashNs = o.TrashNs; b.TrashNs < 0 {
+		return Result{}, fmt.Errorf("%w: trash retention %d", ErrInvalid, b.TrashNs)
+	}
 	a.t.set(bucketKey(b.Name), encodeBucket(b))
 	return Result{Changed: []string{b.Name}}, nil
 }
@@ -74,6 +80,11 @@ func (a *applier) deleteBucket() (Result, error) {
 	}
 	if !empty {
 		return Result{}, fmt.Errorf("bucket %q: %w", b.Name, ErrBucketNotEmpty)
+	}
+	if empty, err := a.r.trashEmpty(b.Name); err != nil {
+		return Result{}, err
+	} else if !empty {
+		return Result{}, fmt.Errorf("bucket %q: %w: %w", b.Name, ErrBucketNotEmpty, errTrashNotEmpty)
 	}
 	a.t.del(bucketKey(b.Name))
 	dir, err := a.r.Inode(b.Ino)

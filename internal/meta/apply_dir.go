@@ -157,6 +157,9 @@ func (a *applier) delete() (Result, error) {
 	}
 	linked := t != TypeDir && n.Nlink > 1
 	if t != TypeDir {
+		if err := a.trashFile(bk, a.cmd.Path, n, nil); err != nil { // apply_trash.go
+			return Result{}, err
+		}
 		a.t.del(dentryKey(parent, name))
 		if err := a.touchDir(parent, 0); err != nil {
 			return Result{}, err
@@ -240,6 +243,9 @@ func (a *applier) rename() (Result, error) {
 			return Result{}, fmt.Errorf("rename directory %q over file %q: %w", src, dst, ErrNotDir)
 		default:
 			replacedLinked = dn.Nlink > 1
+			if err := a.trashFile(bk, dst, dn, n); err != nil {
+				return Result{}, err
+			}
 			a.t.del(dentryKey(dstParent, dstName))
 			if err := a.dropLink(dn); err != nil {
 				return Result{}, err

@@ -123,6 +123,9 @@ func (a *applier) putFile() (Result, error) {
 			// among them), as a write to a local file does.
 			n.Xattrs = cloneXattrs(old.Xattrs)
 		}
+		if err := a.trashFile(bk, a.cmd.Path, old, n); err != nil { // apply_trash.go
+			return Result{}, err
+		}
 		for _, x := range old.Extents {
 			delta[x.Hash]--
 		}

@@ -20,9 +20,9 @@ func errCorrupt(format string, args ...any) error {
 
 // Encoding versions (first byte of each value).
 const (
-	inodeVersion   = 2 // 2: + atime (1 is still read)
-	bucketVersion  = 5 // 2: + replicas, write quorum; 3: + strict; 4: + uid, gid, file and dir mode; 5: + owner, acl (2 to 4 are still read)
-	commandVersion = 9 // 2: + node (cluster map); 3: + under, replicated; 4: bucket bodies of version 4; 5: + count; 6: inode bodies with atime; 7: + record, whether the file's xattrs were given; 8: + lock; 9: + upgrade (2 to 8 are still read)
+	inodeVersion   = 2  // 2: + atime (1 is still read)
+	bucketVersion  = 6  // 2: + replicas, write quorum; 3: + strict; 4: + uid, gid, file and dir mode; 5: + owner, acl; 6: + trash retention, written only when set (2 to 5 are still read)
+	commandVersion = 10 // 2: + node (cluster map); 3: + under, replicated; 4: bucket bodies of version 4; 5: + count; 6: inode bodies with atime; 7: + record, whether the file's xattrs were given; 8: + lock; 9: + upgrade; 10: + origin, trash, bucket bodies of version 6 (2 to 9 are still read)
 	// lockFreeVersion is the version written for a payload without a lock
 	// command: the same bytes as version 7, which binaries from before
 	// locks can still decode, so that a rolling upgrade only depends on
@@ -271,7 +271,18 @@ func DecodeInode(ino Ino, p []byte) (*Inode, error) {
 	return n, nil
 }
 
-func appendBucket(e *encoder, b *Bucket) {
+// bucketBodyVersion is the lowest bucket body version that holds b, so
+// that a binary from before a field was added still reads the buckets
+// that do not use it (a downgrade before the log version moved).
+func bucketBodyVersion(b *Bucket) byte {
+	if b.TrashNs != 0 {
+		return 6
+	}
+	return 5
+}
+
+// appendBucket writes b's body: version 5 fields, then those of v6.
+func appendBucket(e *encoder, b *Bucket, version byte) {
 	e.str(b.Name)
 	e.uvarint(uint64(b.Ino))
 	e.bool1(b.Public)
@@ -287,6 +298,9 @@ func appendBucket(e *encoder, b *Bucket) {
 	e.uvarint(uint64(b.DirMode))
 	e.str(b.Owner)
 	e.str(b.ACL)
+	if version >= 6 {
+		e.varint(b.TrashNs)
+	}
 }
 
 // decodeBucketBody decodes a bucket body of the given version (2 or 3).
@@ -310,6 +324,9 @@ func decodeBucketBody(d *decoder, version byte) *Bucket {
 	}
 	if version >= 5 {
 		b.Owner, b.ACL = d.str(), d.str()
+	}
+	if version >= 6 {
+		b.TrashNs = d.varint()
 	}
 	return b
 }
@@ -363,8 +380,9 @@ func decodeNode(p []byte) (*Node, error) {
 
 func encodeBucket(b *Bucket) []byte {
 	e := encoder{}
-	e.byte1(bucketVersion)
-	appendBucket(&e, b)
+	v := bucketBodyVersion(b)
+	e.byte1(v)
+	appendBucket(&e, b, v)
 	return e.b
 }
 
@@ -422,7 +440,7 @@ func EncodeCommands(cmds []Command) ([]byte, error) {
 		e.str(c.DstPath)
 		e.bool1(c.Bucket != nil)
 		if c.Bucket != nil {
-			appendBucket(&e, c.Bucket)
+			appendBucket(&e, c.Bucket, commandBucketVersion(version))
 		}
 		e.bool1(c.File != nil)
 		if c.File != nil {
@@ -463,6 +481,9 @@ func EncodeCommands(cmds []Command) ([]byte, error) {
 				appendUpgrade(&e, c.Upgrade)
 			}
 		}
+		if version >= trashVersion {
+			appendTrashFields(&e, c) // apply_trash.go
+		}
 	}
 	return e.b, nil
 }
@@ -493,11 +514,7 @@ func DecodeCommands(p []byte) ([]Command, error) {
 			// A command carries the bucket body of its time: command
 			// versions 2 and 3 bodies of versions 2 and 3, 4 to 6 of
 			// version 4, 7 of version 5.
-			bv := min(version, 4)
-			if version >= 7 {
-				bv = 5
-			}
-			c.Bucket = decodeBucketBody(&d, bv)
+			c.Bucket = decodeBucketBody(&d, commandBucketVersion(version))
 		}
 		if d.bool1() {
 			c.File = &Inode{Ino: Ino(d.uvarint())}
@@ -532,6 +549,9 @@ func DecodeCommands(p []byte) ([]Command, error) {
 		}
 		if version >= upgradeVersion && d.bool1() {
 			c.Upgrade = decodeUpgrade(&d)
+		}
+		if version >= trashVersion {
+			decodeTrashFields(&d, &c)
 		}
 		cmds = append(cmds, c)
 	}

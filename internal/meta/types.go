@@ -82,6 +82,9 @@ type Bucket struct {
 	// public-read when Public), "public-read-write" (anyone may also write
 	// and delete) or "authenticated-read" (any access key may read).
 	ACL string
+	// TrashNs is how long deleted and replaced files stay in the
+	// bucket's trash (design 0007); 0: no trash.
+	TrashNs int64
 }
 
 // Mirror as Bucket.Replicas places a copy of every blob on every data node.
@@ -161,8 +164,10 @@ const (
 	OpLockSession                 // Lock.Lock.Owner.Node/Epoch, Lock.LeaseNs: renew a node's lock session
 	OpLockExpire                  // Lock.Lock.Owner.Node/Epoch, Lock.RenewNs: expire a session that stopped renewing
 	OpSetLogVersion               // Upgrade: raise the cluster's log version (version.go)
+	OpTrashRestore                // BucketName, Path (a trash entry's path), DstPath ("": Path), Trash.At: a trash entry becomes a file again
+	OpTrashPurge                  // BucketName, Trash.Before, Trash.Limit: drop trash entries deleted before Before
 
-	opLast = OpSetLogVersion
+	opLast = OpTrashPurge
 )
 
 // Valid reports whether op is a known command kind.
@@ -216,6 +221,29 @@ type Command struct {
 	// Upgrade is the new log version of OpSetLogVersion and the members
 	// its proposer found able to read it.
 	Upgrade *LogUpgrade
+	// Origin says who asked for the change, for the trash entries it
+	// makes. Informational: dropped below log version 10 (Fit).
+	Origin *Origin
+	// Trash is the argument of OpTrashRestore and OpTrashPurge.
+	Trash *TrashCmd
+}
+
+// Origin is where a change came from.
+type Origin struct {
+	Node     uint64 // the node that took the request (0: a lone node)
+	Frontend string // http, s3, webdav, mount, cli, admin
+	Key      string // the access key ID ("" for the admin key or anonymous)
+}
+
+// TrashCmd is the argument of the trash commands.
+type TrashCmd struct {
+	// At: OpTrashRestore restores the newest entry deleted at or before
+	// At (Unix ns; 0: the newest).
+	At int64
+	// Before and Limit: OpTrashPurge drops at most Limit (1..10,000)
+	// entries deleted before Before.
+	Before int64
+	Limit  int
 }
 
 // RecordKind names a family of records.
@@ -262,6 +290,8 @@ type Result struct {
 	Name string
 	// Lock is the outcome of a lock command.
 	Lock *LockResult
+	// Count is how many trash entries OpTrashPurge dropped.
+	Count int
 }
 
 // GarbageEntry is a blob whose reference count fell to zero at TimeNs.

@@ -91,7 +91,7 @@ func TestDecodeVersion2(t *testing.T) {
 	b := &Bucket{Name: "old", Ino: 3, Replicas: 3, WriteQuorum: 2}
 	e := encoder{}
 	e.byte1(2)
-	appendBucket(&e, b)
+	appendBucket(&e, b, bucketBodyVersion(b))
 	e.b = e.b[:len(e.b)-2] // version 4 had no owner nor acl (empty strings: one byte each)
 	v2 := e.b[:len(e.b)-5] // version 2 had no strict byte, no owner and modes (4 one-byte zeros)
 	got, err := decodeBucket(v2)

@@ -25,11 +25,40 @@ const (
 	// binaries from before the cluster version (issue 22) read.
 	LogVersionBaseline = lockFreeVersion
 	// LogVersionMax is the newest payload version this binary reads and
-	// writes: version 8 adds lock commands, 9 OpSetLogVersion.
+	// writes: version 8 adds lock commands, 9 OpSetLogVersion, 10 the
+	// trash and commands' origins.
 	LogVersionMax = commandVersion
 	// upgradeVersion is the payload version that carries OpSetLogVersion.
 	upgradeVersion = 9
+	// trashVersion carries commands' origins, the trash commands and
+	// bucket bodies of version 6 (trash retention).
+	trashVersion = 10
 )
+
+// commandBucketVersion is the bucket body version a command payload of
+// the given version carries.
+func commandBucketVersion(payload byte) byte {
+	switch {
+	case payload >= trashVersion:
+		return 6
+	case payload >= 7:
+		return 5
+	case payload >= 4:
+		return 4
+	}
+	return payload
+}
+
+// Fit drops what cmd carries only for information and the active log
+// version cannot hold (a command's origin, before version 10), so that
+// ordinary writes go on during a rolling upgrade. What a command needs
+// stays, and Allowed refuses it.
+func Fit(cmd Command, active byte) Command {
+	if active < trashVersion {
+		cmd.Origin = nil
+	}
+	return cmd
+}
 
 // LogUpgrade is the body of OpSetLogVersion.
 type LogUpgrade struct {
@@ -73,6 +102,9 @@ func payloadVersion(cmds []Command) byte {
 		case cmds[i].Lock != nil:
 			v = max(v, 8)
 		}
+		if c := &cmds[i]; c.Origin != nil || c.Trash != nil || (c.Bucket != nil && bucketBodyVersion(c.Bucket) >= 6) {
+			v = max(v, trashVersion)
+		}
 	}
 	return v
 }
@@ -97,8 +129,11 @@ func Allowed(cmds []Command, active byte) error {
 	}
 	what := "this command"
 	for i := range cmds {
-		if cmds[i].Lock != nil {
+		switch {
+		case cmds[i].Lock != nil:
 			what = "a cluster-wide lock"
+		case cmds[i].Trash != nil || cmds[i].Bucket != nil:
+			what = "the trash"
 		}
 	}
 	return fmt.Errorf("%w: %s needs log version %d, the cluster runs %d until every node runs a binary that reads %d (cairn status shows each node's version)",

@@ -90,6 +90,9 @@ type BucketInfo struct {
 	// ACL is the S3 canned ACL beyond Public: "", "public-read-write" or
 	// "authenticated-read" (meta.Bucket.ACL).
 	ACL string `json:"acl,omitempty"`
+	// TrashSeconds is how long deleted and overwritten files stay in the
+	// bucket's trash (Trash); 0: no trash.
+	TrashSeconds int64 `json:"trash_seconds,omitempty"`
 }
 
 // ObjectInfo describes a file or directory.

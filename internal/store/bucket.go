@@ -12,7 +12,8 @@ func bucketInfo(b *meta.Bucket) BucketInfo {
 	return BucketInfo{Name: b.Name, Public: b.Public, ChecksumSidecars: b.ChecksumSidecars,
 		CacheControl: b.CacheControl, Created: time.Unix(0, b.CreatedNs).UTC(),
 		Replicas: int(b.Replicas), WriteQuorum: int(b.WriteQuorum), Strict: b.Strict,
-		UID: b.UID, GID: b.GID, FileMode: b.FileMode, DirMode: b.DirMode, Owner: b.Owner, ACL: b.ACL}
+		UID: b.UID, GID: b.GID, FileMode: b.FileMode, DirMode: b.DirMode, Owner: b.Owner, ACL: b.ACL,
+		TrashSeconds: b.TrashNs / int64(time.Second)}
 }
 
 // owned fills the zero owner and mode of a write that does not give them
@@ -44,7 +45,8 @@ func policy(b BucketInfo) placement.Policy {
 func metaBucket(b BucketInfo) *meta.Bucket {
 	return &meta.Bucket{Name: b.Name, Public: b.Public, ChecksumSidecars: b.ChecksumSidecars,
 		CacheControl: b.CacheControl, Replicas: clamp32(b.Replicas), WriteQuorum: clamp32(b.WriteQuorum), Strict: b.Strict,
-		UID: b.UID, GID: b.GID, FileMode: b.FileMode, DirMode: b.DirMode, Owner: b.Owner, ACL: b.ACL}
+		UID: b.UID, GID: b.GID, FileMode: b.FileMode, DirMode: b.DirMode, Owner: b.Owner, ACL: b.ACL,
+		TrashNs: b.TrashSeconds * int64(time.Second)}
 }
 
 // CreateBucket implements Store.

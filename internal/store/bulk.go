@@ -186,6 +186,7 @@ func (s *Local) commitFiles(ctx context.Context, cmds []*meta.Command, idx []int
 	batch := make([]meta.Command, len(idx))
 	for k, i := range idx {
 		batch[k] = *cmds[i]
+		s.withOrigin(ctx, &batch[k]) // trash.go
 	}
 	results, errs := op.ProposeMany(ctx, batch)
 	for k, i := range idx {

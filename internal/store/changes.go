@@ -70,6 +70,7 @@ func (s *Local) ChangeMany(ctx context.Context, bucket string, cs []Change) []er
 		if cmds[k].TimeNs == 0 {
 			cmds[k].TimeNs = now
 		}
+		s.withOrigin(ctx, &cmds[k]) // trash.go
 	}
 	results, perrs := op.ProposeMany(ctx, cmds)
 	for k, i := range idx {

@@ -55,6 +55,7 @@ func (s *Local) Concat(ctx context.Context, bucket, path string, srcs []ObjectRe
 		size += o.ino.Size
 	}
 	cmd := s.putFileCommand(bucket, path, opts, size, etag, hex.EncodeToString(sh.Sum(nil)), extents, startIndex)
+	s.withOrigin(ctx, &cmd) // trash.go
 	res, err := s.log.Propose(ctx, cmd)
 	if err == nil && errors.Is(res.Err, meta.ErrBlobReaped) {
 		return ObjectInfo{}, false, fmt.Errorf("concat %s/%s: a source was deleted meanwhile: %w", bucket, path, ErrNotFound)

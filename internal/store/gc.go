@@ -51,6 +51,9 @@ func (s *Local) GC(ctx context.Context) (GCStats, error) {
 
 func (s *Local) gc(ctx context.Context, orphans map[blob.Hash]time.Time) (GCStats, error) {
 	var st GCStats
+	if err := s.expireTrash(ctx); err != nil { // trash.go: before the reap, which then frees their blobs
+		s.cfg.Logger.Warn("trash expiry failed", "err", err)
+	}
 	now := s.cfg.Now()
 	before := now.Add(-s.cfg.GCGrace).UnixNano()
 	if orphans == nil {

@@ -259,6 +259,7 @@ func (s *Local) commitFile(ctx context.Context, cmd meta.Command) (ObjectInfo, b
 		res meta.Result
 		err error
 	)
+	s.withOrigin(ctx, &cmd) // trash.go
 	for attempt := 0; ; attempt++ {
 		res, err = s.log.Propose(ctx, cmd)
 		if err == nil && errors.Is(res.Err, meta.ErrBlobReaped) && attempt < 3 {

@@ -310,6 +310,7 @@ func (s *Local) propose(ctx context.Context, cmd meta.Command) (meta.Result, err
 	if cmd.TimeNs == 0 {
 		cmd.TimeNs = s.cfg.Now().UnixNano()
 	}
+	s.withOrigin(ctx, &cmd) // trash.go
 	res, err := s.log.Propose(ctx, cmd)
 	if err != nil {
 		return res, mapErr(err)

@@ -66,6 +66,32 @@ func oldCairn(t *testing.T, commit string) string {
 	return bin
 }
 
+// newestLogVersion is the newest log version this binary reads (its
+// command payload encodings, cairn version --json).
+func newestLogVersion(t *testing.T) int {
+	t.Helper()
+	out, err := exec.Command(cairnBin, "version", "--json").Output()
+	if err != nil {
+		t.Fatalf("cairn version --json: %v", err)
+	}
+	var v struct {
+		Encodings []struct {
+			Name string `json:"name"`
+			Max  int    `json:"max"`
+		} `json:"log_encodings"`
+	}
+	if err := json.Unmarshal(out, &v); err != nil {
+		t.Fatalf("cairn version --json: %v\n%s", err, out)
+	}
+	for _, e := range v.Encodings {
+		if e.Name == "command" {
+			return e.Max
+		}
+	}
+	t.Fatalf("cairn version --json names no command encoding: %s", out)
+	return 0
+}
+
 // healthInfo is the part of /_cairn/health?verbose=1 the test reads. A
 // binary from before issue 22 answers "ok" (no JSON): LogVersion -1.
 type healthInfo struct {
@@ -103,6 +129,7 @@ func verboseHealth(s *server) (healthInfo, error) {
 // new binary. After that, a node on the old release cannot join.
 func TestRollingUpgrade(t *testing.T) {
 	old := oldCairn(t, upgradeFrom)
+	newest := newestLogVersion(t)
 	base := t.TempDir()
 	type slot struct {
 		dir, addr, join string
@@ -265,7 +292,7 @@ func TestRollingUpgrade(t *testing.T) {
 			if err != nil || h.LogVersion != want {
 				t.Fatalf("node %d: log version %d (%v), want %d; %+v", k+1, h.LogVersion, err, want, h)
 			}
-			if want < 9 && len(h.Waiting) == 0 {
+			if want < newest && len(h.Waiting) == 0 {
 				t.Fatalf("node %d: log version %d and nothing named as waited for", k+1, want)
 			}
 		}
@@ -282,9 +309,9 @@ func TestRollingUpgrade(t *testing.T) {
 	time.Sleep(2 * time.Second)
 	expectVersion(7, 1, 2)
 	replace(0, cairnBin)
-	waitFor(t, 30*time.Second, "log version 9 on every node", func() bool {
+	waitFor(t, 30*time.Second, fmt.Sprintf("log version %d on every node", newest), func() bool {
 		for _, sl := range slots {
-			if h, err := verboseHealth(sl.s); err != nil || h.LogVersion != 9 || len(h.Members) != 3 {
+			if h, err := verboseHealth(sl.s); err != nil || h.LogVersion != newest || len(h.Members) != 3 {
 				return false
 			}
 		}
