@@ -312,7 +312,13 @@ const writeTimeout = 30 * time.Second
 // the call's context): a change that has started is finished, not cut at
 // an unknown point and answered EIO.
 func bounded(ctx context.Context) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.WithoutCancel(ctx), writeTimeout)
+	return context.WithTimeout(changeCtx(context.WithoutCancel(ctx)), writeTimeout)
+}
+
+// changeCtx names the mount as the origin of the changes made with ctx
+// (the bucket's trash records it).
+func changeCtx(ctx context.Context) context.Context {
+	return store.WithOrigin(ctx, "mount", "")
 }
 
 // inval is one invalidation for the kernel: the entry name in parent

@@ -298,7 +298,7 @@ func (n *node) putOptions(size int64) (store.PutOptions, uint64) {
 	}
 	if a == nil {
 		// The new version keeps the file's mode, owner and type.
-		ctx, cancel := context.WithTimeout(context.Background(), writeTimeout)
+		ctx, cancel := context.WithTimeout(changeCtx(context.Background()), writeTimeout)
 		defer cancel()
 		if cur, err := n.stat(ctx); err == nil {
 			opts.Mode, opts.UID, opts.GID, opts.ContentType = cur.Mode, cur.UID, cur.GID, cur.ContentType

@@ -315,7 +315,7 @@ func (wb *writeback) count(err error) {
 // second one), else one call each.
 func (wb *writeback) applyBatch(batch []*pending) {
 	cfg := wb.m.cfg
-	ctx, cancel := context.WithTimeout(context.Background(), writeTimeout+time.Duration(len(batch)/64)*time.Second)
+	ctx, cancel := context.WithTimeout(changeCtx(context.Background()), writeTimeout+time.Duration(len(batch)/64)*time.Second)
 	defer cancel()
 	changes := make([]store.Change, len(batch))
 	gens := make([]uint64, len(batch))
@@ -404,7 +404,7 @@ func (wb *writeback) publish(batch []*pending) {
 	}
 	// Bounded: a node without its write quorum fails the batch (and the
 	// writers hear of it) instead of holding the queue forever.
-	ctx, cancel := context.WithTimeout(context.Background(), writeTimeout+time.Duration(bytes>>20)*time.Second)
+	ctx, cancel := context.WithTimeout(changeCtx(context.Background()), writeTimeout+time.Duration(bytes>>20)*time.Second)
 	defer cancel()
 	errs := make([]error, len(batch))
 	bp, ok := cfg.Store.(store.BatchPutter)

@@ -117,7 +117,7 @@ func (s *Server) serveExtract(rs *reqState, t target, kind string) {
 		s.writeError(rs, err)
 		return
 	}
-	x := &extractor{s: s, ctx: r.Context(), bucket: t.bucket, stored: map[string]bool{}}
+	x := &extractor{s: s, ctx: s.changeCtx(rs), bucket: t.bucket, stored: map[string]bool{}}
 	err := x.run(tar.NewReader(body), t.path, bs, batch)
 	x.mkdirs()
 	status := http.StatusOK

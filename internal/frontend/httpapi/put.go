@@ -108,11 +108,11 @@ func (s *Server) checkIfMatch(rs *reqState, t target) (string, error) {
 // servePut stores a file, or creates a directory for a trailing slash.
 func (s *Server) servePut(rs *reqState, t target) {
 	r := rs.req
-	ctx := r.Context()
 	if err := s.writeTarget(rs, t, access.ActionWrite); err != nil {
 		s.writeError(rs, err)
 		return
 	}
+	ctx := s.changeCtx(rs)
 	if t.slash {
 		s.serveMkdir(rs, t)
 		return
@@ -198,11 +198,11 @@ func (s *Server) serveMkdir(rs *reqState, t target) {
 
 // serveDelete removes a file or an empty directory.
 func (s *Server) serveDelete(rs *reqState, t target) {
-	ctx := rs.req.Context()
 	if err := s.writeTarget(rs, t, access.ActionDelete); err != nil {
 		s.writeError(rs, err)
 		return
 	}
+	ctx := s.changeCtx(rs)
 	if t.slash {
 		info, err := s.store.Stat(ctx, t.bucket, t.path)
 		if err != nil {
@@ -241,6 +241,7 @@ func (s *Server) servePost(rs *reqState, t target) {
 		s.writeError(rs, err)
 		return
 	}
+	ctx = s.changeCtx(rs)
 	q := rs.req.URL.Query()
 	dsts, ok := q["rename-to"]
 	if !ok || len(dsts) != 1 {

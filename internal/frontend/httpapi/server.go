@@ -304,6 +304,13 @@ func (s *Server) authenticate(rs *reqState) error {
 	return err
 }
 
+// changeCtx is the context of the changes an authorized request makes: it
+// names the front end and the access key, which the bucket's trash records
+// (store.WithOrigin).
+func (s *Server) changeCtx(rs *reqState) context.Context {
+	return store.WithOrigin(rs.req.Context(), "http", rs.principal.Name)
+}
+
 // authorize authenticates the request and checks act on res.
 func (s *Server) authorize(rs *reqState, act access.Action, res access.Resource) error {
 	if err := s.authenticate(rs); err != nil {

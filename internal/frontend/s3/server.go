@@ -300,6 +300,10 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, rq *request) {
 		h.writeError(w, r, rq, err)
 		return
 	}
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		// The changes it makes name S3 and the key (the trash records it).
+		r = r.WithContext(store.WithOrigin(r.Context(), "s3", rq.principal.Name))
+	}
 	if rq.bucket == "" {
 		if r.Method == http.MethodGet {
 			rq.op = "ListBuckets"

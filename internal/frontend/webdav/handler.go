@@ -148,6 +148,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.deny(w, err)
 		return
 	}
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		// The changes it makes name WebDAV and the key (the trash records it).
+		r = r.WithContext(store.WithOrigin(r.Context(), "webdav", pr.Name))
+	}
 	if r.Method == "COPY" || r.Method == "MOVE" {
 		// The destination must be writable too, and in the same bucket.
 		if dst, ok := destination(r, h.cfg.Prefix); ok {
