@@ -388,12 +388,22 @@ func (r *Reader) ReferencedBlobs(defaultReplicas int, fn func(h cas.Hash, replic
 		if higher == nil {
 			higher = map[cas.Hash]int{}
 		}
-		if err := r.walkExtents(b.Ino, func(h cas.Hash) {
+		keep := func(h cas.Hash) {
 			if cur, ok := higher[h]; !ok || order(rf) > order(cur) {
 				higher[h] = rf
 			}
-		}); err != nil {
+		}
+		if err := r.walkExtents(b.Ino, keep); err != nil {
 			return fmt.Errorf("bucket %q: %w", b.Name, err)
+		}
+		// What its trash keeps is kept at the bucket's R too.
+		if err := r.Trash(b.Name, "", func(e *TrashEntry) bool {
+			for _, x := range e.Inode.Extents {
+				keep(x.Hash)
+			}
+			return true
+		}); err != nil {
+			return fmt.Errorf("bucket %q's trash: %w", b.Name, err)
 		}
 	}
 	type ref struct {
