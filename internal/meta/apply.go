@@ -58,7 +58,15 @@ func Apply(b kv.Batch, index uint64, cmds []Command) ([]Result, error) {
 		if cmds[i].Op == OpReap || cmds[i].Op == OpReapOrphans {
 			st.reapedKnown = false // a reap writes and prunes markers
 		}
+		if id, err := a.snapshotFor(); err != nil { // apply_snapshot.go
+			return nil, fmt.Errorf("apply entry %d command %d: %w", index, i, err)
+		} else if id != 0 {
+			t.cow = &cow{snap: id}
+		}
 		res, err := a.apply()
+		if err == nil {
+			err = a.finishCow()
+		}
 		if err != nil {
 			var kf *kvFailure
 			if errors.As(err, &kf) || errors.Is(err, ErrCorrupt) {
@@ -101,6 +109,9 @@ type applyState struct {
 	// Only OpReap and OpReapOrphans write or delete markers; Apply
 	// forgets it before one.
 	reapedKnown, anyReaped bool
+	// snapKnown caches each bucket's newest snapshot id (0: none) for
+	// copy on write; a snapshot command forgets it.
+	snapKnown map[string]uint64
 }
 
 // applier applies one command through a txn.
@@ -163,6 +174,12 @@ func (a *applier) apply() (Result, error) {
 		return a.trashRestore()
 	case OpTrashPurge:
 		return a.trashPurge()
+	case OpSnapshotCreate:
+		return a.snapshotCreate()
+	case OpSnapshotDelete:
+		return a.snapshotDelete()
+	case OpSnapshotDrain:
+		return a.snapshotDrain()
 	default:
 		return Result{}, fmt.Errorf("%w: unknown op %d", ErrInvalid, a.cmd.Op)
 	}

@@ -81,6 +81,11 @@ func (a *applier) deleteBucket() (Result, error) {
 	if !empty {
 		return Result{}, fmt.Errorf("bucket %q: %w", b.Name, ErrBucketNotEmpty)
 	}
+	if snaps, err := a.r.Snapshots(b.Name); err != nil {
+		return Result{}, err
+	} else if len(snaps) > 0 {
+		return Result{}, fmt.Errorf("bucket %q: %w: it has %d snapshots: delete them first (cairn snapshot delete)", b.Name, ErrBucketNotEmpty, len(snaps))
+	}
 	if empty, err := a.r.trashEmpty(b.Name); err != nil {
 		return Result{}, err
 	} else if !empty {

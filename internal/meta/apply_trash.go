@@ -349,6 +349,12 @@ func appendTrashFields(e *encoder, c *Command) {
 		e.varint(t.Before)
 		e.uvarint(uint64(t.Limit))
 	}
+	e.bool1(c.Snap != nil)
+	if s := c.Snap; s != nil {
+		e.str(s.Name)
+		e.uvarint(s.ID)
+		e.uvarint(uint64(s.Limit))
+	}
 }
 
 func decodeTrashFields(d *decoder, c *Command) {
@@ -357,6 +363,9 @@ func decodeTrashFields(d *decoder, c *Command) {
 	}
 	if d.bool1() {
 		c.Trash = &TrashCmd{At: d.varint(), Before: d.varint(), Limit: int(d.uvarint())}
+	}
+	if d.bool1() {
+		c.Snap = &SnapCmd{Name: d.str(), ID: d.uvarint(), Limit: int(d.uvarint())}
 	}
 }
 

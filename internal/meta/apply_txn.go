@@ -12,8 +12,9 @@ import (
 // txn stages the writes of one command over the batch so that a command
 // that fails can be dropped whole. Reads see the staged writes.
 type txn struct {
-	b kv.Batch
-	w map[string][]byte // nil value: deleted
+	b   kv.Batch
+	w   map[string][]byte // nil value: deleted
+	cow *cow              // copy on write into a snapshot's overlay (apply_snapshot.go)
 }
 
 func (t *txn) Get(key []byte) ([]byte, error) {
@@ -78,13 +79,17 @@ func (t *txn) Scan(lower, upper []byte, fn func(k, v []byte) bool) error {
 }
 
 func (t *txn) set(k, v []byte) {
+	t.capture(k)
 	if v == nil {
 		v = []byte{}
 	}
 	t.w[string(k)] = v
 }
 
-func (t *txn) del(k []byte) { t.w[string(k)] = nil }
+func (t *txn) del(k []byte) {
+	t.capture(k)
+	t.w[string(k)] = nil
+}
 
 // flush writes the staged changes to the batch in key order.
 func (t *txn) flush() error {

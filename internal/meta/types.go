@@ -142,32 +142,35 @@ type Op uint8
 
 // Command kinds.
 const (
-	OpCreateBucket  Op = iota + 1 // Bucket (Name, Public, ChecksumSidecars, CacheControl)
-	OpUpdateBucket                // Bucket: replaces the options of Bucket.Name
-	OpDeleteBucket                // Bucket.Name; must be empty
-	OpPutFile                     // BucketName, Path, File: create or replace a file, mkdir -p parents
-	OpMkdir                       // BucketName, Path: mkdir -p
-	OpDelete                      // BucketName, Path: unlink a file or rmdir an empty dir
-	OpRename                      // BucketName, Path -> DstPath (same bucket); replaces a file at DstPath
-	OpReap                        // Reap: approve deletion of garbage blobs older than ReapBefore
-	OpSetAttr                     // BucketName, Path, File.Mode/UID/GID/MtimeNs/Xattrs
-	OpSetNode                     // Node: add a member or replace its record
-	OpRemoveNode                  // Node.ID: remove a member from the cluster map
-	OpReplicated                  // Replicated: blobs that have all their copies again
-	OpLink                        // BucketName, Path (a file or symlink) -> DstPath: a hard link, one more name for the inode
-	OpReserveInos                 // Count: reserve that many inode numbers for a proposer's new files (Result.Inode.Ino is the first)
-	OpPutRecord                   // Record: create or replace a record; Name "" takes the kind's next sequence number (Result.Name)
-	OpDeleteRecord                // Record.Kind, Record.Name: remove a record (ErrNotFound if absent)
-	OpReapOrphans                 // Reap: approve deletion of blobs no file references and no reap is pending for (orphans)
-	OpLock                        // Lock: take, wait for or release a file lock (locks.go)
-	OpLockCancel                  // Lock.Ino, Lock.Lock.Owner/WaitID: an interrupted wait leaves its queue
-	OpLockSession                 // Lock.Lock.Owner.Node/Epoch, Lock.LeaseNs: renew a node's lock session
-	OpLockExpire                  // Lock.Lock.Owner.Node/Epoch, Lock.RenewNs: expire a session that stopped renewing
-	OpSetLogVersion               // Upgrade: raise the cluster's log version (version.go)
-	OpTrashRestore                // BucketName, Path (a trash entry's path), DstPath ("": Path), Trash.At: a trash entry becomes a file again
-	OpTrashPurge                  // BucketName, Trash.Before, Trash.Limit: drop trash entries deleted before Before
+	OpCreateBucket   Op = iota + 1 // Bucket (Name, Public, ChecksumSidecars, CacheControl)
+	OpUpdateBucket                 // Bucket: replaces the options of Bucket.Name
+	OpDeleteBucket                 // Bucket.Name; must be empty
+	OpPutFile                      // BucketName, Path, File: create or replace a file, mkdir -p parents
+	OpMkdir                        // BucketName, Path: mkdir -p
+	OpDelete                       // BucketName, Path: unlink a file or rmdir an empty dir
+	OpRename                       // BucketName, Path -> DstPath (same bucket); replaces a file at DstPath
+	OpReap                         // Reap: approve deletion of garbage blobs older than ReapBefore
+	OpSetAttr                      // BucketName, Path, File.Mode/UID/GID/MtimeNs/Xattrs
+	OpSetNode                      // Node: add a member or replace its record
+	OpRemoveNode                   // Node.ID: remove a member from the cluster map
+	OpReplicated                   // Replicated: blobs that have all their copies again
+	OpLink                         // BucketName, Path (a file or symlink) -> DstPath: a hard link, one more name for the inode
+	OpReserveInos                  // Count: reserve that many inode numbers for a proposer's new files (Result.Inode.Ino is the first)
+	OpPutRecord                    // Record: create or replace a record; Name "" takes the kind's next sequence number (Result.Name)
+	OpDeleteRecord                 // Record.Kind, Record.Name: remove a record (ErrNotFound if absent)
+	OpReapOrphans                  // Reap: approve deletion of blobs no file references and no reap is pending for (orphans)
+	OpLock                         // Lock: take, wait for or release a file lock (locks.go)
+	OpLockCancel                   // Lock.Ino, Lock.Lock.Owner/WaitID: an interrupted wait leaves its queue
+	OpLockSession                  // Lock.Lock.Owner.Node/Epoch, Lock.LeaseNs: renew a node's lock session
+	OpLockExpire                   // Lock.Lock.Owner.Node/Epoch, Lock.RenewNs: expire a session that stopped renewing
+	OpSetLogVersion                // Upgrade: raise the cluster's log version (version.go)
+	OpTrashRestore                 // BucketName, Path (a trash entry's path), DstPath ("": Path), Trash.At: a trash entry becomes a file again
+	OpTrashPurge                   // BucketName, Trash.Before, Trash.Limit: drop trash entries deleted before Before
+	OpSnapshotCreate               // BucketName, Snap.Name: take a snapshot (Result.Count: its id)
+	OpSnapshotDelete               // BucketName, Snap.Name: hide a snapshot; OpSnapshotDrain then removes it
+	OpSnapshotDrain                // BucketName, Snap.ID, Snap.Limit: hand a deleted snapshot's overlay down (Result.Count: keys handled)
 
-	opLast = OpTrashPurge
+	opLast = OpSnapshotDrain
 )
 
 // Valid reports whether op is a known command kind.
@@ -226,6 +229,8 @@ type Command struct {
 	Origin *Origin
 	// Trash is the argument of OpTrashRestore and OpTrashPurge.
 	Trash *TrashCmd
+	// Snap is the argument of the snapshot commands.
+	Snap *SnapCmd
 }
 
 // Origin is where a change came from.

@@ -102,7 +102,7 @@ func payloadVersion(cmds []Command) byte {
 		case cmds[i].Lock != nil:
 			v = max(v, 8)
 		}
-		if c := &cmds[i]; c.Origin != nil || c.Trash != nil || (c.Bucket != nil && bucketBodyVersion(c.Bucket) >= 6) {
+		if c := &cmds[i]; c.Origin != nil || c.Trash != nil || c.Snap != nil || (c.Bucket != nil && bucketBodyVersion(c.Bucket) >= 6) {
 			v = max(v, trashVersion)
 		}
 	}
@@ -134,6 +134,8 @@ func Allowed(cmds []Command, active byte) error {
 			what = "a cluster-wide lock"
 		case cmds[i].Trash != nil || cmds[i].Bucket != nil:
 			what = "the trash"
+		case cmds[i].Snap != nil:
+			what = "a snapshot"
 		}
 	}
 	return fmt.Errorf("%w: %s needs log version %d, the cluster runs %d until every node runs a binary that reads %d (cairn status shows each node's version)",
