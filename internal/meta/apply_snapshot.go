@@ -387,10 +387,21 @@ func (a *applier) snapshotFor() (uint64, error) {
 
 func isNotFound(err error) bool { return errors.Is(err, kv.ErrNotFound) }
 
-// SnapshotReader returns a Reader of snapshot s: every namespace key is
-// resolved through the overlays of s and of the bucket's later snapshots,
-// then the live store r.
+// SnapshotReader returns a Reader of snapshot s (SnapshotKV).
 func (r *Reader) SnapshotReader(s *Snapshot) (*Reader, error) {
+	v, err := r.SnapshotKV(s)
+	if err != nil {
+		return nil, err
+	}
+	return NewReader(v), nil
+}
+
+// SnapshotKV returns the store as snapshot s sees it: every namespace key
+// is resolved through the overlays of s and of the bucket's later
+// snapshots, then the live store r reads. Read it over a kv.Snapshot: an
+// apply between an overlay miss and the live read would show a later
+// value.
+func (r *Reader) SnapshotKV(s *Snapshot) (kv.Reader, error) {
 	snaps, err := r.Snapshots(s.Bucket)
 	if err != nil {
 		return nil, err
@@ -402,7 +413,7 @@ func (r *Reader) SnapshotReader(s *Snapshot) (*Reader, error) {
 		}
 	}
 	slices.Sort(chain)
-	return NewReader(&snapKV{base: r.r, chain: chain}), nil
+	return &snapKV{base: r.r, chain: chain}, nil
 }
 
 // snapKV is the kv.Reader of a snapshot's view (SnapshotReader).

@@ -54,6 +54,9 @@ func (s *Local) gc(ctx context.Context, orphans map[blob.Hash]time.Time) (GCStat
 	if err := s.expireTrash(ctx); err != nil { // trash.go: before the reap, which then frees their blobs
 		s.cfg.Logger.Warn("trash expiry failed", "err", err)
 	}
+	if err := s.drainSnapshots(ctx); err != nil { // snapshot.go
+		s.cfg.Logger.Warn("draining deleted snapshots failed", "err", err)
+	}
 	now := s.cfg.Now()
 	before := now.Add(-s.cfg.GCGrace).UnixNano()
 	if orphans == nil {

@@ -1,0 +1,150 @@
+package store
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"math/rand"
+	"testing"
+	"time"
+)
+
+// TestSnapshotView: a snapshot stays exactly as taken while the live tree
+// changes (file by file, and its listing), a later snapshot does not
+// disturb an earlier one, and deleting the last snapshot of a blob frees
+// its space once the GC runs.
+func TestSnapshotView(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	rng := rand.New(rand.NewSource(3))
+	files := map[string][]byte{}
+	for i := range 40 {
+		p := fmt.Sprintf("site/d%d/f%02d.php", i%4, i)
+		files[p] = randBytes(rng, 100+rng.Intn(3000))
+		mustPut(t, e.s, p, files[p])
+	}
+	big := randBytes(rng, 3<<20)
+	mustPut(t, e.s, "big.bin", big)
+	s1, err := e.s.SnapshotCreate(ctx, "bkt", "s1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.s.SnapshotCreate(ctx, "bkt", "s1"); !errors.Is(err, ErrExists) {
+		t.Fatalf("second s1: %v", err)
+	}
+	check := func(name string, want map[string][]byte, extra string) {
+		t.Helper()
+		v, err := e.s.OpenSnapshot(ctx, "bkt", name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer v.Close()
+		for p, data := range want {
+			o, err := v.Open(ctx, p)
+			if err != nil {
+				t.Fatalf("%s: open %s: %v", name, p, err)
+			}
+			var buf bytes.Buffer
+			if _, err := o.WriteRangeTo(&buf, 0, o.Info().Size); err != nil {
+				t.Fatal(err)
+			}
+			o.Close()
+			if !bytes.Equal(buf.Bytes(), data) {
+				t.Fatalf("%s: %s differs", name, p)
+			}
+		}
+		res, err := v.List(ctx, ListOptions{Prefix: "site/", Limit: 1000})
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for p := range want {
+			if len(p) > 5 && p[:5] == "site/" {
+				n++
+			}
+		}
+		if len(res.Entries) != n {
+			t.Fatalf("%s: lists %d files under site/, want %d", name, len(res.Entries), n)
+		}
+		if extra != "" {
+			if _, err := v.Stat(ctx, extra); !errors.Is(err, ErrNotFound) {
+				t.Fatalf("%s: %s, made after it, is in it: %v", name, extra, err)
+			}
+		}
+	}
+	want1 := map[string][]byte{"big.bin": big}
+	for p, d := range files {
+		want1[p] = d
+	}
+	// The live tree changes: overwrites, deletes, new files.
+	for i := range 20 {
+		p := fmt.Sprintf("site/d%d/f%02d.php", i%4, i)
+		if i%2 == 0 {
+			mustPut(t, e.s, p, []byte("hacked"))
+		} else if err := e.s.Delete(ctx, "bkt", p, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mustPut(t, e.s, "site/new.php", []byte("new"))
+	if err := e.s.Delete(ctx, "bkt", "big.bin", ""); err != nil {
+		t.Fatal(err)
+	}
+	check("s1", want1, "site/new.php")
+	if _, err := e.s.SnapshotCreate(ctx, "bkt", "s2"); err != nil {
+		t.Fatal(err)
+	}
+	mustPut(t, e.s, "site/d0/f00.php", []byte("hacked twice"))
+	check("s1", want1, "site/new.php")
+	if got, _ := e.s.SnapshotList(ctx, "bkt"); len(got) != 2 || got[0].Name != "s1" || got[0].ID != s1.ID {
+		t.Fatalf("list: %+v", got)
+	}
+	// The big blob is held by s1 only: GC keeps it, deleting s1 frees it.
+	e.clock.Add(time.Hour)
+	if _, err := e.s.GC(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := readAllSnap(t, e, "s1", "big.bin"); !bytes.Equal(got, big) {
+		t.Fatal("the GC reclaimed a blob a snapshot holds")
+	}
+	live := e.blobs.Stats().LiveBytes
+	if err := e.s.SnapshotDelete(ctx, "bkt", "s1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.s.SnapshotDelete(ctx, "bkt", "s2"); err != nil {
+		t.Fatal(err)
+	}
+	e.clock.Add(time.Hour)
+	if _, err := e.s.GC(ctx); err != nil {
+		t.Fatal(err)
+	}
+	e.clock.Add(time.Hour)
+	if _, err := e.s.GC(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if after := e.blobs.Stats().LiveBytes; live-after < 3<<20 {
+		t.Fatalf("live bytes %d → %d: deleting the snapshots did not free the big blob", live, after)
+	}
+	if _, err := e.s.OpenSnapshot(ctx, "bkt", "s1"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("deleted snapshot opens: %v", err)
+	}
+}
+
+func readAllSnap(t *testing.T, e *env, name, path string) []byte {
+	t.Helper()
+	v, err := e.s.OpenSnapshot(context.Background(), "bkt", name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v.Close()
+	o, err := v.Open(context.Background(), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer o.Close()
+	var buf bytes.Buffer
+	if _, err := o.WriteRangeTo(&buf, 0, o.Info().Size); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
