@@ -31,7 +31,8 @@ const (
 	// X-Amz-Signature, no Authorization field): net/http gives it to S3,
 	// the fast path may serve it as the native GET (openPresigned).
 	doorPresigned
-	doorNode // a node endpoint: NodePrefix, "/_cairn"
+	doorNode     // a node endpoint: NodePrefix, "/_cairn"
+	doorSnapshot // a snapshot's file or directory: SnapshotPrefix (snapshot.go)
 )
 
 // entrance is what the front door reads of a request. Its strings may be
@@ -67,6 +68,9 @@ func (s *Server) frontDoor(e *entrance) (door, rules.Decision) {
 	if strings.HasPrefix(e.path, NodePrefix) || e.path == "/_cairn" {
 		return doorNode, rules.Decision{}
 	}
+	if strings.HasPrefix(e.path, SnapshotPrefix) {
+		return doorSnapshot, rules.Decision{}
+	}
 	return doorNative, rules.Decision{}
 }
 
@@ -75,6 +79,11 @@ func (s *Server) frontDoor(e *entrance) (door, rules.Decision) {
 func ruleTarget(p string) (bucket, path string, ok bool) {
 	if strings.HasPrefix(p, NodePrefix) || p == "/_cairn" {
 		return "", "", false
+	}
+	if rest, ok := strings.CutPrefix(p, SnapshotPrefix); ok { // BUCKET/NAME/PATH: the rules see BUCKET/PATH
+		bucket, rest, _ = strings.Cut(rest, "/")
+		_, path, _ = strings.Cut(rest, "/")
+		return bucket, path, true
 	}
 	p = strings.TrimPrefix(p, "/_dav") // WebDAV's /_dav/BUCKET/PATH
 	bucket, path, _ = strings.Cut(strings.TrimPrefix(p, "/"), "/")

@@ -96,7 +96,7 @@ func (pl *planner) enter(req *fastpath.Request, p *fastpath.Plan) (d door, dav, 
 	case doorRule:
 		planRule(req, p, decision)
 		return d, false, true
-	case doorS3, doorNode:
+	case doorS3, doorNode, doorSnapshot:
 		return d, false, false // net/http routes it
 	case doorDAV:
 		// A WebDAV GET or HEAD of a file is the native one (same bucket

@@ -276,6 +276,9 @@ func (s *Server) route(rs *reqState) {
 	case doorNode:
 		s.serveNode(rs, p)
 		return
+	case doorSnapshot:
+		s.serveSnapshot(rs, p)
+		return
 	}
 	t, err := parseTarget(p)
 	if err != nil {
