@@ -39,14 +39,15 @@ func newRootCmd() *cobra.Command {
 	root.AddCommand(newServerCmd(), newWitnessCmd(), newRecoverCmd(), newDevCmd())
 	// Client side (client_cmds.go, sync.go, bucket.go).
 	root.AddCommand(newBucketCmd(), newPutCmd(), newGetCmd(), newLsCmd(), newStatCmd(), newRmCmd(), newSyncCmd())
-	root.AddCommand(newNodeCmd())    // cluster members (node.go)
-	root.AddCommand(newStatusCmd())  // status.go
-	root.AddCommand(newScrubCmd())   // scrub.go
-	root.AddCommand(newKeyCmd())     // access keys (accesskeys.go)
-	root.AddCommand(newRuleCmd())    // abuse rules (rules.go)
-	root.AddCommand(newURLCmd())     // signed URLs (urlsign.go)
-	root.AddCommand(newVersionCmd()) // version.go
-	root.AddCommand(newGenManCmd())  // hidden: man pages for the packages (genman.go)
-	strictGroups(root)               // an unknown subcommand is an error (usage.go)
+	root.AddCommand(newNodeCmd())     // cluster members (node.go)
+	root.AddCommand(newStatusCmd())   // status.go
+	root.AddCommand(newScrubCmd())    // scrub.go
+	root.AddCommand(newKeyCmd())      // access keys (accesskeys.go)
+	root.AddCommand(newRuleCmd())     // abuse rules (rules.go)
+	root.AddCommand(newURLCmd())      // signed URLs (urlsign.go)
+	root.AddCommand(newVersionCmd())  // version.go
+	root.AddCommand(newSnapshotCmd()) // snapshot.go
+	root.AddCommand(newGenManCmd())   // hidden: man pages for the packages (genman.go)
+	strictGroups(root)                // an unknown subcommand is an error (usage.go)
 	return root
 }

@@ -167,6 +167,12 @@ func NewRaft(cfg RaftConfig) (*Raft, error) {
 			if _, err := meta.Apply(b, 1, nil); err != nil {
 				return nil, err
 			}
+			// A new cluster's first members run this binary: it starts
+			// at its newest log version (joiners older than it are
+			// refused), instead of waiting for the leader to raise it.
+			if err := meta.InitLogVersion(b, cfg.BootstrapLogVersion); err != nil {
+				return nil, err
+			}
 		}
 		cs := &pb.ConfState{Voters: slices.Clone(cfg.InitialVoters)}
 		if err := b.Set(keyConfState, mustMarshal(cs)); err != nil {

@@ -31,6 +31,11 @@ type RaftConfig struct {
 	// state and no InitialVoters waits, empty, to be added by the leader
 	// (AddLearner) and catches up from a snapshot.
 	InitialVoters []uint64
+	// BootstrapLogVersion is the active log version a store bootstrapped
+	// empty from InitialVoters starts at. Default 0: meta.LogVersionMax
+	// (every first member runs this binary). Tests of upgrades set the
+	// baseline.
+	BootstrapLogVersion byte
 	// Ticker drives Raft's logical clock, one Tick per value. Nil: an
 	// internal ticker every TickInterval. Tests pass their own channel.
 	Ticker <-chan time.Time

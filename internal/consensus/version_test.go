@@ -16,7 +16,7 @@ var lockSessionCmd = meta.Command{Op: meta.OpLockSession, TimeNs: 1,
 // OpSetLogVersion naming the map's members applies; then every node
 // allows them.
 func TestLogVersionGatesProposals(t *testing.T) {
-	c := newCluster(t, 1, 3, nil)
+	c := newCluster(t, 1, 3, func(cfg *RaftConfig) { cfg.BootstrapLogVersion = meta.LogVersionBaseline })
 	l := c.leader()
 	for _, n := range c.running() {
 		if v := n.r.Status().LogVersion; v != meta.LogVersionBaseline {
@@ -66,6 +66,9 @@ func TestLogVersionGatesProposals(t *testing.T) {
 func TestUndecodableEntryStopsTheLog(t *testing.T) {
 	c := newCluster(t, 2, 3, nil)
 	l := c.leader()
+	if v := l.r.Status().LogVersion; v != meta.LogVersionMax {
+		t.Fatalf("a new cluster starts at log version %d, want this binary's %d", v, meta.LogVersionMax)
+	}
 	c.mustPropose(l.id, bucketCmd)
 	before := c.converge()
 	data, err := encodePayload(l.id, 1<<50, []uint64{1}, []meta.Command{mkdirNamed("future")})

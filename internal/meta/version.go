@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+
+	"github.com/cairn-fs/cairn/internal/kv"
 )
 
 // The cluster's log version (issue 22, docs/operations.md "Upgrades").
@@ -77,6 +79,19 @@ var ErrUnsupported = errors.New("meta: log entry encoded by a newer version")
 var ErrLogVersion = errors.New("meta: the cluster's log version does not allow this command yet")
 
 var keyLogVersion = []byte("mlogversion")
+
+// InitLogVersion sets the active log version of a new cluster's store
+// (bootstrapped by members that all run this binary) to v, or to
+// LogVersionMax for 0.
+func InitLogVersion(b kv.Batch, v byte) error {
+	if v == 0 {
+		v = LogVersionMax
+	}
+	if v < LogVersionBaseline || v > LogVersionMax {
+		return fmt.Errorf("%w: log version %d", ErrInvalid, v)
+	}
+	return b.Set(keyLogVersion, []byte{v})
+}
 
 // LogVersion returns the cluster's active log version.
 func (r *Reader) LogVersion() (byte, error) {

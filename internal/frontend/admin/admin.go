@@ -126,8 +126,9 @@ func (h *Handler) Routes() map[string]http.Handler {
 		HistoryPath: h.adminOnly(func(w http.ResponseWriter, r *http.Request) {
 			h.writeJSON(w, r, http.StatusOK, h.sampler.History())
 		}),
-		LogsPath:  h.adminOnly(h.serveLogs),
-		UsagePath: h.adminOnly(h.serveUsage), // usage.go
+		LogsPath:            h.adminOnly(h.serveLogs),
+		UsagePath:           h.adminOnly(h.serveUsage),          // usage.go
+		SnapshotsPath + "/": http.HandlerFunc(h.serveSnapshots), // snapshots.go
 	}
 }
 

@@ -293,6 +293,9 @@ func (n *node) Lookup(ctx context.Context, name string, out *gofuse.EntryOut) (*
 	if len(name) > store.MaxNameLen {
 		return nil, syscall.ENAMETOOLONG
 	}
+	if isSnapshotsDir(n, name) {
+		return n.lookupSnapshots(ctx, out) // snapshots.go
+	}
 	if len(n.child(name)) > store.MaxPathLen {
 		return nil, syscall.ENOENT // nothing can be stored there
 	}

@@ -1,0 +1,60 @@
+package client
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/url"
+	"time"
+)
+
+// Snapshot is a bucket's read-only, point-in-time copy (docs/operations.md,
+// "Snapshots"). It mirrors the server's JSON.
+type Snapshot struct {
+	Bucket  string    `json:"bucket"`
+	Name    string    `json:"name"`
+	ID      uint64    `json:"id,string"`
+	Created time.Time `json:"created"`
+	Index   uint64    `json:"index"`
+}
+
+func (c *Client) snapshotsURL(bucket, name string) string {
+	u := c.base + "/_cairn/snapshots/" + url.PathEscape(bucket)
+	if name != "" {
+		u += "/" + url.PathEscape(name)
+	}
+	return u
+}
+
+// CreateSnapshot takes a snapshot of bucket named name ("" names it by the
+// time). ErrConflict if the name is taken.
+func (c *Client) CreateSnapshot(ctx context.Context, bucket, name string) (Snapshot, error) {
+	rq, err := jsonRequest(http.MethodPost, c.snapshotsURL(bucket, ""), map[string]string{"name": name})
+	if err != nil {
+		return Snapshot{}, err
+	}
+	var out Snapshot
+	if err := c.doJSON(ctx, rq, &out); err != nil {
+		return Snapshot{}, fmt.Errorf("snapshot %s: %w", bucket, err)
+	}
+	return out, nil
+}
+
+// Snapshots lists a bucket's snapshots, oldest first.
+func (c *Client) Snapshots(ctx context.Context, bucket string) ([]Snapshot, error) {
+	var out []Snapshot
+	if err := c.doJSON(ctx, request{method: http.MethodGet, url: c.snapshotsURL(bucket, "")}, &out); err != nil {
+		return nil, fmt.Errorf("snapshots of %s: %w", bucket, err)
+	}
+	return out, nil
+}
+
+// DeleteSnapshot deletes one. ErrNotFound if there is none of that name.
+func (c *Client) DeleteSnapshot(ctx context.Context, bucket, name string) error {
+	resp, err := c.do(ctx, request{method: http.MethodDelete, url: c.snapshotsURL(bucket, name)})
+	if err != nil {
+		return fmt.Errorf("delete snapshot %s/%s: %w", bucket, name, err)
+	}
+	drain(resp.Body)
+	return nil
+}

@@ -1,0 +1,78 @@
+package main
+
+import (
+	"fmt"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+)
+
+func newSnapshotCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "snapshot",
+		Short: "Take, list and delete a bucket's read-only snapshots (needs the admin key)",
+		Long: `A snapshot is a read-only copy of a bucket at one point of the log. Taking
+one costs one log entry, whatever the bucket's size; its files are read at
+/_snapshots/BUCKET/NAME/PATH over HTTP and under .snapshots/NAME/ at a
+mount's root. A blob a snapshot holds is reclaimed only once no live file,
+trash entry or snapshot names it. docs/operations.md, "Snapshots".`,
+	}
+	cf := addClientFlags(cmd)
+	create := &cobra.Command{
+		Use:   "create BUCKET [NAME]",
+		Short: "Take a snapshot (NAME defaults to the time, UTC)",
+		Args:  cobra.RangeArgs(1, 2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			name := ""
+			if len(args) == 2 {
+				name = args[1]
+			}
+			start := time.Now()
+			s, err := cf.client().CreateSnapshot(cmd.Context(), args[0], name)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "snapshot %s of %s taken (log index %d, %v)\n", s.Name, s.Bucket, s.Index,
+				time.Since(start).Round(time.Millisecond))
+			return nil
+		},
+	}
+	var asJSON bool
+	list := &cobra.Command{
+		Use:   "list BUCKET [--json]",
+		Short: "List a bucket's snapshots, oldest first",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			l, err := cf.client().Snapshots(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			if asJSON {
+				return printJSON(out, l)
+			}
+			tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "NAME\tCREATED\tLOG INDEX")
+			for _, s := range l {
+				fmt.Fprintf(tw, "%s\t%s\t%d\n", s.Name, s.Created.Local().Format(time.DateTime), s.Index)
+			}
+			return tw.Flush()
+		},
+	}
+	list.Flags().BoolVar(&asJSON, "json", false, "print the server's JSON answer")
+	del := &cobra.Command{
+		Use:   "delete BUCKET NAME",
+		Short: "Delete a snapshot (what only it held is reclaimed by the next GC passes)",
+		Args:  cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := cf.client().DeleteSnapshot(cmd.Context(), args[0], args[1]); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "snapshot %s of %s deleted\n", args[1], args[0])
+			return nil
+		},
+	}
+	cmd.AddCommand(create, list, del)
+	return cmd
+}

@@ -1,0 +1,98 @@
+package admin
+
+// Snapshots (design 0007), for the admin key:
+//
+//	GET    /_cairn/snapshots/BUCKET        the bucket's snapshots, oldest first
+//	POST   /_cairn/snapshots/BUCKET        take one: {"name": ""} ("" names it by the time)
+//	DELETE /_cairn/snapshots/BUCKET/NAME   delete one
+//
+// Reading a snapshot is /_snapshots/BUCKET/NAME/PATH (httpapi), the
+// mount's .snapshots/NAME/, or S3 (docs/s3.md).
+
+import (
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+
+	"github.com/cairn-fs/cairn/internal/store"
+)
+
+// SnapshotsPath is the root of the snapshot endpoints.
+const SnapshotsPath = "/_cairn/snapshots"
+
+// serveSnapshots serves SnapshotsPath/...
+func (h *Handler) serveSnapshots(w http.ResponseWriter, r *http.Request) {
+	if err := h.authorize(r); err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	snaps, ok := h.store.(store.Snapshots)
+	if !ok {
+		h.fail(w, r, errStatus(http.StatusNotImplemented, "NotImplemented", "this store keeps no snapshots"))
+		return
+	}
+	rest := strings.Trim(strings.TrimPrefix(r.URL.Path, SnapshotsPath), "/")
+	bucket, name, _ := strings.Cut(rest, "/")
+	if bucket == "" {
+		h.fail(w, r, errStatus(http.StatusBadRequest, "BadRequest", "%s/BUCKET[/NAME]", SnapshotsPath))
+		return
+	}
+	ctx := r.Context()
+	switch {
+	case name == "" && (r.Method == http.MethodGet || r.Method == http.MethodHead):
+		list, err := snaps.SnapshotList(ctx, bucket)
+		if err != nil {
+			h.fail(w, r, storeErr(err))
+			return
+		}
+		h.writeJSON(w, r, http.StatusOK, list)
+	case name == "" && r.Method == http.MethodPost:
+		var req struct {
+			Name string `json:"name"`
+		}
+		if err := json.NewDecoder(io.LimitReader(r.Body, 4096)).Decode(&req); err != nil && !errors.Is(err, io.EOF) {
+			h.fail(w, r, errStatus(http.StatusBadRequest, "BadRequest", "snapshot request: %v", err))
+			return
+		}
+		info, err := snaps.SnapshotCreate(ctx, bucket, req.Name)
+		if err != nil {
+			h.fail(w, r, storeErr(err))
+			return
+		}
+		h.writeJSON(w, r, http.StatusCreated, info)
+	case name != "" && r.Method == http.MethodDelete:
+		if err := snaps.SnapshotDelete(ctx, bucket, name); err != nil {
+			h.fail(w, r, storeErr(err))
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+	case name == "":
+		h.notAllowed(w, r, "GET, HEAD, POST")
+	default:
+		h.notAllowed(w, r, "DELETE")
+	}
+}
+
+// storeErr gives a store error its answer: what the client did wrong is a
+// 4xx with the store's message.
+func storeErr(err error) error {
+	for _, m := range []struct {
+		err    error
+		status int
+		code   string
+	}{
+		{store.ErrNoBucket, http.StatusNotFound, "NoSuchBucket"},
+		{store.ErrNotFound, http.StatusNotFound, "NotFound"},
+		{store.ErrExists, http.StatusConflict, "Exists"},
+		{store.ErrInvalidName, http.StatusBadRequest, "InvalidName"},
+		{store.ErrNotUpgraded, http.StatusConflict, "NotUpgraded"},
+		{store.ErrUnavailable, http.StatusServiceUnavailable, "Unavailable"},
+	} {
+		if errors.Is(err, m.err) {
+			return &apiError{status: m.status, code: m.code, err: err}
+		}
+	}
+	return err
+}
