@@ -42,6 +42,7 @@ func newRootCmd() *cobra.Command {
 	root.AddCommand(newNodeCmd())    // cluster members (node.go)
 	root.AddCommand(newStatusCmd())  // status.go
 	root.AddCommand(newScrubCmd())   // scrub.go
+	root.AddCommand(newTrashCmd())   // the buckets' trash (trash.go)
 	root.AddCommand(newKeyCmd())     // access keys (accesskeys.go)
 	root.AddCommand(newRuleCmd())    // abuse rules (rules.go)
 	root.AddCommand(newURLCmd())     // signed URLs (urlsign.go)
