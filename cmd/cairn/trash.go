@@ -42,7 +42,8 @@ func newTrashListCmd(cf *clientFlags) *cobra.Command {
 			if len(args) == 2 {
 				prefix = strings.TrimLeft(args[1], "/")
 			}
-			list, err := cf.client().TrashList(cmd.Context(), args[0], prefix)
+			c := cf.client()
+			list, err := c.TrashList(cmd.Context(), args[0], prefix)
 			if err != nil {
 				return err
 			}
@@ -52,7 +53,15 @@ func newTrashListCmd(cf *clientFlags) *cobra.Command {
 				}
 				return printJSON(cmd.OutOrStdout(), list)
 			}
-			return printTrash(cmd.OutOrStdout(), args[0], prefix, list, time.Local)
+			if err := printTrash(cmd.OutOrStdout(), args[0], prefix, list, time.Local); err != nil {
+				return err
+			}
+			if len(list) == 0 {
+				if b, err := c.Bucket(cmd.Context(), args[0]); err == nil && b.TrashSeconds == 0 {
+					fmt.Fprintf(cmd.OutOrStdout(), "(bucket %s keeps no trash: cairn bucket set %s --trash 7d)\n", b.Name, b.Name)
+				}
+			}
+			return nil
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the server's JSON answer (times in RFC 3339, to the nanosecond)")
@@ -166,7 +175,11 @@ delete it first (in a bucket with a trash that keeps it too), or restore
 				}
 			}
 			if tree {
-				fmt.Fprintf(out, "restored %s under %s/%s\n", count(len(restored), "file", "files"), bucket, path)
+				where := ""
+				if to = strings.Trim(to, "/"); to != "" {
+					where = " to " + bucket + "/" + to + "/"
+				}
+				fmt.Fprintf(out, "restored %s under %s/%s%s\n", count(len(restored), "file", "files"), bucket, path, where)
 			}
 			return nil
 		},

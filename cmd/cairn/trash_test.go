@@ -116,6 +116,17 @@ func TestTrashCommands(t *testing.T) {
 	for p, hh := range h.Routes() {
 		mux.Handle(p, hh)
 	}
+	// The native API's bucket answer, for the hint of a bucket without a
+	// trash (httpapi serves it in a node).
+	mux.HandleFunc("/_cairn/buckets/", func(w http.ResponseWriter, r *http.Request) {
+		b, err := st.Bucket(r.Context(), strings.TrimPrefix(r.URL.Path, "/_cairn/buckets/"))
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusNotFound)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(b)
+	})
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
 	run := func(args ...string) (string, error) {
@@ -184,8 +195,20 @@ func TestTrashCommands(t *testing.T) {
 		!strings.Contains(err.Error(), "the trash holds 2 entries under d/: to restore that directory, end PATH with a slash") {
 		t.Fatalf("restore d: %v", err)
 	}
-	if out, err = run("trash", "restore", "web", "d/"); err != nil || out != "restored 2 files under web/d/\n" {
-		t.Fatalf("restore d/: %v\n%s", err, out)
+	if out, err = run("trash", "restore", "web", "d/", "--to", "/copy/", "--at", "2099-01-01"); err != nil || out != "restored 2 files under web/d/ to web/copy/\n" {
+		t.Fatalf("restore d/ --to copy/: %v\n%s", err, out)
+	}
+	if read("copy/x.txt") != "body of d/x.txt" {
+		t.Fatal("copy/x.txt not restored")
+	}
+	for _, p := range []string{"x.txt", "y.txt"} {
+		if err := st.Delete(ctx, "web", "copy/"+p, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if out, err = run("trash", "restore", "web", "copy/", "--to", "d", "-v"); err != nil ||
+		out != "restored web/d/x.txt\nrestored web/d/y.txt\nrestored 2 files under web/copy/ to web/d/\n" {
+		t.Fatalf("restore copy/ --to d -v: %v\n%s", err, out)
 	}
 	if read("d/y.txt") != "body of d/y.txt" {
 		t.Fatal("d/y.txt not restored")
@@ -219,6 +242,12 @@ func TestTrashCommands(t *testing.T) {
 	}
 	if out, err = run("trash", "list", "web"); err != nil || out != "the trash of web holds nothing\n" {
 		t.Fatalf("list after empty: %v\n%s", err, out)
+	}
+	if err := st.CreateBucket(ctx, store.BucketInfo{Name: "plain"}); err != nil {
+		t.Fatal(err)
+	}
+	if out, err = run("trash", "list", "plain"); err != nil || out != "the trash of plain holds nothing\n(bucket plain keeps no trash: cairn bucket set plain --trash 7d)\n" {
+		t.Fatalf("list of a bucket without a trash: %v\n%s", err, out)
 	}
 	if _, err = run("trash", "list", "nope"); err == nil || !strings.Contains(err.Error(), `404 Not Found: no bucket "nope" (NoSuchBucket)`) {
 		t.Fatalf("list of no bucket: %v", err)

@@ -286,12 +286,12 @@ type bucketPatch struct {
 	FileMode         *uint32 `json:"file_mode"`
 	DirMode          *uint32 `json:"dir_mode"`
 	// TrashSeconds is the trash's retention (store.BucketInfo.TrashSeconds):
-	// 0 (off) to MaxTrashSeconds.
+	// 0 (off) to maxTrashSeconds.
 	TrashSeconds *int64 `json:"trash_seconds"`
 }
 
-// MaxTrashSeconds bounds a bucket's trash retention: 3650 days.
-const MaxTrashSeconds = 3650 * 24 * 3600
+// maxTrashSeconds bounds a bucket's trash retention: 3650 days.
+const maxTrashSeconds = 3650 * 24 * 3600
 
 // maxAdminBody bounds admin JSON bodies.
 const maxAdminBody = 64 << 10
@@ -311,8 +311,8 @@ func (s *Server) readBucketPatch(rs *reqState) (bucketPatch, error) {
 	if p.CacheControl != nil && strings.ContainsFunc(*p.CacheControl, func(r rune) bool { return (r < ' ' && r != '\t') || r == 0x7f }) {
 		return p, fmt.Errorf("%w: cache_control has control characters", ErrBadRequest)
 	}
-	if p.TrashSeconds != nil && (*p.TrashSeconds < 0 || *p.TrashSeconds > MaxTrashSeconds) {
-		return p, fmt.Errorf("%w: trash_seconds %d: want 0 (no trash) to %d (3650 days)", ErrBadRequest, *p.TrashSeconds, MaxTrashSeconds)
+	if p.TrashSeconds != nil && (*p.TrashSeconds < 0 || *p.TrashSeconds > maxTrashSeconds) {
+		return p, fmt.Errorf("%w: trash_seconds %d: want 0 (no trash) to %d (3650 days)", ErrBadRequest, *p.TrashSeconds, maxTrashSeconds)
 	}
 	return p, nil
 }
