@@ -47,7 +47,8 @@ func (c *Client) CreateBucket(ctx context.Context, b BucketInfo) (BucketInfo, er
 		GID              uint32 `json:"gid,omitempty"`
 		FileMode         uint32 `json:"file_mode,omitempty"`
 		DirMode          uint32 `json:"dir_mode,omitempty"`
-	}{b.Name, b.Public, b.ChecksumSidecars, b.CacheControl, b.Replicas, b.WriteQuorum, b.Strict, b.UID, b.GID, b.FileMode, b.DirMode}
+		TrashSeconds     int64  `json:"trash_seconds,omitempty"`
+	}{b.Name, b.Public, b.ChecksumSidecars, b.CacheControl, b.Replicas, b.WriteQuorum, b.Strict, b.UID, b.GID, b.FileMode, b.DirMode, b.TrashSeconds}
 	rq, err := jsonRequest(http.MethodPost, c.bucketsURL(""), body)
 	if err != nil {
 		return BucketInfo{}, err

@@ -29,6 +29,9 @@ type Status struct {
 	// node's mounts (flock, fcntl and OFD locks: docs/operations.md,
 	// "File locks").
 	Locks []FileLock `json:"locks"`
+	// Trash is the trash of every bucket that has one (a retention, or
+	// entries left), by bucket: the same on every node.
+	Trash []TrashUsage `json:"trash"`
 	// Time is when the answering node made the view.
 	Time time.Time `json:"time"`
 }

@@ -30,7 +30,14 @@ type BucketInfo struct {
 	GID      uint32 `json:"gid"`
 	FileMode uint32 `json:"file_mode"`
 	DirMode  uint32 `json:"dir_mode"`
+	// TrashSeconds is how long the bucket's trash keeps deleted and
+	// overwritten files (Client.TrashList); 0: no trash. At most
+	// MaxTrashSeconds.
+	TrashSeconds int64 `json:"trash_seconds,omitempty"`
 }
+
+// MaxTrashSeconds is the longest trash retention a bucket takes: 3650 days.
+const MaxTrashSeconds = 3650 * 24 * 3600
 
 // BucketUpdate is a partial change of a bucket's options: nil fields are
 // left as they are (PATCH semantics).
@@ -52,6 +59,9 @@ type BucketUpdate struct {
 	GID      *uint32 `json:"gid,omitempty"`
 	FileMode *uint32 `json:"file_mode,omitempty"`
 	DirMode  *uint32 `json:"dir_mode,omitempty"`
+	// TrashSeconds, when non-nil, sets BucketInfo.TrashSeconds (0 turns
+	// the trash off; what it holds stays until it expires or is emptied).
+	TrashSeconds *int64 `json:"trash_seconds,omitempty"`
 }
 
 // Mirror as BucketInfo.Replicas keeps a copy of every file on every node.

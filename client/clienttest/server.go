@@ -309,6 +309,8 @@ func (s *Server) serveBuckets(w http.ResponseWriter, r *http.Request, name strin
 					err = json.Unmarshal(v, &nb.ChecksumSidecars)
 				case "cache_control":
 					err = json.Unmarshal(v, &nb.CacheControl)
+				case "trash_seconds":
+					err = json.Unmarshal(v, &nb.TrashSeconds)
 				default:
 					err = fmt.Errorf("unknown field %q", k)
 				}

@@ -18,16 +18,16 @@ func newBucketCmd() *cobra.Command {
 		Short: "Create, change, list and delete buckets (needs the admin key)",
 	}
 	cf := addClientFlags(cmd)
-	cmd.AddCommand(newBucketCreateCmd(cf), newBucketSetCmd(cf), newBucketListCmd(cf), newBucketDeleteCmd(cf))
+	cmd.AddCommand(newBucketCreateCmd(cf), newBucketSetCmd(cf), newBucketListCmd(cf), newBucketShowCmd(cf), newBucketDeleteCmd(cf))
 	return cmd
 }
 
 func newBucketCreateCmd(cf *clientFlags) *cobra.Command {
 	var b client.BucketInfo
-	var replicas string
+	var replicas, trash string
 	var owner ownerFlags
 	cmd := &cobra.Command{
-		Use:   "create NAME [--public] [--checksum-sidecars] [--cache-control V] [--replicas N|mirror] [--write-quorum W] [--strict]",
+		Use:   "create NAME [--public] [--checksum-sidecars] [--cache-control V] [--replicas N|mirror] [--write-quorum W] [--strict] [--trash 7d]",
 		Short: "Create a bucket",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -37,6 +37,11 @@ func newBucketCreateCmd(cf *clientFlags) *cobra.Command {
 				return err
 			}
 			b.Replicas = r
+			if cmd.Flags().Changed("trash") {
+				if b.TrashSeconds, err = parseRetention(trash); err != nil {
+					return fmt.Errorf("--trash %w", err)
+				}
+			}
 			var u client.BucketUpdate
 			if err := owner.apply(cmd, &u); err != nil {
 				return err
@@ -60,8 +65,84 @@ func newBucketCreateCmd(cf *clientFlags) *cobra.Command {
 	cmd.Flags().StringVar(&replicas, "replicas", "", "copies of each file: a count, or mirror for every node (default: the cluster's, 3)")
 	cmd.Flags().IntVar(&b.WriteQuorum, "write-quorum", 0, "copies a write waits for (default: a majority of the replicas)")
 	cmd.Flags().BoolVar(&b.Strict, "strict", false, "refuse writes (503) that cannot make --write-quorum copies; by default a write with nodes down goes on with the copies it can make and is repaired later")
+	cmd.Flags().StringVar(&trash, "trash", "", trashFlagHelp)
 	owner.bind(cmd)
 	return cmd
+}
+
+// trashFlagHelp is the help of --trash.
+const trashFlagHelp = "keep deleted and overwritten files in the bucket's trash this long (7d, 36h, 90m; 0 or off: no trash, the default; at most 3650d); see cairn trash"
+
+// maxTrashDays bounds a trash retention (client.MaxTrashSeconds).
+const maxTrashDays = client.MaxTrashSeconds / 86400
+
+// parseRetention parses a trash retention into whole seconds: 0 or off
+// (no trash), days ("7d"), a Go duration ("36h", "90m", "1h30m") or
+// both ("1d12h"), from 1s to 3650 days. Its error starts with v quoted.
+func parseRetention(v string) (int64, error) {
+	s := strings.ToLower(strings.TrimSpace(v))
+	switch s {
+	case "0", "off", "none", "false":
+		return 0, nil
+	}
+	bad := func(why string) error {
+		return fmt.Errorf("%q: %s (a duration such as 7d, 36h or 90m; 0 or off for no trash)", v, why)
+	}
+	if s == "" {
+		return 0, bad("empty")
+	}
+	var d time.Duration
+	rest := s
+	if days, after, ok := strings.Cut(s, "d"); ok {
+		n, err := strconv.ParseUint(days, 10, 32)
+		if err != nil {
+			return 0, bad("days must be a whole number")
+		}
+		if n > maxTrashDays {
+			return 0, bad(fmt.Sprintf("at most %dd (10 years)", maxTrashDays))
+		}
+		d, rest = time.Duration(n)*24*time.Hour, after
+	}
+	if rest != "" {
+		x, err := time.ParseDuration(rest)
+		if err != nil {
+			return 0, bad("not a duration")
+		}
+		if x < 0 {
+			return 0, bad("negative")
+		}
+		d += x
+	}
+	switch {
+	case d > client.MaxTrashSeconds*time.Second:
+		return 0, bad(fmt.Sprintf("at most %dd (10 years)", maxTrashDays))
+	case d == 0:
+		return 0, nil
+	case d < time.Second:
+		return 0, bad("at least 1s")
+	case d%time.Second != 0:
+		return 0, bad("whole seconds only")
+	}
+	return int64(d / time.Second), nil
+}
+
+// formatRetention formats a trash retention as parseRetention reads it:
+// "7d", "1d12h", "90m" → "1h30m"; "off" for 0.
+func formatRetention(secs int64) string {
+	if secs <= 0 {
+		return "off"
+	}
+	var b strings.Builder
+	for _, u := range []struct {
+		n    int64
+		unit string
+	}{{86400, "d"}, {3600, "h"}, {60, "m"}, {1, "s"}} {
+		if q := secs / u.n; q > 0 {
+			fmt.Fprintf(&b, "%d%s", q, u.unit)
+			secs -= q * u.n
+		}
+	}
+	return b.String()
 }
 
 // parseReplicas parses a replication factor: "" (default), a count, or mirror.
@@ -80,7 +161,7 @@ func parseReplicas(v string) (int, error) {
 }
 
 // bucketSettingNames lists the OPTION names `bucket set` accepts.
-const bucketSettingNames = "public, checksum-sidecars, cache-control, replicas, write-quorum, strict, uid, gid, file-mode, dir-mode"
+const bucketSettingNames = "public, checksum-sidecars, cache-control, replicas, write-quorum, strict, uid, gid, file-mode, dir-mode, trash"
 
 // parseBucketSettings turns OPTION=VALUE arguments into a partial update.
 func parseBucketSettings(args []string) (client.BucketUpdate, error) {
@@ -146,6 +227,12 @@ func parseBucketSettings(args []string) (client.BucketUpdate, error) {
 				return u, fmt.Errorf("strict=%q: expected true or false", v)
 			}
 			u.Strict = &b
+		case "trash":
+			n, err := parseRetention(v)
+			if err != nil {
+				return u, fmt.Errorf("trash=%w", err)
+			}
+			u.TrashSeconds = &n
 		default:
 			return u, fmt.Errorf("unknown bucket option %q (options: %s)", k, bucketSettingNames)
 		}
@@ -155,9 +242,10 @@ func parseBucketSettings(args []string) (client.BucketUpdate, error) {
 
 func newBucketSetCmd(cf *clientFlags) *cobra.Command {
 	var owner ownerFlags
+	var trash string
 	cmd := &cobra.Command{
-		Use:   "set NAME [OPTION=VALUE...] [--uid N] [--gid N] [--file-mode 0644] [--dir-mode 0755]",
-		Short: "Change bucket options: public=true|false, checksum-sidecars=true|false, cache-control=V, replicas=N|mirror, write-quorum=W, strict=true|false, uid=N, gid=N, file-mode=0644, dir-mode=0755",
+		Use:   "set NAME [OPTION=VALUE...] [--uid N] [--gid N] [--file-mode 0644] [--dir-mode 0755] [--trash 7d|off]",
+		Short: "Change bucket options: public=true|false, checksum-sidecars=true|false, cache-control=V, replicas=N|mirror, write-quorum=W, strict=true|false, uid=N, gid=N, file-mode=0644, dir-mode=0755, trash=7d|off",
 		Args:  cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			u, err := parseBucketSettings(args[1:])
@@ -166,6 +254,13 @@ func newBucketSetCmd(cf *clientFlags) *cobra.Command {
 			}
 			if err := owner.apply(cmd, &u); err != nil {
 				return err
+			}
+			if cmd.Flags().Changed("trash") {
+				n, err := parseRetention(trash)
+				if err != nil {
+					return fmt.Errorf("--trash %w", err)
+				}
+				u.TrashSeconds = &n
 			}
 			if u == (client.BucketUpdate{}) {
 				return fmt.Errorf("nothing to change: give OPTION=VALUE arguments or flags (options: %s)", bucketSettingNames)
@@ -179,6 +274,7 @@ func newBucketSetCmd(cf *clientFlags) *cobra.Command {
 		},
 	}
 	owner.bind(cmd)
+	cmd.Flags().StringVar(&trash, "trash", "", trashFlagHelp)
 	return cmd
 }
 
@@ -242,7 +338,7 @@ func newBucketListCmd(cf *clientFlags) *cobra.Command {
 			}
 			sort.Slice(buckets, func(i, j int) bool { return buckets[i].Name < buckets[j].Name })
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "NAME\tPUBLIC\tCHECKSUM-SIDECARS\tCACHE-CONTROL\tCREATED")
+			fmt.Fprintln(tw, "NAME\tPUBLIC\tCHECKSUM-SIDECARS\tCACHE-CONTROL\tTRASH\tCREATED")
 			for _, b := range buckets {
 				cc, created := b.CacheControl, "-"
 				if cc == "" {
@@ -251,17 +347,39 @@ func newBucketListCmd(cf *clientFlags) *cobra.Command {
 				if !b.Created.IsZero() {
 					created = b.Created.Local().Format(time.DateTime)
 				}
-				fmt.Fprintf(tw, "%s\t%t\t%t\t%s\t%s\n", b.Name, b.Public, b.ChecksumSidecars, cc, created)
+				fmt.Fprintf(tw, "%s\t%t\t%t\t%s\t%s\t%s\n", b.Name, b.Public, b.ChecksumSidecars, cc, formatRetention(b.TrashSeconds), created)
 			}
 			return tw.Flush()
 		},
 	}
 }
 
+func newBucketShowCmd(cf *clientFlags) *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "show NAME [--json]",
+		Short: "Show a bucket's options",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			b, err := cf.client().Bucket(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return printJSON(cmd.OutOrStdout(), b)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "bucket %s: %s\n", b.Name, bucketOptions(b))
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the server's JSON answer")
+	return cmd
+}
+
 func newBucketDeleteCmd(cf *clientFlags) *cobra.Command {
 	return &cobra.Command{
 		Use:   "delete NAME",
-		Short: "Delete an empty bucket",
+		Short: "Delete an empty bucket (with an empty trash)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := cf.client().DeleteBucket(cmd.Context(), args[0]); err != nil {
@@ -297,6 +415,6 @@ func bucketOptions(b client.BucketInfo) string {
 	if dm == 0 {
 		dm = 0o755
 	}
-	return fmt.Sprintf("public=%t checksum-sidecars=%t cache-control=%s replicas=%s write-quorum=%s strict=%t uid=%d gid=%d file-mode=%04o dir-mode=%04o",
-		b.Public, b.ChecksumSidecars, cc, r, w, b.Strict, b.UID, b.GID, fm, dm)
+	return fmt.Sprintf("public=%t checksum-sidecars=%t cache-control=%s replicas=%s write-quorum=%s strict=%t uid=%d gid=%d file-mode=%04o dir-mode=%04o trash=%s",
+		b.Public, b.ChecksumSidecars, cc, r, w, b.Strict, b.UID, b.GID, fm, dm, formatRetention(b.TrashSeconds))
 }

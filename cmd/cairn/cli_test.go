@@ -67,7 +67,24 @@ func TestBucketCommands(t *testing.T) {
 		!regexp.MustCompile(`^www\s+false\s+false\s+no-cache`).MatchString(lines[2]) {
 		t.Fatalf("bucket list:\n%s", out)
 	}
-	for _, bad := range [][]string{{"www", "color=red"}, {"www", "public=maybe"}, {"www", "public"}} {
+	// The trash: an option and a flag; shown by set, show and list.
+	if out := cliMustRun(t, srv, "bucket", "set", "www", "trash=7d"); !strings.Contains(out, "trash=7d") {
+		t.Fatalf("set trash=7d: %q", out)
+	}
+	if out := cliMustRun(t, srv, "bucket", "show", "www"); !strings.Contains(out, "bucket www: ") || !strings.Contains(out, "trash=7d") {
+		t.Fatalf("show: %q", out)
+	}
+	if out := cliMustRun(t, srv, "bucket", "list"); !regexp.MustCompile(`(?m)^www\s+false\s+false\s+no-cache\s+7d\s`).MatchString(out) ||
+		!regexp.MustCompile(`(?m)^priv\s+false\s+true\s+-\s+off\s`).MatchString(out) || !strings.Contains(out, "TRASH") {
+		t.Fatalf("list with a trash:\n%s", out)
+	}
+	if out := cliMustRun(t, srv, "bucket", "set", "www", "--trash", "off"); !strings.Contains(out, "trash=off") {
+		t.Fatalf("--trash off: %q", out)
+	}
+	if _, _, err := cliRun(t, srv, "", "bucket", "set", "www", "--trash", "4000d"); err == nil || !strings.Contains(err.Error(), "--trash \"4000d\": at most 3650d") {
+		t.Fatalf("--trash 4000d: %v", err)
+	}
+	for _, bad := range [][]string{{"www", "color=red"}, {"www", "public=maybe"}, {"www", "public"}, {"www", "trash=7"}, {"www", "trash=-1h"}} {
 		if _, _, err := cliRun(t, srv, "", append([]string{"bucket", "set"}, bad...)...); err == nil {
 			t.Fatalf("bucket set %v accepted", bad)
 		}
@@ -291,5 +308,57 @@ func TestSyncSummaryFormat(t *testing.T) {
 	want := "uploaded 10 files (5.0 MB), skipped 3 unchanged, deleted 1, failed 2 in 2.0 s (5 files/s, 2.5 MB/s)"
 	if s != want {
 		t.Fatalf("got  %q\nwant %q", s, want)
+	}
+}
+
+func TestParseRetention(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want int64
+		err  string
+	}{
+		{in: "7d", want: 7 * 86400},
+		{in: "7D", want: 7 * 86400},
+		{in: "36h", want: 36 * 3600},
+		{in: "90m", want: 5400},
+		{in: "45s", want: 45},
+		{in: "1d12h", want: 36 * 3600},
+		{in: "1h30m", want: 5400},
+		{in: "1.5h", want: 5400},
+		{in: "3650d", want: 3650 * 86400},
+		{in: "0", want: 0},
+		{in: "off", want: 0},
+		{in: "0d", want: 0},
+		{in: "0s", want: 0},
+		{in: "3651d", err: `"3651d": at most 3650d (10 years)`},
+		{in: "3650d1s", err: "at most 3650d"},
+		{in: "100000h", err: "at most 3650d"},
+		{in: "9999999999999h", err: "not a duration"},
+		{in: "7", err: `"7": not a duration (a duration such as 7d, 36h or 90m; 0 or off for no trash)`},
+		{in: "1.5d", err: "days must be a whole number"},
+		{in: "-1h", err: "negative"},
+		{in: "-1d", err: "days must be a whole number"},
+		{in: "500ms", err: "at least 1s"},
+		{in: "1500ms", err: "whole seconds only"},
+		{in: "", err: "empty"},
+		{in: "week", err: "not a duration"},
+	} {
+		got, err := parseRetention(tc.in)
+		switch {
+		case tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)):
+			t.Errorf("parseRetention(%q) = %d, %v; want an error with %q", tc.in, got, err, tc.err)
+		case tc.err == "" && (err != nil || got != tc.want):
+			t.Errorf("parseRetention(%q) = %d, %v; want %d", tc.in, got, err, tc.want)
+		}
+		if tc.err == "" && tc.want > 0 {
+			if back, err := parseRetention(formatRetention(got)); err != nil || back != got {
+				t.Errorf("formatRetention(%d) = %q reads back as %d, %v", got, formatRetention(got), back, err)
+			}
+		}
+	}
+	for secs, want := range map[int64]string{0: "off", 604800: "7d", 129600: "1d12h", 5400: "1h30m", 90061: "1d1h1m1s", 59: "59s"} {
+		if got := formatRetention(secs); got != want {
+			t.Errorf("formatRetention(%d) = %q, want %q", secs, got, want)
+		}
 	}
 }

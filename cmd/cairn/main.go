@@ -42,11 +42,12 @@ func newRootCmd() *cobra.Command {
 	root.AddCommand(newNodeCmd())     // cluster members (node.go)
 	root.AddCommand(newStatusCmd())   // status.go
 	root.AddCommand(newScrubCmd())    // scrub.go
+	root.AddCommand(newTrashCmd())    // the buckets' trash (trash.go)
+	root.AddCommand(newSnapshotCmd()) // snapshot.go
 	root.AddCommand(newKeyCmd())      // access keys (accesskeys.go)
 	root.AddCommand(newRuleCmd())     // abuse rules (rules.go)
 	root.AddCommand(newURLCmd())      // signed URLs (urlsign.go)
 	root.AddCommand(newVersionCmd())  // version.go
-	root.AddCommand(newSnapshotCmd()) // snapshot.go
 	root.AddCommand(newGenManCmd())   // hidden: man pages for the packages (genman.go)
 	strictGroups(root)                // an unknown subcommand is an error (usage.go)
 	return root

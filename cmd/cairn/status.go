@@ -91,7 +91,20 @@ func printStatus(out io.Writer, st client.Status) error {
 		fmt.Fprintf(out, "under-replicated blobs: %d\n", st.UnderReplicated)
 		printLogVersion(out, st)
 	}
+	printTrashUsage(out, st.Trash)
 	return printLocks(out, st.Locks)
+}
+
+// printTrashUsage prints a line per bucket with a trash: its retention,
+// entries and bytes.
+func printTrashUsage(out io.Writer, tu []client.TrashUsage) {
+	for _, u := range tu {
+		keeps := "keeps " + formatRetention(u.RetentionSeconds)
+		if u.RetentionSeconds <= 0 {
+			keeps = "off, still holds"
+		}
+		fmt.Fprintf(out, "trash of %s: %s: %s, %s\n", u.Bucket, keeps, count(int(u.Entries), "file", "files"), humanBytes(u.Bytes))
+	}
 }
 
 // versionSummary is a node's release, commit and log version reads.

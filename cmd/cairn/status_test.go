@@ -24,6 +24,9 @@ func TestPrintStatus(t *testing.T) {
 		{Ino: 42, Path: "web/sessions/sess_1", Node: 7, Pid: 311, Kind: "flock", Write: true, End: math.MaxUint64},
 		{Ino: 43, Path: "web/app.db", Node: 9, Pid: 12, Kind: "posix", Start: 1073741824, End: 1073741824},
 		{Ino: 43, Path: "web/app.db", Node: 11, Pid: 99, Kind: "posix", Write: true, Start: 10, End: math.MaxUint64, Waiting: true},
+	}, Trash: []client.TrashUsage{
+		{Bucket: "old", Entries: 1, Bytes: 10},
+		{Bucket: "web", RetentionSeconds: 7 * 86400, Entries: 1234, Bytes: 5 << 20},
 	}}
 	var b strings.Builder
 	if err := printStatus(&b, st); err != nil {
@@ -39,6 +42,7 @@ func TestPrintStatus(t *testing.T) {
 		"0.22.0 abcdef012345 (log 9)", "0.21.0 (log 8) LOG STOPPED",
 		"log version: 7 (this binary reads 9; rises when every node does; waiting for: node 11 runs 0.21.0, which reads log version 8)",
 		"node 11: log stopped: entry 9 is newer",
+		"trash of old: off, still holds: 1 file, 10 B\n", "trash of web: keeps 7d: 1234 files, 5.0 MiB\n",
 		"file locks: 3", "web/sessions/sess_1", "flock", "whole file", "1073741824-1073741824", "10-  ", "waiting",
 	} {
 		if !strings.Contains(out, want) {
@@ -49,7 +53,7 @@ func TestPrintStatus(t *testing.T) {
 	if err := printStatus(&b, client.Status{Nodes: []client.NodeStatus{{URL: "http://127.0.0.1:8080", Liveness: "alive", Role: "none"}}}); err != nil {
 		t.Fatal(err)
 	}
-	if out := b.String(); !strings.Contains(out, "single node") || strings.Contains(out, "under-replicated") {
+	if out := b.String(); !strings.Contains(out, "single node") || strings.Contains(out, "under-replicated") || strings.Contains(out, "trash") {
 		t.Errorf("lone node status:\n%s", out)
 	}
 }

@@ -78,7 +78,7 @@ func TestUI(t *testing.T) {
 	waitVoters(t, n1, 3, nodes...)
 
 	// Buckets, files and steady traffic, so that every section has data.
-	for _, b := range []string{`{"name":"web","public":true}`, `{"name":"backups","replicas":2,"write_quorum":2,"strict":true}`} {
+	for _, b := range []string{`{"name":"web","public":true,"trash_seconds":604800}`, `{"name":"backups","replicas":2,"write_quorum":2,"strict":true}`} {
 		waitFor(t, 30*time.Second, "bucket "+b, func() bool {
 			resp, _ := do(t, "POST", n1.url+"/_cairn/buckets", []byte(b), auth()...)
 			return resp.StatusCode == 201 || resp.StatusCode == 409
@@ -92,6 +92,9 @@ func TestUI(t *testing.T) {
 			t.Fatalf("PUT: %d %s", resp.StatusCode, body)
 		}
 	}
+	// An overwrite for web's trash (the Trash column: 1 file, kept 7d).
+	resp, body := do(t, "PUT", n1.url+"/web/f00.bin", []byte("overwritten"), auth()...)
+	expect(t, resp, body, 200)
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Add(1)

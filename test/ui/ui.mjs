@@ -137,6 +137,16 @@ async function main() {
   const charts = await page.$$eval('canvas', (cs) => cs.length);
   if (charts !== 3) throw new Error('want 3 charts, have ' + charts);
   await page.waitForSelector('#buckets tr[data-bucket]', { timeout: 10000 });
+  // The Trash column: web keeps 7 days and holds the file Go overwrote;
+  // backups has no trash.
+  await page.waitForFunction(() => {
+    const c = document.querySelector('#buckets tr[data-bucket="web"] td[data-label="Trash"]');
+    return c && /^1 file, .*kept 7d$/.test(c.textContent);
+  }, null, { timeout: 10000 }).catch(async () => {
+    throw new Error('the Trash column of web: ' + await page.textContent('#buckets tr[data-bucket="web"]'));
+  });
+  const noTrash = await page.textContent('#buckets tr[data-bucket="backups"] td[data-label="Trash"]');
+  if (noTrash.trim() !== 'off') throw new Error('the Trash column of a bucket without a trash: ' + noTrash);
   await page.waitForSelector('#logs tbody tr', { timeout: 10000 });
   if (process.env.CAIRN_UI_MOUNT) {
     // The Mounts section: node 1's mount, its FUSE calls and its queue.

@@ -23,6 +23,7 @@ const (
 	HistoryPath = "/_cairn/history" // request rate, errors and latency of the last 15 minutes
 	LogsPath    = "/_cairn/logs"    // the last warnings and errors
 	UsagePath   = "/_cairn/usage"   // files and bytes per bucket (usage.go)
+	// TrashPath (trash.go) is the buckets' trash: list, restore, empty.
 )
 
 // adminTimeout bounds one membership change (Raft configuration change plus
@@ -34,7 +35,8 @@ const adminTimeout = 30 * time.Second
 type Config struct {
 	// Auth checks the admin key of every call but the page's; required.
 	Auth *access.Authorizer
-	// Store is the namespace (usage, keys, rules, locks); required.
+	// Store is the namespace (usage, keys, rules, locks, the trash);
+	// required.
 	Store Store
 	// Local is this node's own state (status report, scrub, mounts);
 	// required.
@@ -122,6 +124,7 @@ func (h *Handler) Routes() map[string]http.Handler {
 		MountsPath: h,
 		KeysPath:   h, KeysPath + "/": h,
 		RulesPath: h, RulesPath + "/": h,
+		TrashPath: h, TrashPath + "/": h,
 		UIPath: page, UIPath + "/": page,
 		HistoryPath: h.adminOnly(func(w http.ResponseWriter, r *http.Request) {
 			h.writeJSON(w, r, http.StatusOK, h.sampler.History())
@@ -160,6 +163,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.serveKeys(w, r)
 	case p == RulesPath || strings.HasPrefix(p, RulesPath+"/"):
 		h.serveRules(w, r)
+	case p == TrashPath || strings.HasPrefix(p, TrashPath+"/"):
+		h.serveTrash(w, r)
 	default:
 		h.serveNodes(w, r)
 	}

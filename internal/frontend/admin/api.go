@@ -19,13 +19,15 @@ import (
 
 // Store is what the admin API reads and writes of the namespace: buckets
 // and their listings (GET /_cairn/usage), the records holding access keys
-// and abuse rules (/_cairn/keys, /_cairn/rules), and the file lock table
-// (GET /_cairn/status). store.Local implements it.
+// and abuse rules (/_cairn/keys, /_cairn/rules), the file lock table
+// (GET /_cairn/status), and the buckets' trash (/_cairn/trash, and its
+// usage in GET /_cairn/status). store.Local implements it.
 type Store interface {
 	Buckets(ctx context.Context) ([]store.BucketInfo, error)
 	List(ctx context.Context, bucket string, opts store.ListOptions) (store.ListResult, error)
 	Locks(ctx context.Context) ([]store.LockInfo, error)
 	store.Records
+	store.Trash
 }
 
 // Local is this node's own state. Its methods are safe for concurrent use

@@ -1,7 +1,8 @@
 // Package admin is the admin front end: the admin HTTP API under
 // /_cairn/ (cluster members, status, scrub, mounts, access keys, abuse
-// rules, bucket usage, the request history and recent warnings) and the
-// embedded admin page at /_cairn/ui (docs/http-api.md, docs/admin-ui.md).
+// rules, bucket usage, the buckets' trash, the request history and recent
+// warnings) and the embedded admin page at /_cairn/ui (docs/http-api.md,
+// docs/admin-ui.md).
 // The node mounts Handler.Routes on its public listener, beside the
 // native API (httpapi's ExtraHandlers).
 //
@@ -12,11 +13,12 @@
 // node's logger writes through (logring.go).
 //
 // It works over interfaces it declares (api.go): the namespace through
-// the store API (Store: buckets, listings, store.Records, the lock table),
-// this node's own state (Local: status report, scrub, mounts) and the
-// cluster (Cluster: the cluster map, Raft's configuration and status,
-// membership changes, calls to other members). internal/node implements
-// Local and Cluster and converts its types to the ones declared here.
+// the store API (Store: buckets, listings, store.Records, the lock table,
+// store.Trash), this node's own state (Local: status report, scrub,
+// mounts) and the cluster (Cluster: the cluster map, Raft's configuration
+// and status, membership changes, calls to other members). internal/node
+// implements Local and Cluster and converts its types to the ones
+// declared here.
 //
 // It must not import anything of Cairn but internal/store,
 // internal/access and other front ends (test/deps): no meta, consensus,

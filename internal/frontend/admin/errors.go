@@ -13,6 +13,7 @@ import (
 	"strconv"
 
 	"github.com/cairn-fs/cairn/internal/access"
+	"github.com/cairn-fs/cairn/internal/store"
 )
 
 // The kinds of error a Cluster reports, checked with errors.Is. An
@@ -65,8 +66,23 @@ func classify(err error) (int, string) {
 		return http.StatusNotFound, "NoSuchNode"
 	case errors.Is(err, ErrInvalid):
 		return http.StatusBadRequest, "BadRequest"
-	case errors.Is(err, ErrUnavailable), errors.Is(err, context.DeadlineExceeded):
+	case errors.Is(err, ErrUnavailable), errors.Is(err, context.DeadlineExceeded), errors.Is(err, store.ErrUnavailable):
 		return http.StatusServiceUnavailable, "Unavailable"
+	// The store's kinds, for calls that have no better word for them.
+	case errors.Is(err, store.ErrNoBucket):
+		return http.StatusNotFound, "NoSuchBucket"
+	case errors.Is(err, store.ErrNotFound):
+		return http.StatusNotFound, "NotFound"
+	case errors.Is(err, store.ErrExists):
+		return http.StatusConflict, "Exists"
+	case errors.Is(err, store.ErrNotDir):
+		return http.StatusConflict, "NotADirectory"
+	case errors.Is(err, store.ErrIsDir):
+		return http.StatusConflict, "IsADirectory"
+	case errors.Is(err, store.ErrInvalidName):
+		return http.StatusBadRequest, "BadRequest"
+	case errors.Is(err, store.ErrNotUpgraded):
+		return http.StatusConflict, "NotUpgraded"
 	}
 	return http.StatusInternalServerError, "InternalError"
 }

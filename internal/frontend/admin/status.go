@@ -43,7 +43,10 @@ type statusJSON struct {
 	// Locks are the file locks held and waited for through the mounts
 	// of every node (the same on every node: the table is in the log).
 	Locks []store.LockInfo `json:"locks"`
-	Time  time.Time        `json:"time"`
+	// Trash is the trash of every bucket that has one (trash.go; the
+	// same on every node: the counts are in the namespace).
+	Trash []TrashUsage `json:"trash"`
+	Time  time.Time    `json:"time"`
 }
 
 // nodeStatusJSON is one member in the status view.
@@ -134,11 +137,14 @@ func (h *Handler) serveStatus(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	local := h.local.Report()
-	v := statusJSON{Self: local.ID, Time: time.Now().UTC(), CommitIndex: local.CommitIndex, Locks: []store.LockInfo{}}
+	v := statusJSON{Self: local.ID, Time: time.Now().UTC(), CommitIndex: local.CommitIndex, Locks: []store.LockInfo{}, Trash: []TrashUsage{}}
 	if locks, err := h.store.Locks(r.Context()); err == nil {
 		if locks != nil {
 			v.Locks = locks
 		}
+	}
+	if tu, err := trashUsage(r.Context(), h.store); err == nil {
+		v.Trash = tu
 	}
 	c := h.cluster
 	if c == nil {

@@ -59,13 +59,23 @@ func (s *Server) frontDoor(e *entrance) (door, rules.Decision) {
 	if s.cfg.DAV != nil && isDAV(e.path) {
 		return doorDAV, rules.Decision{}
 	}
-	if s3 := s.cfg.S3; s3 != nil && s3.Match(e.host, e.authorization, e.rawQuery, e.userAgent) {
-		if !e.hasAuthorization && strings.Contains(e.rawQuery, "X-Amz-Signature=") {
-			return doorPresigned, rules.Decision{}
+	node := strings.HasPrefix(e.path, NodePrefix) || e.path == "/_cairn"
+	if s3 := s.cfg.S3; s3 != nil {
+		q := e.rawQuery
+		if node {
+			// No path-style bucket is named _cairn: a node endpoint's
+			// query (GET /_cairn/trash/B?prefix=P) does not make it S3,
+			// only a signature, a virtual host or an S3 tool does.
+			q = ""
 		}
-		return doorS3, rules.Decision{}
+		if s3.Match(e.host, e.authorization, q, e.userAgent) {
+			if !e.hasAuthorization && strings.Contains(q, "X-Amz-Signature=") {
+				return doorPresigned, rules.Decision{}
+			}
+			return doorS3, rules.Decision{}
+		}
 	}
-	if strings.HasPrefix(e.path, NodePrefix) || e.path == "/_cairn" {
+	if node {
 		return doorNode, rules.Decision{}
 	}
 	if strings.HasPrefix(e.path, SnapshotPrefix) {

@@ -51,6 +51,9 @@ var statusTable = [...]errorKind{
 	{store.ErrReadOnly, http.StatusServiceUnavailable, "ReadOnly"},
 	{store.ErrUnavailable, http.StatusServiceUnavailable, "Unavailable"},
 	{store.ErrCorrupt, http.StatusInternalServerError, "DataCorrupt"},
+	// A change the cluster's log version does not carry yet (a bucket's
+	// trash before every node is upgraded); the message says what waits.
+	{store.ErrNotUpgraded, http.StatusConflict, "NotUpgraded"},
 	// The client went away; the status only reaches the access log.
 	{context.Canceled, 499, "ClientClosedRequest"},
 	{context.DeadlineExceeded, http.StatusServiceUnavailable, "Timeout"},

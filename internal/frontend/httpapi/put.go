@@ -286,7 +286,13 @@ type bucketPatch struct {
 	GID              *uint32 `json:"gid"`
 	FileMode         *uint32 `json:"file_mode"`
 	DirMode          *uint32 `json:"dir_mode"`
+	// TrashSeconds is the trash's retention (store.BucketInfo.TrashSeconds):
+	// 0 (off) to maxTrashSeconds.
+	TrashSeconds *int64 `json:"trash_seconds"`
 }
+
+// maxTrashSeconds bounds a bucket's trash retention: 3650 days.
+const maxTrashSeconds = 3650 * 24 * 3600
 
 // maxAdminBody bounds admin JSON bodies.
 const maxAdminBody = 64 << 10
@@ -305,6 +311,9 @@ func (s *Server) readBucketPatch(rs *reqState) (bucketPatch, error) {
 	// HTAB, as in any field value net/http reads.
 	if p.CacheControl != nil && strings.ContainsFunc(*p.CacheControl, func(r rune) bool { return (r < ' ' && r != '\t') || r == 0x7f }) {
 		return p, fmt.Errorf("%w: cache_control has control characters", ErrBadRequest)
+	}
+	if p.TrashSeconds != nil && (*p.TrashSeconds < 0 || *p.TrashSeconds > maxTrashSeconds) {
+		return p, fmt.Errorf("%w: trash_seconds %d: want 0 (no trash) to %d (3650 days)", ErrBadRequest, *p.TrashSeconds, maxTrashSeconds)
 	}
 	return p, nil
 }
@@ -327,6 +336,9 @@ func (p bucketPatch) apply(b *store.BucketInfo) {
 	}
 	if p.Strict != nil {
 		b.Strict = *p.Strict
+	}
+	if p.TrashSeconds != nil {
+		b.TrashSeconds = *p.TrashSeconds
 	}
 	for _, f := range []struct {
 		src *uint32

@@ -317,7 +317,7 @@ func TestClassifyTable(t *testing.T) {
 		{store.ErrIsDir, 409}, {store.ErrNotDir, 409}, {store.ErrInvalidName, 400},
 		{store.ErrPrecondition, 412}, {store.ErrNoSpace, 507}, {store.ErrShortBody, 400},
 		{store.ErrTooLarge, 413}, {store.ErrCorrupt, 500}, {store.ErrUnavailable, 503},
-		{store.ErrReadOnly, 503}, {access.ErrUnauthenticated, 401}, {access.ErrForbidden, 403},
+		{store.ErrReadOnly, 503}, {store.ErrNotUpgraded, 409}, {access.ErrUnauthenticated, 401}, {access.ErrForbidden, 403},
 		{ErrBadPath, 400}, {ErrNameTooLong, 400}, {ErrPathTooLong, 400}, {ErrBodyTimeout, 408},
 		{ErrMethodNotAllowed, 405}, {fmt.Errorf("x: %w", context.Canceled), 499},
 	} {
@@ -619,6 +619,35 @@ func TestAdminBuckets(t *testing.T) {
 		t.Fatalf("patched %+v", b)
 	}
 	expect(t, e.do("PATCH", "/_cairn/buckets/none", strings.NewReader(`{}`), "key: admin"), 404, "NoSuchBucket")
+	// The trash's retention: set, kept by a PATCH of another field,
+	// turned off; out of bounds refused.
+	w = e.do("PATCH", "/_cairn/buckets/new-b", strings.NewReader(`{"trash_seconds":604800}`), "key: admin")
+	expect(t, w, 200, "")
+	must(t, json.Unmarshal(w.Body.Bytes(), &b))
+	if b.TrashSeconds != 604800 || !strings.Contains(w.Body.String(), `"trash_seconds":604800`) {
+		t.Fatalf("trash set: %s", w.Body)
+	}
+	w = e.do("PATCH", "/_cairn/buckets/new-b", strings.NewReader(`{"public":true}`), "key: admin")
+	if must(t, json.Unmarshal(w.Body.Bytes(), &b)); b.TrashSeconds != 604800 {
+		t.Fatalf("trash lost by another PATCH: %s", w.Body)
+	}
+	for _, bad := range []string{`-1`, `315360001`, `"7d"`} {
+		w = e.do("PATCH", "/_cairn/buckets/new-b", strings.NewReader(`{"trash_seconds":`+bad+`}`), "key: admin")
+		expect(t, w, 400, "BadRequest")
+		if bad != `"7d"` && !strings.Contains(w.Body.String(), "want 0 (no trash) to 315360000 (3650 days)") {
+			t.Fatalf("trash_seconds %s: %s", bad, w.Body)
+		}
+	}
+	w = e.do("PATCH", "/_cairn/buckets/new-b", strings.NewReader(`{"trash_seconds":0,"public":false}`), "key: admin")
+	b = store.BucketInfo{}
+	if must(t, json.Unmarshal(w.Body.Bytes(), &b)); b.TrashSeconds != 0 || strings.Contains(w.Body.String(), "trash_seconds") {
+		t.Fatalf("trash off: %s", w.Body)
+	}
+	w = e.do("POST", "/_cairn/buckets", strings.NewReader(`{"name":"with-trash","trash_seconds":3600}`), "key: admin")
+	if expect(t, w, 201, ""); !strings.Contains(w.Body.String(), `"trash_seconds":3600`) {
+		t.Fatalf("created with a trash: %s", w.Body)
+	}
+	expect(t, e.do("DELETE", "/_cairn/buckets/with-trash", nil, "key: admin"), 204, "")
 
 	e.put("/new-b/f", "x")
 	expect(t, e.do("DELETE", "/_cairn/buckets/new-b", nil, "key: admin"), 409, "BucketNotEmpty")

@@ -213,7 +213,7 @@
     usageBusy = true;
     try {
       last.usage = await api('GET', '/_cairn/usage');
-      if (!$('#app').hidden) renderBuckets(last.buckets, last.usage);
+      if (!$('#app').hidden) renderBuckets(last.buckets, last.usage, last.status);
     } catch (e) {
       // the next slow refresh tries again; the 2 s refresh shows errors
     } finally {
@@ -235,7 +235,7 @@
     renderSummary(last.status);
     renderNodes(last.status);
     renderCharts(last.history);
-    renderBuckets(last.buckets, last.usage);
+    renderBuckets(last.buckets, last.usage, last.status);
     renderMaintenance(last.status);
     renderMounts(last.mounts);
     renderLocks(last.status);
@@ -353,14 +353,35 @@
       v.upgrade_waiting_for && v.upgrade_waiting_for.length ? el('div', { class: 'muted small', text: 'upgrade waits for: ' + v.upgrade_waiting_for.join('; ') }) : null);
   }
 
-  function renderBuckets(bs, usage) {
+  // retention formats a trash retention in seconds as the CLI does: 7d, 1d12h, 90m → 1h30m.
+  function retention(s) {
+    let out = '';
+    for (const [n, unit] of [[86400, 'd'], [3600, 'h'], [60, 'm'], [1, 's']]) {
+      const q = Math.floor(s / n);
+      if (q > 0) { out += q + unit; s -= q * n; }
+    }
+    return out;
+  }
+
+  // trashCell is a bucket's trash (the status view's trash, kept in the
+  // namespace): "N files, SIZE" and its retention, or "off".
+  function trashCell(b, tr) {
+    if (!tr && !b.trash_seconds) return el('span', { class: 'muted', text: 'off' });
+    const held = tr ? num(tr.entries) + (tr.entries === 1 ? ' file, ' : ' files, ') + bytes(tr.bytes) : '…';
+    if (!b.trash_seconds) return el('span', {}, held, el('div', { class: 'muted small', text: 'off; left until emptied' }));
+    return el('span', {}, el('span', { class: 'num', text: held }), el('div', { class: 'muted small', text: 'kept ' + retention(b.trash_seconds) }));
+  }
+
+  function renderBuckets(bs, usage, status) {
     const tb = $('#buckets tbody');
     tb.replaceChildren();
     if (!bs) return;
     const u = {};
     if (usage && usage.buckets) for (const b of usage.buckets) u[b.name] = b;
+    const trash = {};
+    if (status && status.trash) for (const t of status.trash) trash[t.bucket] = t;
     $('#usage-note').textContent = usage ? 'sizes counted ' + ago(usage.computed) : '';
-    if (bs.length === 0) tb.append(el('tr', {}, el('td', { colspan: 5, class: 'muted', text: 'No buckets yet.' })));
+    if (bs.length === 0) tb.append(el('tr', {}, el('td', { colspan: 6, class: 'muted', text: 'No buckets yet.' })));
     for (const b of bs) {
       const r = b.replicas === -1 ? 'mirror (every node)' : b.replicas === 0 ? '3 copies (default)' : b.replicas + (b.replicas === 1 ? ' copy' : ' copies');
       const w = b.write_quorum ? 'W=' + b.write_quorum : 'W=majority';
@@ -370,6 +391,7 @@
         td('Replication', r + ', ' + w + (b.strict ? ', strict' : '')),
         td('Files', el('span', { class: 'num', text: ub ? num(ub.files) + (ub.complete ? '' : '+') : '…' })),
         td('Size', el('span', { class: 'num', text: ub ? bytes(ub.bytes) + (ub.complete ? '' : '+') : '…' })),
+        td('Trash', trashCell(b, trash[b.name])),
         td('Access', b.public ? 'public read' : (b.acl || 'private')),
       ));
     }
