@@ -237,7 +237,7 @@ type Command struct {
 type Origin struct {
 	Node     uint64 // the node that took the request (0: a lone node)
 	Frontend string // http, s3, webdav, mount, cli, admin
-	Key      string // the access key ID ("" for the admin key or anonymous)
+	Key      string // the access key ID: "admin" for the admin key, "" anonymous or unknown (a mount)
 }
 
 // TrashCmd is the argument of the trash commands.

@@ -42,7 +42,7 @@ type TrashEntry struct {
 	ETag     string    `json:"etag,omitempty"`
 	SHA256   string    `json:"sha256,omitempty"`
 	// Origin: the node that took the change, its front end (http, s3,
-	// webdav, mount) and the access key ID ("" for the admin key).
+	// webdav, mount) and the access key ID ("admin" for the admin key, "" for anonymous or a mount).
 	Node     uint64 `json:"node,string,omitempty"`
 	Frontend string `json:"frontend,omitempty"`
 	Key      string `json:"key,omitempty"`

@@ -121,9 +121,7 @@ func TestTrashUndo(t *testing.T) {
 			if _, ok := tree[strings.TrimPrefix(r.path, "tree/")]; !ok || r.kind != "deleted" {
 				t.Fatalf("row %+v", r)
 			}
-			// TODO(integrator): require ID/mount/- once the mount calls
-			// store.WithOrigin (being added on main).
-			if o := r.origin; o != id+"/-/-" && o != id+"/mount/-" {
+			if o := r.origin; o != id+"/mount/-" {
 				t.Fatalf("origin of an rm through the mount: %q", o)
 			}
 			newest = max(newest, r.deleted)
@@ -165,9 +163,7 @@ func TestTrashUndo(t *testing.T) {
 			t.Fatalf("trash of synced/: %d entries, %v", len(list), err)
 		}
 		for _, e := range list {
-			// TODO(integrator): require "http" once httpapi calls
-			// store.WithOrigin (being added on main).
-			if e.Node == 0 || (e.Frontend != "" && e.Frontend != "http") || e.Key != "" || e.Replaced {
+			if e.Node == 0 || e.Frontend != "http" || e.Key != "admin" || e.Replaced {
 				t.Fatalf("entry of a sync --delete: %+v", e)
 			}
 		}
@@ -219,9 +215,7 @@ func TestTrashUndo(t *testing.T) {
 		}
 		var at time.Time
 		for _, e := range list {
-			// TODO(integrator): require Frontend "s3" and Key k.ID once
-			// the S3 front end calls store.WithOrigin (being added on main).
-			if !e.Replaced || e.Node == 0 || (e.Frontend != "" && e.Frontend != "s3") || (e.Frontend != "" && e.Key != k.ID) {
+			if !e.Replaced || e.Node == 0 || e.Frontend != "s3" || e.Key != k.ID {
 				t.Fatalf("entry of an S3 overwrite: %+v", e)
 			}
 			if e.Deleted.After(at) {
