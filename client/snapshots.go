@@ -58,3 +58,27 @@ func (c *Client) DeleteSnapshot(ctx context.Context, bucket, name string) error 
 	drain(resp.Body)
 	return nil
 }
+
+// RestoreStats says what a snapshot restore did.
+type RestoreStats struct {
+	Restored  int `json:"restored"`
+	Unchanged int `json:"unchanged"`
+	Dirs      int `json:"dirs"`
+	Deleted   int `json:"deleted"`
+}
+
+// RestoreSnapshot puts path ("" the whole bucket) of a snapshot back, at
+// to ("" the same path); with del, the live files under it that the
+// snapshot does not hold are deleted. No byte is copied.
+func (c *Client) RestoreSnapshot(ctx context.Context, bucket, name, path, to string, del bool) (RestoreStats, error) {
+	rq, err := jsonRequest(http.MethodPost, c.snapshotsURL(bucket, name)+"/restore",
+		map[string]any{"path": path, "to": to, "delete": del})
+	if err != nil {
+		return RestoreStats{}, err
+	}
+	var out RestoreStats
+	if err := c.doJSON(ctx, rq, &out); err != nil {
+		return RestoreStats{}, fmt.Errorf("restore snapshot %s/%s: %w", bucket, name, err)
+	}
+	return out, nil
+}

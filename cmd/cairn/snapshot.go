@@ -73,6 +73,35 @@ trash entry or snapshot names it. docs/operations.md, "Snapshots".`,
 			return nil
 		},
 	}
-	cmd.AddCommand(create, list, del)
+	var to string
+	var delExtra bool
+	restore := &cobra.Command{
+		Use:   "restore BUCKET NAME [PATH] [--to PATH] [--delete]",
+		Short: "Put a snapshot's file or tree back (no byte is copied; live versions replaced go to the trash if the bucket keeps one)",
+		Long: `Put PATH of snapshot NAME (the whole bucket without PATH) back into the live
+bucket, at PATH or at --to. Files that differ from the snapshot are replaced
+(their live versions go to the bucket's trash when it keeps one); files that
+are the same are left alone. --delete also removes the live files under the
+target that the snapshot does not hold (for example a backdoor a hacked
+plugin dropped). Each file is a namespace change naming the snapshot's
+blobs: no byte is copied.`,
+		Args: cobra.RangeArgs(2, 3),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			path := ""
+			if len(args) == 3 {
+				path = args[2]
+			}
+			st, err := cf.client().RestoreSnapshot(cmd.Context(), args[0], args[1], path, to, delExtra)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "restored %d files from snapshot %s (%d unchanged, %d directories made, %d deleted)\n",
+				st.Restored, args[1], st.Unchanged, st.Dirs, st.Deleted)
+			return nil
+		},
+	}
+	restore.Flags().StringVar(&to, "to", "", "where to put it in the live bucket (default: the same path)")
+	restore.Flags().BoolVar(&delExtra, "delete", false, "also delete the live files under the target that the snapshot does not hold")
+	cmd.AddCommand(create, list, del, restore)
 	return cmd
 }

@@ -26,6 +26,9 @@ type Snapshots interface {
 	// OpenSnapshot returns a read-only view of a snapshot, as it is at
 	// the call; Close it.
 	OpenSnapshot(ctx context.Context, bucket, name string) (*SnapshotView, error)
+	// SnapshotRestore puts a snapshot's file or tree back, without
+	// copying bytes (snaprestore.go).
+	SnapshotRestore(ctx context.Context, bucket, name string, opts RestoreOptions) (RestoreStats, error)
 }
 
 // SnapshotInfo describes a snapshot.

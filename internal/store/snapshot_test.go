@@ -148,3 +148,64 @@ func readAllSnap(t *testing.T, e *env, name, path string) []byte {
 	}
 	return buf.Bytes()
 }
+
+// TestSnapshotRestore: a tree put back from a snapshot as namespace
+// changes only: the rewritten and deleted files are as they were, the
+// unchanged ones are left alone, a file added since goes with Delete, and
+// one file restores beside the live one.
+func TestSnapshotRestore(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	files := map[string][]byte{}
+	for i := range 30 {
+		p := fmt.Sprintf("wp/d%d/f%02d.php", i%3, i)
+		files[p] = []byte(fmt.Sprintf("<?php echo %d;", i))
+		mustPut(t, e.s, p, files[p])
+	}
+	mustPut(t, e.s, "other/keep.txt", []byte("outside"))
+	if _, err := e.s.SnapshotCreate(ctx, "bkt", "clean"); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 10 {
+		mustPut(t, e.s, fmt.Sprintf("wp/d%d/f%02d.php", i%3, i), []byte("<?php eval($_POST[0]);"))
+	}
+	for i := 10; i < 15; i++ {
+		if err := e.s.Delete(ctx, "bkt", fmt.Sprintf("wp/d%d/f%02d.php", i%3, i), ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mustPut(t, e.s, "wp/d1/backdoor.php", []byte("<?php system($_GET[0]);"))
+	blobsBefore := e.blobs.Stats().Blobs
+	st, err := e.s.SnapshotRestore(ctx, "bkt", "clean", RestoreOptions{Path: "wp", Delete: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Restored != 15 || st.Unchanged != 15 || st.Deleted != 1 {
+		t.Fatalf("restore: %+v", st)
+	}
+	for p, data := range files {
+		if got := readAll(t, e.s, p); !bytes.Equal(got, data) {
+			t.Fatalf("%s after the restore: %q", p, got)
+		}
+	}
+	if _, err := e.s.Stat(ctx, "bkt", "wp/d1/backdoor.php"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("backdoor after a restore with Delete: %v", err)
+	}
+	if got := string(readAll(t, e.s, "other/keep.txt")); got != "outside" {
+		t.Fatalf("a file outside the restored tree: %q", got)
+	}
+	if after := e.blobs.Stats().Blobs; after != blobsBefore {
+		t.Fatalf("blobs %d → %d: a restore copied bytes", blobsBefore, after)
+	}
+	// One file, beside the live one.
+	mustPut(t, e.s, "wp/d0/f00.php", []byte("changed again"))
+	if _, err := e.s.SnapshotRestore(ctx, "bkt", "clean", RestoreOptions{Path: "wp/d0/f00.php", To: "wp/d0/f00.clean.php"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := readAll(t, e.s, "wp/d0/f00.clean.php"); !bytes.Equal(got, files["wp/d0/f00.php"]) {
+		t.Fatalf("restored beside: %q", got)
+	}
+	if got := string(readAll(t, e.s, "wp/d0/f00.php")); got != "changed again" {
+		t.Fatalf("the live file was touched: %q", got)
+	}
+}

@@ -151,6 +151,29 @@ func TestSnapshots(t *testing.T) {
 	if out, err := n1.cli("snapshot", "list", "web"); err != nil || !strings.Contains(out, "before") {
 		t.Fatalf("cairn snapshot list: %v\n%s", err, out)
 	}
+	// Undo the hack: the tree as it was, the backdoor gone, on every
+	// node and through the mount.
+	out, err := n1.cli("snapshot", "restore", "web", "before", "site", "--delete")
+	if err != nil || !strings.Contains(out, "restored 48 files from snapshot before (72 unchanged, 1 directories made") || !strings.Contains(out, "1 deleted") {
+		t.Fatalf("cairn snapshot restore: %v\n%s", err, out)
+	}
+	for _, s := range []*server{n1, n2} {
+		live := map[string][]byte{}
+		for p := range tree {
+			waitFor(t, 10*time.Second, "restored "+p+" on "+s.addr, func() bool {
+				resp, body := do(t, "GET", s.url+"/web/"+p, nil, auth()...)
+				live[p] = body
+				return resp.StatusCode == 200 && bytes.Equal(body, tree[p])
+			}, n1, n2)
+		}
+		if d := digest(live); d != want {
+			t.Fatalf("live digest after the restore on %s: %s, want %s", s.addr, d, want)
+		}
+		if resp, _ := do(t, "GET", s.url+"/web/site/backdoor.php", nil, auth()...); resp.StatusCode != 404 {
+			t.Fatalf("the backdoor after the restore on %s: %d", s.addr, resp.StatusCode)
+		}
+	}
+	waitFile(t, 10*time.Second, filepath.Join(mnt, "site/d1/page001.php"), tree["site/d1/page001.php"], n1)
 	if out, err := n1.cli("snapshot", "delete", "web", "before"); err != nil {
 		t.Fatalf("cairn snapshot delete: %v\n%s", err, out)
 	}

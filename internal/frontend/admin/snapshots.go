@@ -5,6 +5,8 @@ package admin
 //	GET    /_cairn/snapshots/BUCKET        the bucket's snapshots, oldest first
 //	POST   /_cairn/snapshots/BUCKET        take one: {"name": ""} ("" names it by the time)
 //	DELETE /_cairn/snapshots/BUCKET/NAME   delete one
+//	POST   /_cairn/snapshots/BUCKET/NAME/restore
+//	                                       put a file or tree back: {"path","to","delete"}
 //
 // Reading a snapshot is /_snapshots/BUCKET/NAME/PATH (httpapi), the
 // mount's .snapshots/NAME/, or S3 (docs/s3.md).
@@ -35,6 +37,7 @@ func (h *Handler) serveSnapshots(w http.ResponseWriter, r *http.Request) {
 	}
 	rest := strings.Trim(strings.TrimPrefix(r.URL.Path, SnapshotsPath), "/")
 	bucket, name, _ := strings.Cut(rest, "/")
+	name, verb, _ := strings.Cut(name, "/")
 	if bucket == "" {
 		h.fail(w, r, errStatus(http.StatusBadRequest, "BadRequest", "%s/BUCKET[/NAME]", SnapshotsPath))
 		return
@@ -62,6 +65,24 @@ func (h *Handler) serveSnapshots(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		h.writeJSON(w, r, http.StatusCreated, info)
+	case name != "" && verb == "restore" && r.Method == http.MethodPost:
+		var req struct {
+			Path   string `json:"path"`
+			To     string `json:"to"`
+			Delete bool   `json:"delete"`
+		}
+		if err := json.NewDecoder(io.LimitReader(r.Body, 16<<10)).Decode(&req); err != nil && !errors.Is(err, io.EOF) {
+			h.fail(w, r, errStatus(http.StatusBadRequest, "BadRequest", "restore request: %v", err))
+			return
+		}
+		st, err := snaps.SnapshotRestore(ctx, bucket, name, store.RestoreOptions{Path: req.Path, To: req.To, Delete: req.Delete})
+		if err != nil {
+			h.fail(w, r, storeErr(err))
+			return
+		}
+		h.writeJSON(w, r, http.StatusOK, st)
+	case verb != "":
+		h.fail(w, r, errStatus(http.StatusNotFound, "NotFound", "no such snapshot endpoint %q", verb))
 	case name != "" && r.Method == http.MethodDelete:
 		if err := snaps.SnapshotDelete(ctx, bucket, name); err != nil {
 			h.fail(w, r, storeErr(err))
