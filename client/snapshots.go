@@ -82,3 +82,33 @@ func (c *Client) RestoreSnapshot(ctx context.Context, bucket, name, path, to str
 	}
 	return out, nil
 }
+
+// SnapshotSchedule is how many automatic snapshots of a bucket are kept
+// per period (0: none of that period).
+type SnapshotSchedule struct {
+	Hourly int `json:"hourly"`
+	Daily  int `json:"daily"`
+	Weekly int `json:"weekly"`
+}
+
+// Schedule returns a bucket's snapshot schedule.
+func (c *Client) Schedule(ctx context.Context, bucket string) (SnapshotSchedule, error) {
+	var out SnapshotSchedule
+	if err := c.doJSON(ctx, request{method: http.MethodGet, url: c.base + "/_cairn/snapshot-schedules/" + url.PathEscape(bucket)}, &out); err != nil {
+		return out, fmt.Errorf("snapshot schedule of %s: %w", bucket, err)
+	}
+	return out, nil
+}
+
+// SetSchedule sets a bucket's snapshot schedule (all zero: none).
+func (c *Client) SetSchedule(ctx context.Context, bucket string, sc SnapshotSchedule) (SnapshotSchedule, error) {
+	rq, err := jsonRequest(http.MethodPut, c.base+"/_cairn/snapshot-schedules/"+url.PathEscape(bucket), sc)
+	if err != nil {
+		return sc, err
+	}
+	var out SnapshotSchedule
+	if err := c.doJSON(ctx, rq, &out); err != nil {
+		return out, fmt.Errorf("set the snapshot schedule of %s: %w", bucket, err)
+	}
+	return out, nil
+}

@@ -2,10 +2,14 @@ package main
 
 import (
 	"fmt"
+	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/cairn-fs/cairn/client"
 )
 
 func newSnapshotCmd() *cobra.Command {
@@ -102,6 +106,64 @@ blobs: no byte is copied.`,
 	}
 	restore.Flags().StringVar(&to, "to", "", "where to put it in the live bucket (default: the same path)")
 	restore.Flags().BoolVar(&delExtra, "delete", false, "also delete the live files under the target that the snapshot does not hold")
-	cmd.AddCommand(create, list, del, restore)
+	schedule := &cobra.Command{
+		Use:   "schedule BUCKET [hourly=N] [daily=N] [weekly=N] | off",
+		Short: "Show or set a bucket's automatic snapshots: the leader takes one each hour, day and week and keeps the newest N",
+		Args:  cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, out := cf.client(), cmd.OutOrStdout()
+			if len(args) == 1 {
+				sc, err := c.Schedule(cmd.Context(), args[0])
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(out, "%s: %s\n", args[0], scheduleString(sc))
+				return nil
+			}
+			sc, err := parseSchedule(args[1:])
+			if err != nil {
+				return err
+			}
+			if sc, err = c.SetSchedule(cmd.Context(), args[0], sc); err != nil {
+				return err
+			}
+			fmt.Fprintf(out, "%s: %s\n", args[0], scheduleString(sc))
+			return nil
+		},
+	}
+	cmd.AddCommand(create, list, del, restore, schedule)
 	return cmd
+}
+
+// parseSchedule reads hourly=N daily=N weekly=N, or "off".
+func parseSchedule(args []string) (client.SnapshotSchedule, error) {
+	var sc client.SnapshotSchedule
+	if len(args) == 1 && args[0] == "off" {
+		return sc, nil
+	}
+	for _, a := range args {
+		k, v, ok := strings.Cut(a, "=")
+		n, err := strconv.Atoi(v)
+		if !ok || err != nil || n < 0 {
+			return sc, fmt.Errorf("%q: want hourly=N, daily=N, weekly=N (N ≥ 0) or off", a)
+		}
+		switch k {
+		case "hourly":
+			sc.Hourly = n
+		case "daily":
+			sc.Daily = n
+		case "weekly":
+			sc.Weekly = n
+		default:
+			return sc, fmt.Errorf("%q: want hourly=N, daily=N, weekly=N (N ≥ 0) or off", a)
+		}
+	}
+	return sc, nil
+}
+
+func scheduleString(sc client.SnapshotSchedule) string {
+	if sc == (client.SnapshotSchedule{}) {
+		return "no automatic snapshots"
+	}
+	return fmt.Sprintf("keeps %d hourly, %d daily, %d weekly snapshots", sc.Hourly, sc.Daily, sc.Weekly)
 }

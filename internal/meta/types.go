@@ -260,6 +260,9 @@ const (
 	RecordKey  RecordKind = 'k' // access keys and their grants (internal/access)
 	RecordRule RecordKind = 'l' // abuse rules (internal/access/rules)
 	RecordLock RecordKind = 'v' // WebDAV locks, by token (internal/frontend/webdav)
+	// RecordSnapSchedule is a bucket's snapshot schedule, named by the
+	// bucket (internal/store/snapschedule.go); log version 10.
+	RecordSnapSchedule RecordKind = 'p'
 )
 
 // Record is a small cluster-wide setting kept in the log, so that every

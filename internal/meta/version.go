@@ -117,7 +117,8 @@ func payloadVersion(cmds []Command) byte {
 		case cmds[i].Lock != nil:
 			v = max(v, 8)
 		}
-		if c := &cmds[i]; c.Origin != nil || c.Trash != nil || c.Snap != nil || (c.Bucket != nil && bucketBodyVersion(c.Bucket) >= 6) {
+		if c := &cmds[i]; c.Origin != nil || c.Trash != nil || c.Snap != nil || (c.Bucket != nil && bucketBodyVersion(c.Bucket) >= 6) ||
+			(c.Record != nil && c.Record.Kind == RecordSnapSchedule) {
 			v = max(v, trashVersion)
 		}
 	}

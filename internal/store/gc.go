@@ -57,6 +57,9 @@ func (s *Local) gc(ctx context.Context, orphans map[blob.Hash]time.Time) (GCStat
 	if err := s.drainSnapshots(ctx); err != nil { // snapshot.go
 		s.cfg.Logger.Warn("draining deleted snapshots failed", "err", err)
 	}
+	if err := s.runSchedules(ctx); err != nil { // snapschedule.go
+		s.cfg.Logger.Warn("scheduled snapshots failed", "err", err)
+	}
 	now := s.cfg.Now()
 	before := now.Add(-s.cfg.GCGrace).UnixNano()
 	if orphans == nil {

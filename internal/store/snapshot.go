@@ -29,6 +29,10 @@ type Snapshots interface {
 	// SnapshotRestore puts a snapshot's file or tree back, without
 	// copying bytes (snaprestore.go).
 	SnapshotRestore(ctx context.Context, bucket, name string, opts RestoreOptions) (RestoreStats, error)
+	// SetSnapshotSchedule and GetSnapshotSchedule manage a bucket's
+	// automatic snapshots (snapschedule.go).
+	SetSnapshotSchedule(ctx context.Context, bucket string, sc SnapshotSchedule) error
+	GetSnapshotSchedule(ctx context.Context, bucket string) (SnapshotSchedule, error)
 }
 
 // SnapshotInfo describes a snapshot.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand"
+	"strings"
 	"testing"
 	"time"
 )
@@ -207,5 +208,70 @@ func TestSnapshotRestore(t *testing.T) {
 	}
 	if got := string(readAll(t, e.s, "wp/d0/f00.php")); got != "changed again" {
 		t.Fatalf("the live file was touched: %q", got)
+	}
+}
+
+// TestSnapshotSchedule: the leader's pass takes one snapshot a period and
+// keeps the newest N of each.
+func TestSnapshotSchedule(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	if err := e.s.SetSnapshotSchedule(ctx, "bkt", SnapshotSchedule{Hourly: 2, Daily: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if sc, err := e.s.GetSnapshotSchedule(ctx, "bkt"); err != nil || sc != (SnapshotSchedule{Hourly: 2, Daily: 1}) {
+		t.Fatalf("schedule %+v, %v", sc, err)
+	}
+	if err := e.s.SetSnapshotSchedule(ctx, "bkt", SnapshotSchedule{Hourly: -1}); !errors.Is(err, ErrInvalidName) {
+		t.Fatalf("a negative count: %v", err)
+	}
+	names := func() []string {
+		l, err := e.s.SnapshotList(ctx, "bkt")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, s := range l {
+			out = append(out, s.Name)
+		}
+		return out
+	}
+	pass := func() {
+		t.Helper()
+		if err := e.s.runSchedules(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pass()
+	if got := names(); len(got) != 2 {
+		t.Fatalf("first pass: %v", got)
+	}
+	e.clock.Add(30 * time.Minute)
+	pass()
+	if got := names(); len(got) != 2 {
+		t.Fatalf("half an hour later: %v", got)
+	}
+	for range 3 {
+		e.clock.Add(time.Hour)
+		mustPut(t, e.s, "f.txt", []byte(e.clock.Now().String()))
+		pass()
+	}
+	got := names()
+	hourly := 0
+	for _, n := range got {
+		if strings.HasPrefix(n, "auto-hourly-") {
+			hourly++
+		}
+	}
+	if hourly != 2 || len(got) != 3 || got[len(got)-1] != "auto-hourly-"+e.clock.Now().UTC().Format("2006-01-02T15-04-05Z") {
+		t.Fatalf("after 3.5 hours: %v", got)
+	}
+	if err := e.s.SetSnapshotSchedule(ctx, "bkt", SnapshotSchedule{}); err != nil {
+		t.Fatal(err)
+	}
+	e.clock.Add(48 * time.Hour)
+	pass()
+	if got2 := names(); len(got2) != 3 {
+		t.Fatalf("without a schedule the pass changed %v to %v", got, got2)
 	}
 }

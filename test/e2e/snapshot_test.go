@@ -174,6 +174,15 @@ func TestSnapshots(t *testing.T) {
 		}
 	}
 	waitFile(t, 10*time.Second, filepath.Join(mnt, "site/d1/page001.php"), tree["site/d1/page001.php"], n1)
+	if out, err := n1.cli("snapshot", "schedule", "web", "hourly=24", "daily=7"); err != nil || out != "web: keeps 24 hourly, 7 daily, 0 weekly snapshots\n" {
+		t.Fatalf("cairn snapshot schedule: %v\n%s", err, out)
+	}
+	if out, err := n2.cli("snapshot", "schedule", "web"); err != nil || out != "web: keeps 24 hourly, 7 daily, 0 weekly snapshots\n" {
+		t.Fatalf("the schedule seen through node 2: %v\n%s", err, out)
+	}
+	if out, err := n1.cli("snapshot", "schedule", "web", "hourly=x"); err == nil {
+		t.Fatalf("a bad schedule was taken: %s", out)
+	}
 	if out, err := n1.cli("snapshot", "delete", "web", "before"); err != nil {
 		t.Fatalf("cairn snapshot delete: %v\n%s", err, out)
 	}

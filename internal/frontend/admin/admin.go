@@ -132,6 +132,7 @@ func (h *Handler) Routes() map[string]http.Handler {
 		LogsPath:            h.adminOnly(h.serveLogs),
 		UsagePath:           h.adminOnly(h.serveUsage),          // usage.go
 		SnapshotsPath + "/": http.HandlerFunc(h.serveSnapshots), // snapshots.go
+		SchedulesPath + "/": http.HandlerFunc(h.serveSchedules),
 	}
 }
 

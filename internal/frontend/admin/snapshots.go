@@ -21,8 +21,55 @@ import (
 	"github.com/cairn-fs/cairn/internal/store"
 )
 
-// SnapshotsPath is the root of the snapshot endpoints.
-const SnapshotsPath = "/_cairn/snapshots"
+// SnapshotsPath is the root of the snapshot endpoints; SchedulesPath
+// that of the buckets' snapshot schedules:
+//
+//	GET /_cairn/snapshot-schedules/BUCKET  {"hourly","daily","weekly"} (zeros: none)
+//	PUT /_cairn/snapshot-schedules/BUCKET  the same JSON; all zero removes it
+const (
+	SnapshotsPath = "/_cairn/snapshots"
+	SchedulesPath = "/_cairn/snapshot-schedules"
+)
+
+// serveSchedules serves SchedulesPath/BUCKET.
+func (h *Handler) serveSchedules(w http.ResponseWriter, r *http.Request) {
+	if err := h.authorize(r); err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	snaps, ok := h.store.(store.Snapshots)
+	if !ok {
+		h.fail(w, r, errStatus(http.StatusNotImplemented, "NotImplemented", "this store keeps no snapshots"))
+		return
+	}
+	bucket := strings.Trim(strings.TrimPrefix(r.URL.Path, SchedulesPath), "/")
+	if bucket == "" || strings.Contains(bucket, "/") {
+		h.fail(w, r, errStatus(http.StatusBadRequest, "BadRequest", "%s/BUCKET", SchedulesPath))
+		return
+	}
+	switch r.Method {
+	case http.MethodGet, http.MethodHead:
+		sc, err := snaps.GetSnapshotSchedule(r.Context(), bucket)
+		if err != nil {
+			h.fail(w, r, storeErr(err))
+			return
+		}
+		h.writeJSON(w, r, http.StatusOK, sc)
+	case http.MethodPut:
+		var sc store.SnapshotSchedule
+		if err := json.NewDecoder(io.LimitReader(r.Body, 4096)).Decode(&sc); err != nil {
+			h.fail(w, r, errStatus(http.StatusBadRequest, "BadRequest", "schedule: %v", err))
+			return
+		}
+		if err := snaps.SetSnapshotSchedule(r.Context(), bucket, sc); err != nil {
+			h.fail(w, r, storeErr(err))
+			return
+		}
+		h.writeJSON(w, r, http.StatusOK, sc)
+	default:
+		h.notAllowed(w, r, "GET, HEAD, PUT")
+	}
+}
 
 // serveSnapshots serves SnapshotsPath/...
 func (h *Handler) serveSnapshots(w http.ResponseWriter, r *http.Request) {
