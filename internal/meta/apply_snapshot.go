@@ -503,3 +503,37 @@ func (s *snapKV) Scan(lower, upper []byte, fn func(k, v []byte) bool) error {
 	}
 	return nil
 }
+
+// snapshotExtents calls fn for every extent of the inodes the bucket's
+// snapshots saved.
+func (r *Reader) snapshotExtents(bucket string, fn func(h cas.Hash)) error {
+	snaps, err := r.Snapshots(bucket)
+	if err != nil {
+		return err
+	}
+	for _, s := range snaps {
+		pre := overlayKey(s.ID, []byte{pInode})
+		var derr error
+		if err := r.r.Scan(pre, prefixEnd(pre), func(k, v []byte) bool {
+			key := k[9:]
+			if len(key) != 9 || len(v) < 2 || v[0] != 1 {
+				return true
+			}
+			n, err := DecodeInode(Ino(binary.BigEndian.Uint64(key[1:])), v[1:])
+			if err != nil {
+				derr = err
+				return false
+			}
+			for _, x := range n.Extents {
+				fn(x.Hash)
+			}
+			return true
+		}); err != nil {
+			return err
+		}
+		if derr != nil {
+			return derr
+		}
+	}
+	return nil
+}

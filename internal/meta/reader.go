@@ -405,6 +405,10 @@ func (r *Reader) ReferencedBlobs(defaultReplicas int, fn func(h cas.Hash, replic
 		}); err != nil {
 			return fmt.Errorf("bucket %q's trash: %w", b.Name, err)
 		}
+		// And what its snapshots hold (apply_snapshot.go).
+		if err := r.snapshotExtents(b.Name, keep); err != nil {
+			return fmt.Errorf("bucket %q's snapshots: %w", b.Name, err)
+		}
 	}
 	type ref struct {
 		h cas.Hash
