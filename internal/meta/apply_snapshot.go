@@ -465,43 +465,12 @@ func (s *snapKV) Scan(lower, upper []byte, fn func(k, v []byte) bool) error {
 		keys = append(keys, k)
 	}
 	slices.Sort(keys)
-	i, stopped := 0, false
-	emit := func(k string) bool {
+	return mergeScan(s.base, lower, upper, keys, func(k string) bool {
 		if v := over[k]; len(v) > 0 && v[0] == 1 {
 			return fn([]byte(k), v[1:])
 		}
 		return true // absent at the snapshot
-	}
-	err := s.base.Scan(lower, upper, func(k, v []byte) bool {
-		for ; i < len(keys) && keys[i] < string(k); i++ {
-			if !emit(keys[i]) {
-				stopped = true
-				return false
-			}
-		}
-		if i < len(keys) && keys[i] == string(k) {
-			i++
-			if !emit(string(k)) {
-				stopped = true
-				return false
-			}
-			return true
-		}
-		if !fn(k, v) {
-			stopped = true
-			return false
-		}
-		return true
-	})
-	if err != nil {
-		return err
-	}
-	for ; !stopped && i < len(keys); i++ {
-		if !emit(keys[i]) {
-			break
-		}
-	}
-	return nil
+	}, fn)
 }
 
 // snapshotExtents calls fn for every extent of the inodes the bucket's

@@ -39,14 +39,24 @@ func (t *txn) Scan(lower, upper []byte, fn func(k, v []byte) bool) error {
 		}
 	}
 	slices.Sort(over)
-	i, stopped := 0, false
-	emit := func(k string) bool {
+	err := mergeScan(t.b, lower, upper, over, func(k string) bool {
 		if v := t.w[k]; v != nil {
 			return fn([]byte(k), v)
 		}
-		return true
+		return true // deleted
+	}, fn)
+	if err != nil {
+		return &kvFailure{err}
 	}
-	err := t.b.Scan(lower, upper, func(k, v []byte) bool {
+	return nil
+}
+
+// mergeScan calls fn for the keys of base in [lower, upper), merged in
+// order with the sorted keys over, which stand for base's: emit yields an
+// overlay key (or nothing). Either returning false stops the scan.
+func mergeScan(base kv.Reader, lower, upper []byte, over []string, emit func(k string) bool, fn func(k, v []byte) bool) error {
+	i, stopped := 0, false
+	err := base.Scan(lower, upper, func(k, v []byte) bool {
 		for ; i < len(over) && over[i] < string(k); i++ {
 			if !emit(over[i]) {
 				stopped = true
@@ -68,7 +78,7 @@ func (t *txn) Scan(lower, upper []byte, fn func(k, v []byte) bool) error {
 		return true
 	})
 	if err != nil {
-		return &kvFailure{err}
+		return err
 	}
 	for ; !stopped && i < len(over); i++ {
 		if !emit(over[i]) {
