@@ -409,6 +409,18 @@ func TestBackupRefusesAndVerifies(t *testing.T) {
 	if f.gets.Load() != 0 || len(f.snaps) != 0 {
 		t.Fatal("a refused backup read or took something")
 	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 1 {
+		t.Fatalf("a refused backup wrote into the directory: %v", ents)
+	}
+	// Two backups into one directory: the second is refused at once.
+	busy, err := OpenDir(t.TempDir(), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := OpenDir(busy.String(), true); !errors.Is(err, ErrRefused) || !strings.Contains(err.Error(), "another backup") {
+		t.Fatalf("second writer: %v", err)
+	}
+	busy.Close()
 	// A backup of another bucket: refused.
 	dir = t.TempDir()
 	if _, err := runBackup(t, c, dir, nil); err != nil {

@@ -26,7 +26,7 @@ type dirLocation struct {
 	name string // as given, for messages
 	abs  string
 	root *os.Root
-	lock *os.File // the flock of a writer (OpenDir with create)
+	lock *os.File // the directory, flocked by a writer (OpenDir with create)
 
 	tmpOnce sync.Once
 	tmpErr  error
@@ -35,8 +35,8 @@ type dirLocation struct {
 
 // OpenDir opens the local directory dir as a location. With create (a
 // backup's destination) it makes the directory if needed and takes an
-// exclusive lock on MetaDir/lock, so two backups never write into one
-// directory at once; without it the directory must exist.
+// exclusive flock on it, so two backups never write into one directory at
+// once; without it the directory must exist.
 func OpenDir(dir string, create bool) (Location, error) {
 	if dir == "" {
 		return nil, errors.New("empty directory name")
@@ -46,7 +46,7 @@ func OpenDir(dir string, create bool) (Location, error) {
 		return nil, err
 	}
 	if create {
-		if err := os.MkdirAll(filepath.Join(abs, MetaDir), 0o755); err != nil {
+		if err := os.MkdirAll(abs, 0o755); err != nil {
 			return nil, fmt.Errorf("backup directory: %w", err)
 		}
 	}
@@ -63,7 +63,9 @@ func OpenDir(dir string, create bool) (Location, error) {
 	}
 	d := &dirLocation{name: dir, abs: abs, root: root}
 	if create {
-		f, err := root.OpenFile(MetaDir+"/lock", os.O_RDWR|os.O_CREATE, 0o644)
+		// The lock is on the directory itself: nothing is written into a
+		// directory that the backup then refuses.
+		f, err := root.Open(".")
 		if err != nil {
 			root.Close()
 			return nil, fmt.Errorf("backup directory: %w", err)
