@@ -147,7 +147,7 @@ func Backup(ctx context.Context, cfg Config) (st Stats, err error) {
 	}
 	for _, b := range []string{bucketOf(old, nil), bucketOf(nil, jr)} {
 		if b != "" && b != cfg.Bucket {
-			return st, fmt.Errorf("%w: %s holds a backup of bucket %s, not %s: use another destination", ErrRefused, dest, b, cfg.Bucket)
+			return st, refused("backup refused: %s holds a backup of bucket %s, not %s: use another destination", dest, b, cfg.Bucket)
 		}
 	}
 	inv, err := dest.Inventory(ctx)
@@ -155,8 +155,8 @@ func Backup(ctx context.Context, cfg Config) (st Stats, err error) {
 		return st, err
 	}
 	if old == nil && jr == nil && len(inv) > 0 {
-		return st, fmt.Errorf("%w: %s holds %d files but no backup (%s/%s): give an empty or new destination, or one a backup wrote",
-			ErrRefused, dest, len(inv), MetaDir, ManifestName)
+		return st, refused("backup refused: %s holds %d files but no backup (%s/%s): give an empty or new destination, or one a backup wrote",
+			dest, len(inv), MetaDir, ManifestName)
 	}
 
 	// 2. The snapshot.

@@ -73,7 +73,7 @@ func OpenDir(dir string, create bool) (Location, error) {
 		if err := lockFile(f); err != nil {
 			f.Close()
 			root.Close()
-			return nil, fmt.Errorf("%w: another backup is writing into %s (%v)", ErrRefused, dir, err)
+			return nil, refused("backup refused: another backup is writing into %s (%v)", dir, err)
 		}
 		d.lock = f
 	}

@@ -42,6 +42,15 @@ var (
 	ErrBadPath = errors.New("backup: bad path")
 )
 
+// refusal is an error that matches ErrRefused and reads as its message
+// alone ("backup refused: ...", "restore refused: ...").
+type refusal struct{ msg string }
+
+func (r *refusal) Error() string { return r.msg }
+func (r *refusal) Unwrap() error { return ErrRefused }
+
+func refused(format string, args ...any) error { return &refusal{msg: fmt.Sprintf(format, args...)} }
+
 // Entry is what a manifest records of one file.
 type Entry struct {
 	// SHA256 is the hex SHA-256 of the content: its content address.

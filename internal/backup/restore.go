@@ -160,7 +160,10 @@ func Restore(ctx context.Context, cfg RestoreConfig) (st RestoreStats, err error
 	}
 	sort.Strings(differ)
 	sort.Strings(clash)
-	tp := joinKey(cfg.Bucket, target.(*cairnLocation).prefix)
+	tp := cfg.Bucket
+	if pre := target.(*cairnLocation).prefix; pre != "" {
+		tp += "/" + pre
+	}
 	if len(clash) > 0 || (len(differ) > 0 && !cfg.Force) {
 		st.Conflicts = append(clash, differ...)
 		msg := ""
@@ -176,7 +179,7 @@ func Restore(ctx context.Context, cfg RestoreConfig) (st RestoreStats, err error
 		if len(st.Conflicts) > 1000 {
 			st.Conflicts = st.Conflicts[:1000]
 		}
-		return st, fmt.Errorf("%w: nothing restored: %s: %s", ErrRefused, msg, firstN(st.Conflicts, 5))
+		return st, refused("restore refused, nothing written: %s: %s", msg, firstN(st.Conflicts, 5))
 	}
 	sort.Slice(tasks, func(i, j int) bool { return tasks[i].Path < tasks[j].Path })
 	plan := RestorePlan{Manifest: m, Copy: len(tasks), Identical: st.Identical}
