@@ -2,8 +2,10 @@ package backup
 
 import (
 	"context"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"net/url"
 	"slices"
 	"strings"
 	"time"
@@ -141,7 +143,10 @@ func Backup(ctx context.Context, cfg Config) (st Stats, err error) {
 	dest := cfg.Dest
 
 	// 1. What the destination holds.
-	old, jr, err := readState(ctx, dest)
+	if cl, ok := dest.(*cairnLocation); ok && cl.bucket == cfg.Bucket && sameServer(cl.c.BaseURL(), cfg.Source.BaseURL()) {
+		return st, refused("backup refused: %s is inside bucket %s, which it would copy into itself", dest, cfg.Bucket)
+	}
+	old, jr, manifestSum, err := readState(ctx, dest)
 	if err != nil {
 		return st, err
 	}
@@ -180,6 +185,16 @@ func Backup(ctx context.Context, cfg Config) (st Stats, err error) {
 	snap, skipped, bad, err := listSnapshot(ctx, cfg.Source, cfg.Bucket, snapInfo.Name)
 	if err != nil {
 		return st, err
+	}
+	if old != nil {
+		// The destination's manifest in the snapshot: the destination is
+		// inside the bucket (through another node's URL, say).
+		for p, e := range snap {
+			if strings.HasSuffix(p, "/"+MetaDir+"/"+ManifestName) && e.SHA256 == manifestSum {
+				return st, refused("backup refused: %s is inside bucket %s (its manifest is %s there): it would copy into itself",
+					dest, cfg.Bucket, p)
+			}
+		}
 	}
 	st.Skipped, st.Failures = skipped, bad
 	if skipped > 0 {
@@ -398,31 +413,54 @@ func bucketOf(m *Manifest, j *Journal) string {
 	return ""
 }
 
-// readState reads a location's manifest and journal (nil when absent).
-func readState(ctx context.Context, l Location) (*Manifest, *Journal, error) {
+// readState reads a location's manifest and journal (nil when absent),
+// and the manifest's SHA-256.
+func readState(ctx context.Context, l Location) (*Manifest, *Journal, string, error) {
 	var m *Manifest
+	var sum string
 	data, err := l.ReadMeta(ctx, ManifestName)
 	switch {
 	case errors.Is(err, ErrNoMeta):
 	case err != nil:
-		return nil, nil, err
+		return nil, nil, "", err
 	default:
 		if m, err = DecodeManifest(data); err != nil {
-			return nil, nil, fmt.Errorf("%s/%s/%s: %w (move it away to start over)", l, MetaDir, ManifestName, err)
+			return nil, nil, "", fmt.Errorf("%s/%s/%s: %w (move it away to start over)", l, MetaDir, ManifestName, err)
 		}
+		sum = hex.EncodeToString(sha256Raw(data))
 	}
 	var j *Journal
 	data, err = l.ReadMeta(ctx, JournalName)
 	switch {
 	case errors.Is(err, ErrNoMeta):
 	case err != nil:
-		return nil, nil, err
+		return nil, nil, "", err
 	default:
 		if j, err = DecodeJournal(data); err != nil {
-			return nil, nil, fmt.Errorf("%s/%s/%s: %w (move it away to start over)", l, MetaDir, JournalName, err)
+			return nil, nil, "", fmt.Errorf("%s/%s/%s: %w (move it away to start over)", l, MetaDir, JournalName, err)
 		}
 	}
-	return m, j, nil
+	return m, j, sum, nil
+}
+
+// sameServer reports whether two base URLs name the same server (scheme,
+// host and port, case-insensitively; a missing port is the scheme's).
+func sameServer(a, b string) bool {
+	norm := func(s string) string {
+		u, err := url.Parse(s)
+		if err != nil {
+			return s
+		}
+		host, port := strings.ToLower(u.Hostname()), u.Port()
+		if port == "" {
+			port = map[string]string{"http": "80", "https": "443"}[u.Scheme]
+		}
+		if host == "localhost" {
+			host = "127.0.0.1"
+		}
+		return u.Scheme + "://" + host + ":" + port
+	}
+	return norm(a) == norm(b)
 }
 
 // snapshotFor takes a snapshot of cfg.Bucket, or finds cfg.Snapshot.

@@ -482,3 +482,32 @@ func TestDirLocationStaysInside(t *testing.T) {
 		t.Fatalf("a file was written outside the destination: %v", ents)
 	}
 }
+
+// A destination inside the bucket it backs up is refused: named through
+// the same server, or found by its manifest in the snapshot.
+func TestBackupIntoItselfRefused(t *testing.T) {
+	f, c := newFakeCluster(t, tree(3))
+	dest, err := NewCairn(client.New(strings.Replace(c.BaseURL(), "127.0.0.1", "localhost", 1)+"/", "k"), "web", "bk", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Backup(context.Background(), Config{Source: c, Bucket: "web", Dest: dest}); !errors.Is(err, ErrRefused) ||
+		!strings.Contains(err.Error(), "into itself") {
+		t.Fatalf("backup into its own bucket: %v", err)
+	}
+	dir := t.TempDir()
+	if _, err := runBackup(t, c, dir, nil); err != nil {
+		t.Fatal(err)
+	}
+	m, err := os.ReadFile(filepath.Join(dir, MetaDir, ManifestName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.set("bk/"+MetaDir+"/"+ManifestName, m)
+	if _, err := runBackup(t, c, dir, nil); !errors.Is(err, ErrRefused) || !strings.Contains(err.Error(), "bk/.cairn-backup/manifest.json") {
+		t.Fatalf("a destination whose manifest is in the snapshot: %v", err)
+	}
+	if len(f.snaps) != 0 {
+		t.Fatalf("the snapshot of a refused backup was not deleted: %v", f.snaps)
+	}
+}

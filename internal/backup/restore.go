@@ -106,7 +106,7 @@ func Restore(ctx context.Context, cfg RestoreConfig) (st RestoreStats, err error
 			cfg.OnWarning(fmt.Sprintf(format, args...))
 		}
 	}
-	m, jr, err := readState(ctx, cfg.From)
+	m, jr, _, err := readState(ctx, cfg.From)
 	if err != nil {
 		return st, fmt.Errorf("restore: %w", err)
 	}
