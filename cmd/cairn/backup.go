@@ -285,22 +285,39 @@ func newCopyProgress(w io.Writer, what string, p *backup.Progress, show bool) *c
 	return &copyProgress{w: w, what: what, p: p, show: show}
 }
 
-// status is the progress as text: files, bytes, rate and an estimate of
-// the time left.
+// status is the progress as text: files, bytes, rates and an estimate of
+// the time left (from the share of files and bytes done).
 func (c *copyProgress) status() string {
 	files, total := c.p.Files.Load(), c.p.TotalFiles.Load()
 	b, tb := c.p.Bytes.Load(), c.p.TotalBytes.Load()
 	el := time.Since(c.t0).Seconds()
-	s := fmt.Sprintf("%d/%d files, %s/%s", files, total, mbytes(b), mbytes(tb))
-	if el > 0.5 && b > 0 {
-		r := float64(b) / el
-		s += fmt.Sprintf(", %.1f MB/s", r/1e6)
-		if tb > b {
-			left := time.Duration(float64(tb-b) / r * float64(time.Second))
-			s += fmt.Sprintf(", about %s left", left.Round(time.Second))
-		}
+	s := fmt.Sprintf("%d/%d files, %s/%s", files, total, human(b), human(tb))
+	if el < 0.5 || (files == 0 && b == 0) {
+		return s
+	}
+	s += fmt.Sprintf(", %.0f files/s, %s/s", float64(files)/el, human(int64(float64(b)/el)))
+	frac := float64(files) / float64(max(total, 1))
+	if tb > 0 {
+		frac = (frac + float64(b)/float64(tb)) / 2
+	}
+	if frac > 0 && frac < 1 {
+		left := time.Duration(el * (1/frac - 1) * float64(time.Second))
+		s += fmt.Sprintf(", about %s left", left.Round(time.Second))
 	}
 	return s
+}
+
+// human formats a byte count with a decimal unit.
+func human(n int64) string {
+	switch {
+	case n < 1e3:
+		return fmt.Sprintf("%d B", n)
+	case n < 1e6:
+		return fmt.Sprintf("%.1f kB", float64(n)/1e3)
+	case n < 1e9:
+		return fmt.Sprintf("%.1f MB", float64(n)/1e6)
+	}
+	return fmt.Sprintf("%.2f GB", float64(n)/1e9)
 }
 
 // start begins showing progress (once the plan is known).
