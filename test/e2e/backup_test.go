@@ -32,8 +32,8 @@ import (
 // the backup into a new bucket with contents, modes and mtimes, skips
 // identical files and refuses to overwrite a different one without
 // --force; the same snapshot goes to a second node over the native API
-// (cairn://) and over S3 (s3://, an access key of that node), and is
-// restored from S3.
+// (cairn://) and over S3 (s3://, an access key of that node; --verify
+// reads every object's digest back), and is restored from S3.
 func TestBackup(t *testing.T) {
 	start := time.Now()
 	base := t.TempDir()
@@ -285,6 +285,11 @@ func TestBackup(t *testing.T) {
 	}
 	if out := cli(t, src, s3env, "backup", "web", "s3://s3bak/pre", "--s3-endpoint", dst.url, "--snapshot", snap2, "--no-progress"); copiedOf(t, out) != 0 {
 		t.Fatalf("an unchanged backup to S3 copied something:\n%s", out)
+	}
+	// --verify reads every object's x-amz-meta-cairn-sha256 back.
+	out = cli(t, src, s3env, "backup", "web", "s3://s3bak/pre", "--s3-endpoint", dst.url, "--snapshot", snap2, "--verify", "--no-progress")
+	if copiedOf(t, out) != 0 || !strings.Contains(out, fmt.Sprintf("(%d checked at the destination)", len(want2))) {
+		t.Fatalf("backup to S3 --verify:\n%s", out)
 	}
 	out = cli(t, src, s3env, "restore", "s3://s3bak/pre", "restored3", "--s3-endpoint", dst.url, "--no-progress")
 	if !strings.Contains(out, fmt.Sprintf("restored %d files", len(want2))) {
