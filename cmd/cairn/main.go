@@ -44,6 +44,7 @@ func newRootCmd() *cobra.Command {
 	root.AddCommand(newScrubCmd())    // scrub.go
 	root.AddCommand(newTrashCmd())    // the buckets' trash (trash.go)
 	root.AddCommand(newSnapshotCmd()) // snapshot.go
+	root.AddCommand(backupCmds()...)  // backup, restore (backup.go)
 	root.AddCommand(newKeyCmd())      // access keys (accesskeys.go)
 	root.AddCommand(newRuleCmd())     // abuse rules (rules.go)
 	root.AddCommand(newURLCmd())      // signed URLs (urlsign.go)
