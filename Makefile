@@ -117,7 +117,7 @@ fuse3:
 # (CI on Debian), gcc is installed; otherwise the race step is skipped with
 # a message, not failed.
 RACE_CC ?= gcc
-RACE_PKGS ?= ./internal/store/... ./internal/frontend/fuse/... ./internal/frontend/s3/... ./internal/frontend/webdav/... ./internal/access/... ./internal/blob/... ./internal/consensus/... ./internal/replica/... ./internal/transport/... ./internal/sim/... ./internal/clock/...
+RACE_PKGS ?= ./internal/store/... ./internal/frontend/fuse/... ./internal/frontend/s3/... ./internal/frontend/webdav/... ./internal/access/... ./internal/blob/... ./internal/consensus/... ./internal/replica/... ./internal/transport/... ./internal/sim/... ./internal/clock/... ./internal/backup/...
 test-race:
 	@if ! command -v $(RACE_CC) >/dev/null 2>&1 && [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
 		echo "make: no C compiler ($(RACE_CC)) for the race detector: installing gcc with apt-get"; \
