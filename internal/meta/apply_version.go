@@ -116,6 +116,9 @@ func (r *Reader) TrashPathAfter(bucket, prefix, after string) (path string, ok b
 		// has a byte above 0 where after's key has its 0.
 		lower = prefixEnd(trashPathPrefix(bucket, after))
 	}
+	if upper != nil && bytes.Compare(lower, upper) >= 0 {
+		return "", false, nil
+	}
 	var perr error
 	err = r.r.Scan(lower, upper, func(k, _ []byte) bool {
 		path, _, perr = parseTrashKey(bucket, k)
