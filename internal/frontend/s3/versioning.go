@@ -303,9 +303,11 @@ func latestOf(ctx context.Context, vs store.Versions, bucket, path string) (v st
 	return v, ok
 }
 
-// markerHeaders says, on a 404 of a versioned bucket's key, that the
-// key's latest version is a delete marker, as S3 does.
+// markerHeaders says, on a 404 of a key, whether its latest version is a
+// delete marker (x-amz-delete-marker true, and the marker's ID), as S3
+// and RGW do.
 func (h *Handler) markerHeaders(ctx context.Context, hdr http.Header, b store.BucketInfo, key string) {
+	hdr.Set("x-amz-delete-marker", "false")
 	vs, ok := h.versions()
 	if !ok || !store.Versioned(b) || strings.HasSuffix(key, "/") {
 		return

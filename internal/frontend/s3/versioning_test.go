@@ -361,6 +361,11 @@ func TestVersionListing(t *testing.T) {
 	if err != nil || len(lv.Versions) != 1 || aws.ToString(lv.Versions[0].VersionId) != "null" {
 		t.Fatalf("versions of an unversioned bucket: %+v %v", lv, err)
 	}
+	_, err = c.HeadObject(ctx, &sdks3.HeadObjectInput{Bucket: &p, Key: aws.String("nope")})
+	var re *smithyhttp.ResponseError
+	if !errors.As(err, &re) || re.Response.Header.Get("x-amz-delete-marker") != "false" {
+		t.Fatalf("HEAD of a missing key: %v", err)
+	}
 	if out, err := c.GetObject(ctx, &sdks3.GetObjectInput{Bucket: &p, Key: aws.String("k"), VersionId: aws.String("null")}); body(t, out, err) != "x" || out.VersionId != nil {
 		t.Fatal("version null")
 	}
