@@ -236,8 +236,10 @@ func (s *Local) WalkVersions(ctx context.Context, bucket, prefix string, after V
 	}
 	// Merge the live files (the lister, in pages) with the paths that
 	// have trash entries (one seek each), in byte order.
+	// The live pages grow from a few entries: a caller that stops early
+	// (a delimiter's group, a page's end) reads little.
 	var page []ObjectInfo
-	liveAfter, liveDone := start, false
+	liveAfter, liveDone, pageSize := start, false, 8
 	trashPath, trashOK, err := w.r.TrashPathAfter(bucket, prefix, start)
 	if err != nil {
 		return mapErr(err)
@@ -247,10 +249,11 @@ func (s *Local) WalkVersions(ctx context.Context, bucket, prefix string, after V
 			return err
 		}
 		if len(page) == 0 && !liveDone {
-			res, err := s.listIn(w.r, bucket, ListOptions{Prefix: prefix, StartAfter: liveAfter, Limit: versionPage})
+			res, err := s.listIn(w.r, bucket, ListOptions{Prefix: prefix, StartAfter: liveAfter, Limit: pageSize})
 			if err != nil {
 				return err
 			}
+			pageSize = min(2*pageSize, versionPage)
 			page = res.Entries
 			if len(page) > 0 {
 				liveAfter = page[len(page)-1].Path
