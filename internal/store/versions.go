@@ -481,7 +481,7 @@ func (s *Local) DeleteVersion(ctx context.Context, bucket, path, id string) (Ver
 // DropTrash implements Versions: rounds of at most maxDropRound entries,
 // each dropped by its own OpTrashDrop.
 func (s *Local) DropTrash(ctx context.Context, bucket, prefix string) (int, error) {
-	const maxDropRound = 1000
+	const maxDropRound = 512 // as TrashRestore's batches
 	total := 0
 	for {
 		var cmds []meta.Command

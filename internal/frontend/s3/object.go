@@ -294,7 +294,7 @@ func (h *Handler) getObject(w http.ResponseWriter, r *http.Request, rq *request)
 			// A delete marker has no body (S3's 405, which says so).
 			hdr.Set("x-amz-delete-marker", "true")
 			hdr.Set("x-amz-version-id", versionID)
-		case errors.Is(err, store.ErrNotFound) && versionID == "":
+		case errors.Is(err, store.ErrNotFound) && versionID == "" && !hidden(rq.key):
 			h.markerHeaders(ctx, hdr, b, rq.key)
 		}
 		h.writeError(w, r, rq, err)
