@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/cairn-fs/cairn/client"
+	"github.com/cairn-fs/cairn/internal/store"
 	"github.com/spf13/cobra"
 )
 
@@ -127,10 +128,14 @@ func parseRetention(v string) (int64, error) {
 }
 
 // formatRetention formats a trash retention as parseRetention reads it:
-// "7d", "1d12h", "90m" → "1h30m"; "off" for 0.
+// "7d", "1d12h", "90m" → "1h30m"; "off" for 0; "forever" for a bucket
+// that S3 versioning keeps every version of (store.VersioningSeconds).
 func formatRetention(secs int64) string {
 	if secs <= 0 {
 		return "off"
+	}
+	if secs == store.VersioningSeconds {
+		return "forever"
 	}
 	var b strings.Builder
 	for _, u := range []struct {

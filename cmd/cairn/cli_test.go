@@ -12,6 +12,7 @@ import (
 
 	"github.com/cairn-fs/cairn/client"
 	"github.com/cairn-fs/cairn/client/clienttest"
+	"github.com/cairn-fs/cairn/internal/store"
 )
 
 const cliTestKey = "k3y"
@@ -356,7 +357,8 @@ func TestParseRetention(t *testing.T) {
 			}
 		}
 	}
-	for secs, want := range map[int64]string{0: "off", 604800: "7d", 129600: "1d12h", 5400: "1h30m", 90061: "1d1h1m1s", 59: "59s"} {
+	for secs, want := range map[int64]string{0: "off", 604800: "7d", 129600: "1d12h", 5400: "1h30m", 90061: "1d1h1m1s", 59: "59s",
+		store.VersioningSeconds: "forever"} {
 		if got := formatRetention(secs); got != want {
 			t.Errorf("formatRetention(%d) = %q, want %q", secs, got, want)
 		}

@@ -180,6 +180,10 @@ func (a *applier) apply() (Result, error) {
 		return a.snapshotDelete()
 	case OpSnapshotDrain:
 		return a.snapshotDrain()
+	case OpTrashDrop:
+		return a.trashDrop()
+	case OpVersionDelete:
+		return a.versionDelete()
 	default:
 		return Result{}, fmt.Errorf("%w: unknown op %d", ErrInvalid, a.cmd.Op)
 	}

@@ -103,12 +103,15 @@ func parseTrashKey(bucket string, k []byte) (path string, t int64, err error) {
 
 // trashFile keeps n, which loses its name path in bucket bk, in the
 // bucket's trash. A replaced file that was empty, or whose content the
-// new one repeats, leaves nothing worth keeping.
+// new one repeats, leaves nothing worth keeping, but in a versioned
+// bucket.
 func (a *applier) trashFile(bk *Bucket, path string, n *Inode, replaced *Inode) error {
 	if bk.TrashNs <= 0 || n.Type == TypeDir {
 		return nil
 	}
-	if replaced != nil && (n.Size == 0 || slices.Equal(n.Extents, replaced.Extents) && n.Target == replaced.Target) {
+	// A versioned bucket keeps every version, an empty or a repeated one
+	// too: each has its S3 version ID (apply_version.go).
+	if replaced != nil && !Versioned(bk) && (n.Size == 0 || slices.Equal(n.Extents, replaced.Extents) && n.Target == replaced.Target) {
 		return nil
 	}
 	e := &TrashEntry{Bucket: bk.Name, Path: path, DeletedNs: a.now, Replaced: replaced != nil, Inode: n}

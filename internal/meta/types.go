@@ -169,8 +169,10 @@ const (
 	OpSnapshotCreate               // BucketName, Snap.Name: take a snapshot (Result.Count: its id)
 	OpSnapshotDelete               // BucketName, Snap.Name: hide a snapshot; OpSnapshotDrain then removes it
 	OpSnapshotDrain                // BucketName, Snap.ID, Snap.Limit: hand a deleted snapshot's overlay down (Result.Count: keys handled)
+	OpTrashDrop                    // BucketName, Path, Trash.At, File.Ino: drop that one trash entry (apply_version.go)
+	OpVersionDelete                // BucketName, Path, File.MtimeNs+ETag or Trash.At+File.Ino: S3's DELETE of a version or delete marker (apply_version.go)
 
-	opLast = OpSnapshotDrain
+	opLast = OpVersionDelete
 )
 
 // Valid reports whether op is a known command kind.

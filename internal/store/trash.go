@@ -218,7 +218,7 @@ func (s *Local) expireTrash(ctx context.Context) error {
 	now := s.cfg.Now()
 	var errs []error
 	for _, b := range bs {
-		if b.TrashNs <= 0 {
+		if b.TrashNs <= 0 || meta.Versioned(b) { // a versioned bucket's entries never expire
 			continue
 		}
 		if n, _, err := s.meta.TrashUsage(b.Name); err != nil || n == 0 {

@@ -149,7 +149,7 @@ func policyAction(act access.Action, key string) string {
 // opActions maps an operation to its IAM action name where it differs
 // from "s3:" + the operation's name.
 var opActions = map[string]string{
-	"HeadObject": "s3:GetObject", "HeadBucket": "s3:ListBucket", "ListObjects": "s3:ListBucket",
+	"HeadObject": "s3:GetObject", "HeadObjectVersion": "s3:GetObjectVersion", "HeadBucket": "s3:ListBucket", "ListObjects": "s3:ListBucket",
 	"ListObjectsV2": "s3:ListBucket", "ListObjectVersions": "s3:ListBucketVersions",
 	"ListParts": "s3:ListMultipartUploadParts", "ListMultipartUploads": "s3:ListBucketMultipartUploads",
 	"CreateMultipartUpload": "s3:PutObject", "UploadPart": "s3:PutObject", "UploadPartCopy": "s3:PutObject",
@@ -280,22 +280,28 @@ func (h *Handler) authorizeACL(r *http.Request, rq *request, b store.BucketInfo)
 	return h.auth.Authorize(rq.principal, access.ActionAdmin, access.Resource{Bucket: b.Name, Owner: b.Owner})
 }
 
-// authorizeSource checks that the request may read a copy's source: its
-// bucket's ACL and policy and the object's own ACL, as GetObject does.
-func (h *Handler) authorizeSource(ctx context.Context, rq *request, bucket, key string) (store.ObjectInfo, error) {
+// openCopySource opens a copy's source (a live key, a version of it, or
+// a file of a snapshot) and checks that the request may read it: its
+// bucket's ACL and policy and the object's own ACL, as GetObject does. A
+// directory is NoSuchKey. The caller closes the source.
+func (h *Handler) openCopySource(ctx context.Context, rq *request, bucket, key, versionID string) (source, error) {
 	b, err := h.st.Bucket(ctx, bucket)
 	if err != nil {
-		return store.ObjectInfo{}, err
+		return source{}, err
 	}
-	info, err := h.st.Stat(ctx, bucket, key)
-	if err != nil || info.IsDir || isInternal(key) {
-		if aerr := h.authorizeObject(ctx, rq, access.ActionRead, b, key, "", ""); aerr != nil {
-			return info, aerr
-		}
-		if err == nil {
-			err = store.ErrNotFound
-		}
-		return info, err
+	src, err := h.openSource(ctx, b, key, versionID)
+	if err == nil && src.obj == nil {
+		err = store.ErrNotFound // a directory is no object to copy
 	}
-	return info, h.authorizeObject(ctx, rq, access.ActionRead, b, key, objectACL(info), "")
+	if err != nil {
+		if aerr := h.authorizeObject(ctx, rq, access.ActionRead, b, src.path, "", ""); aerr != nil {
+			return source{}, aerr
+		}
+		return source{}, err
+	}
+	if err := h.authorizeObject(ctx, rq, access.ActionRead, b, src.path, objectACL(src.info), ""); err != nil {
+		src.close()
+		return source{}, err
+	}
+	return src, nil
 }

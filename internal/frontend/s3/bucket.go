@@ -103,6 +103,9 @@ func (h *Handler) serveBucket(w http.ResponseWriter, r *http.Request, rq *reques
 		case q.Has("policy"):
 			rq.op = "PutBucketPolicy"
 			h.serveBucketPolicy(w, r, rq)
+		case q.Has("versioning"):
+			rq.op = "PutBucketVersioning"
+			h.putBucketVersioning(w, r, rq)
 		case len(q) == 0:
 			rq.op = "CreateBucket"
 			h.createBucket(w, r, rq)
@@ -152,13 +155,7 @@ func (h *Handler) serveBucket(w http.ResponseWriter, r *http.Request, rq *reques
 			h.getACL(w, r, rq, "")
 		case q.Has("versioning"):
 			rq.op = "GetBucketVersioning"
-			if _, err := h.authorize(r.Context(), rq, access.ActionList, rq.bucket, ""); err != nil {
-				h.writeError(w, r, rq, err)
-				return
-			}
-			writeXML(w, r, http.StatusOK, struct {
-				XMLName xml.Name `xml:"http://s3.amazonaws.com/doc/2006-03-01/ VersioningConfiguration"`
-			}{})
+			h.getBucketVersioning(w, r, rq)
 		case q.Has("uploads"):
 			rq.op = "ListMultipartUploads"
 			h.listUploads(w, r, rq)
@@ -256,6 +253,7 @@ func (h *Handler) deleteBucket(w http.ResponseWriter, r *http.Request, rq *reque
 		// a bucket alive: S3 has no directories.
 		h.abortAllUploads(ctx, rq.bucket, time.Time{})
 		h.removeEmptyDirs(ctx, rq.bucket, "")
+		h.dropHiddenTrash(ctx, rq.bucket, internalDir+"/")
 		err = h.st.DeleteBucket(ctx, rq.bucket)
 	}
 	if err != nil {
@@ -325,8 +323,19 @@ func (h *Handler) getACL(w http.ResponseWriter, r *http.Request, rq *request, ke
 	}
 	acl := bucketACL(b)
 	if key != "" {
-		info, err := h.st.Stat(ctx, rq.bucket, strings.TrimSuffix(key, "/"))
-		if err != nil {
+		var info store.ObjectInfo
+		if v := rq.query.Get("versionId"); v != "" || isSnapshotKey(key) {
+			src, err := h.openSource(ctx, b, key, v)
+			if err != nil {
+				h.writeError(w, r, rq, err)
+				return
+			}
+			src.close()
+			info = src.info
+			if src.version != "" {
+				w.Header().Set("x-amz-version-id", src.version)
+			}
+		} else if info, err = h.st.Stat(ctx, rq.bucket, strings.TrimSuffix(key, "/")); err != nil {
 			h.writeError(w, r, rq, err)
 			return
 		}
@@ -423,7 +432,8 @@ func (h *Handler) deleteObjects(w http.ResponseWriter, r *http.Request, rq *requ
 	var req struct {
 		Quiet   bool `xml:"Quiet"`
 		Objects []struct {
-			Key string `xml:"Key"`
+			Key       string  `xml:"Key"`
+			VersionID *string `xml:"VersionId"`
 		} `xml:"Object"`
 	}
 	body, err := h.body(r, rq)
@@ -440,12 +450,16 @@ func (h *Handler) deleteObjects(w http.ResponseWriter, r *http.Request, rq *requ
 		return
 	}
 	type deleted struct {
-		Key string `xml:"Key"`
+		Key                   string `xml:"Key"`
+		VersionID             string `xml:"VersionId,omitempty"`
+		DeleteMarker          bool   `xml:"DeleteMarker,omitempty"`
+		DeleteMarkerVersionID string `xml:"DeleteMarkerVersionId,omitempty"`
 	}
 	type delError struct {
-		Key     string `xml:"Key"`
-		Code    string `xml:"Code"`
-		Message string `xml:"Message"`
+		Key       string `xml:"Key"`
+		VersionID string `xml:"VersionId,omitempty"`
+		Code      string `xml:"Code"`
+		Message   string `xml:"Message"`
 	}
 	out := struct {
 		XMLName xml.Name   `xml:"http://s3.amazonaws.com/doc/2006-03-01/ DeleteResult"`
@@ -453,33 +467,70 @@ func (h *Handler) deleteObjects(w http.ResponseWriter, r *http.Request, rq *requ
 		Errors  []delError `xml:"Error"`
 	}{}
 	for _, o := range req.Objects {
-		err := h.deleteKey(r, rq, o.Key)
+		v := ""
+		if o.VersionID != nil {
+			v = *o.VersionID
+		}
+		res, err := h.deleteObject(r.Context(), rq, o.Key, o.VersionID != nil, v)
 		if err != nil {
 			e := classify(err)
-			out.Errors = append(out.Errors, delError{Key: o.Key, Code: e.Code, Message: e.Message})
+			out.Errors = append(out.Errors, delError{Key: o.Key, VersionID: v, Code: e.Code, Message: e.Message})
 			continue
 		}
-		if !req.Quiet {
-			out.Deleted = append(out.Deleted, deleted{Key: o.Key})
+		if req.Quiet {
+			continue
 		}
+		d := deleted{Key: o.Key, VersionID: v}
+		if res.marker {
+			d.DeleteMarker, d.DeleteMarkerVersionID = true, res.versionID
+		}
+		out.Deleted = append(out.Deleted, d)
 	}
 	writeXML(w, r, http.StatusOK, out)
 }
 
-// deleteKey deletes one key as DeleteObject does: a missing key is not an
-// error; "dir/" removes an empty directory.
-func (h *Handler) deleteKey(r *http.Request, rq *request, key string) error {
-	ctx := r.Context()
-	if _, err := h.authorize(ctx, rq, access.ActionDelete, rq.bucket, key); err != nil {
-		return err
+// deleteObject deletes key as DeleteObject does, after authorizing it:
+// with a version ID (hasVersion), that version for good; in a versioned
+// bucket, the live object's deletion is a delete marker, whose ID the
+// outcome gives. A missing key is not an error; "dir/" removes an empty
+// directory; a key under .snapshots/ is AccessDenied.
+func (h *Handler) deleteObject(ctx context.Context, rq *request, key string, hasVersion bool, versionID string) (deleteOutcome, error) {
+	b, err := h.authorize(ctx, rq, access.ActionDelete, rq.bucket, key)
+	if err != nil {
+		return deleteOutcome{}, err
 	}
+	if isSnapshotKey(key) {
+		return deleteOutcome{}, errSnapshotReadOnly
+	}
+	if hasVersion {
+		if versionID == "" {
+			return deleteOutcome{}, errInvalidVersionID
+		}
+		return h.deleteVersion(ctx, b, key, versionID)
+	}
+	if err := h.deleteLive(ctx, b.Name, key); err != nil {
+		return deleteOutcome{}, err
+	}
+	var out deleteOutcome
+	if vs, ok := h.versions(); ok && store.Versioned(b) && !strings.HasSuffix(key, "/") && !hidden(key) {
+		// The deletion's trash entry is the key's latest delete marker.
+		if v, ok := latestOf(ctx, vs, b.Name, key); ok && v.DeleteMarker {
+			out = deleteOutcome{versionID: v.ID, marker: true}
+		}
+	}
+	return out, nil
+}
+
+// deleteLive deletes the live object at key: a missing key is not an
+// error; "dir/" removes an empty directory.
+func (h *Handler) deleteLive(ctx context.Context, bucket, key string) error {
 	p := strings.TrimSuffix(key, "/")
-	if p == "" || isInternal(p) {
+	if p == "" || hidden(p) {
 		return nil
 	}
-	err := h.st.Delete(ctx, rq.bucket, p, "")
+	err := h.st.Delete(ctx, bucket, p, "")
 	if err == nil && !strings.HasSuffix(key, "/") {
-		h.pruneParents(ctx, rq.bucket, p)
+		h.pruneParents(ctx, bucket, p)
 	}
 	if errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrNotDir) || errors.Is(err, store.ErrInvalidName) ||
 		errors.Is(err, store.ErrNotEmpty) && !strings.HasSuffix(key, "/") {
@@ -487,6 +538,20 @@ func (h *Handler) deleteKey(r *http.Request, rq *request, key string) error {
 		return nil
 	}
 	return err
+}
+
+// dropHiddenTrash drops the trash entries under prefix: the multipart
+// uploads' parts and records, which a bucket with a trash (or versioned)
+// keeps like any file but which are nobody's versions. One seek when
+// there are none.
+func (h *Handler) dropHiddenTrash(ctx context.Context, bucket, prefix string) {
+	vs, ok := h.versions()
+	if !ok {
+		return
+	}
+	if _, err := vs.DropTrash(ctx, bucket, prefix); err != nil {
+		h.log.Warn("trash of multipart uploads not dropped", "bucket", bucket, "prefix", prefix, "err", err)
+	}
 }
 
 // pruneParents removes the directories above a deleted file that it

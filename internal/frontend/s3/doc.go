@@ -23,6 +23,15 @@
 // Multipart uploads keep their parts as files under the bucket's
 // ".cairn-uploads/UPLOADID/" (multipart.go), left out of S3 listings.
 //
-// Buckets are unversioned: ListObjectVersions answers every object as
-// version "null". ACLs are per bucket, the canned private and public-read.
+// Versioning (versioning.go) is the bucket's trash kept without expiry
+// (store.Versions): PutBucketVersioning Enabled, ListObjectVersions with
+// delete markers, and GET, HEAD, DELETE, GetObjectAcl and copy sources by
+// versionId. A bucket that is not versioned answers every object as
+// version "null".
+//
+// The keys under ".snapshots/NAME/" of a bucket read its snapshot NAME,
+// read-only (snapshots.go); listings without that prefix hide it, as the
+// mount does.
+//
+// ACLs are canned, per bucket and per object (acl.go).
 package s3

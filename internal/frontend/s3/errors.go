@@ -50,6 +50,9 @@ var errorTable = []struct {
 	code   string
 }{
 	{store.ErrBadDigest, http.StatusBadRequest, "BadDigest"},
+	{store.ErrDeleteMarker, http.StatusMethodNotAllowed, "MethodNotAllowed"},
+	{store.ErrInvalidVersion, http.StatusBadRequest, "InvalidArgument"},
+	{store.ErrNotUpgraded, http.StatusServiceUnavailable, "ServiceUnavailable"},
 	{store.ErrNoBucket, http.StatusNotFound, "NoSuchBucket"},
 	{store.ErrNotFound, http.StatusNotFound, "NoSuchKey"},
 	{store.ErrBucketExists, http.StatusConflict, "BucketAlreadyOwnedByYou"},
@@ -92,6 +95,12 @@ func classify(err error) *Error {
 				msg = "The bucket you tried to delete is not empty."
 			case "ServiceUnavailable":
 				msg = "The cluster cannot serve this request now; retry: " + err.Error()
+			case "MethodNotAllowed":
+				msg = "The specified method is not allowed against this resource: the version is a delete marker."
+			case "InvalidArgument":
+				if errors.Is(err, store.ErrInvalidVersion) {
+					msg = errInvalidVersionID.Message
+				}
 			}
 			return &Error{Code: t.code, Status: t.status, Message: msg}
 		}
@@ -109,6 +118,7 @@ type errorBody struct {
 	// Extra elements some codes carry.
 	BucketName string `xml:"BucketName,omitempty"`
 	Key        string `xml:"Key,omitempty"`
+	VersionID  string `xml:"VersionId,omitempty"`
 }
 
 // writeError answers err as an S3 XML error (no body for HEAD and 304).
@@ -131,6 +141,8 @@ func (h *Handler) writeError(w http.ResponseWriter, r *http.Request, rq *request
 		body.BucketName = rq.bucket
 	case "NoSuchKey":
 		body.Key = rq.key
+	case "NoSuchVersion":
+		body.Key, body.VersionID = rq.key, rq.query.Get("versionId")
 	}
 	b, _ := xml.Marshal(body)
 	b = append([]byte(xml.Header), b...)

@@ -349,10 +349,10 @@ func TestParsers(t *testing.T) {
 			t.Errorf("parseRange(%q) = %d, %d, %v, %v", tc.spec, off, n, ok, err)
 		}
 	}
-	if b, k, err := copySource("/src%20b/a%2Fb%20c?versionId=null"); err != nil || b != "src b" || k != "a/b c" {
-		t.Errorf("copySource: %q %q %v", b, k, err)
+	if b, k, v, err := copySource("/src%20b/a%2Fb%20c?versionId=null"); err != nil || b != "src b" || k != "a/b c" || v != "null" {
+		t.Errorf("copySource: %q %q %q %v", b, k, v, err)
 	}
-	if _, _, err := copySource("bucketonly"); err == nil {
+	if _, _, _, err := copySource("bucketonly"); err == nil {
 		t.Error("copySource without key")
 	}
 	if got := stripAWSChunked("aws-chunked,gzip"); got != "gzip" {

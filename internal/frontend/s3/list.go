@@ -32,9 +32,23 @@ type listing struct {
 
 // list returns at most max keys and common prefixes of bucket under
 // prefix, grouped by delim, after the key startAfter. Keys under the
-// internal upload directory are left out. A "/" (or no) delimiter is the
-// store's own listing; another delimiter groups a recursive listing here.
+// internal upload directory and .snapshots are left out (a prefix under
+// .snapshots/ lists the snapshots: snapshots.go).
 func (h *Handler) list(ctx context.Context, bucket, prefix, delim, startAfter string, max int) (listing, error) {
+	if strings.HasPrefix(prefix, snapshotsDir+"/") {
+		return h.listSnapshots(ctx, bucket, prefix, delim, startAfter, max)
+	}
+	return listPages(ctx, func(ctx context.Context, opts store.ListOptions) (store.ListResult, error) {
+		return h.st.List(ctx, bucket, opts)
+	}, prefix, delim, startAfter, max)
+}
+
+// listPages is list over the pages of a store listing (the live bucket's
+// or a snapshot's): a "/" (or no) delimiter is the store's own listing;
+// another delimiter groups a recursive listing here. Hidden paths are
+// left out.
+func listPages(ctx context.Context, pages func(context.Context, store.ListOptions) (store.ListResult, error),
+	prefix, delim, startAfter string, max int) (listing, error) {
 	var out listing
 	if max <= 0 {
 		return out, nil
@@ -42,7 +56,7 @@ func (h *Handler) list(ctx context.Context, bucket, prefix, delim, startAfter st
 	if delim == "" || delim == "/" {
 		cursor := startAfter
 		for {
-			res, err := h.st.List(ctx, bucket, store.ListOptions{Prefix: prefix, Delimiter: delim, StartAfter: cursor, Limit: max - len(out.entries) - len(out.prefixes)})
+			res, err := pages(ctx, store.ListOptions{Prefix: prefix, Delimiter: delim, StartAfter: cursor, Limit: max - len(out.entries) - len(out.prefixes)})
 			if err != nil {
 				return out, err
 			}
@@ -50,13 +64,13 @@ func (h *Handler) list(ctx context.Context, bucket, prefix, delim, startAfter st
 			// each sorted; S3 wants them merged in key order only for the
 			// marker, which is the last of both.
 			for _, e := range res.Entries {
-				if !isInternal(e.Path) {
+				if !hidden(e.Path) {
 					out.entries = append(out.entries, e)
 					out.next = maxStr(out.next, e.Path)
 				}
 			}
 			for _, p := range res.CommonPrefixes {
-				if !isInternal(p) {
+				if !hidden(strings.TrimSuffix(p, "/")) {
 					out.prefixes = append(out.prefixes, p)
 					out.next = maxStr(out.next, p)
 				}
@@ -73,13 +87,13 @@ func (h *Handler) list(ctx context.Context, bucket, prefix, delim, startAfter st
 	}
 	cursor := startAfter
 	for {
-		res, err := h.st.List(ctx, bucket, store.ListOptions{Prefix: prefix, StartAfter: cursor, Limit: 1000})
+		res, err := pages(ctx, store.ListOptions{Prefix: prefix, StartAfter: cursor, Limit: 1000})
 		if err != nil {
 			return out, err
 		}
 		for _, e := range res.Entries {
 			cursor = e.Path
-			if isInternal(e.Path) {
+			if hidden(e.Path) {
 				continue
 			}
 			rest := e.Path[len(prefix):]
@@ -185,7 +199,11 @@ func (h *Handler) listObjects(w http.ResponseWriter, r *http.Request, rq *reques
 	ctx := r.Context()
 	q := rq.query
 	prefix, delim := q.Get("prefix"), q.Get("delimiter")
-	b, err := h.authorize(ctx, rq, access.ActionList, rq.bucket, prefix)
+	accessPrefix := prefix
+	if isSnapshotKey(prefix) {
+		accessPrefix = snapshotAccessPrefix(prefix) // as for the live bucket
+	}
+	b, err := h.authorize(ctx, rq, access.ActionList, rq.bucket, accessPrefix)
 	if err != nil {
 		h.writeError(w, r, rq, err)
 		return
@@ -214,6 +232,10 @@ func (h *Handler) listObjects(w http.ResponseWriter, r *http.Request, rq *reques
 		return s
 	}
 	plain := func(s string) string { return s }
+	if kind == listVersions && store.Versioned(b) && !isSnapshotKey(prefix) {
+		h.listObjectVersions(w, r, rq, b, maxKeys, encode)
+		return
+	}
 	var after string
 	var token *string
 	switch kind {

@@ -186,25 +186,21 @@ func (h *Handler) uploadPart(w http.ResponseWriter, r *http.Request, rq *request
 // uploadPartCopy makes a part from (a range of) another object.
 func (h *Handler) uploadPartCopy(w http.ResponseWriter, r *http.Request, rq *request, part, src string) {
 	ctx := r.Context()
-	sb, sk, err := copySource(src)
+	sb, sk, sv, err := copySource(src)
 	if err != nil {
 		h.writeError(w, r, rq, err)
 		return
 	}
-	if _, err := h.authorizeSource(ctx, rq, sb, sk); err != nil {
-		h.writeError(w, r, rq, err)
-		return
-	}
-	obj, info, err := h.openKey(ctx, sb, sk)
+	source, err := h.openCopySource(ctx, rq, sb, sk, sv)
 	if err != nil {
 		h.writeError(w, r, rq, err)
 		return
 	}
-	if obj == nil {
-		h.writeError(w, r, rq, store.ErrNotFound)
-		return
+	defer source.close()
+	obj, info := source.obj, source.info
+	if source.version != "" {
+		w.Header().Set("x-amz-copy-source-version-id", source.version)
 	}
-	defer obj.Close()
 	if err := checkConditions(r.Header, info, "x-amz-copy-source-"); err != nil {
 		h.writeError(w, r, rq, err)
 		return
@@ -220,6 +216,9 @@ func (h *Handler) uploadPartCopy(w http.ResponseWriter, r *http.Request, rq *req
 		}
 		off, n := a, b-a+1
 		out, _, err = h.st.Put(ctx, rq.bucket, part, io.NewSectionReader(obj, off, n), store.PutOptions{Size: n})
+	} else if !source.live {
+		// A version or a snapshot's file: read and written again.
+		out, _, err = h.st.Put(ctx, rq.bucket, part, io.NewSectionReader(obj, 0, info.Size), store.PutOptions{Size: info.Size})
 	} else {
 		out, _, err = h.st.Concat(ctx, rq.bucket, part, []store.ObjectRef{{Bucket: sb, Path: sk}}, info.ETag, store.PutOptions{})
 	}
@@ -355,6 +354,9 @@ func (h *Handler) completeUpload(w http.ResponseWriter, r *http.Request, rq *req
 	if err := h.saveUpload(ctx, rq.bucket, id, u); err != nil {
 		h.log.Warn("completed multipart upload not marked", "bucket", rq.bucket, "upload", id, "err", err)
 	}
+	if b, err := h.st.Bucket(ctx, rq.bucket); err == nil {
+		versionHeader(w.Header(), b, info)
+	}
 	h.writeCompleted(w, r, rq, info.ETag)
 }
 
@@ -387,6 +389,8 @@ func (h *Handler) removeParts(ctx context.Context, bucket, id string) {
 			h.log.Warn("multipart part not deleted", "bucket", bucket, "path", p.Path, "err", err)
 		}
 	}
+	// A bucket with a trash (or versioned) kept them: they are nobody's.
+	h.dropHiddenTrash(ctx, bucket, uploadDir(id)+"/")
 }
 
 // removeUpload deletes an upload's files and directory, and the upload
@@ -400,6 +404,7 @@ func (h *Handler) removeUpload(ctx context.Context, bucket, id string) {
 			h.log.Warn("multipart upload not fully removed", "bucket", bucket, "path", p, "err", err)
 		}
 	}
+	h.dropHiddenTrash(ctx, bucket, uploadDir(id)+"/")
 }
 
 func (h *Handler) abortUpload(w http.ResponseWriter, r *http.Request, rq *request) {

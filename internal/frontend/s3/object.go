@@ -89,6 +89,15 @@ func contentType(info store.ObjectInfo) string {
 // serveObject routes a request on an object.
 func (h *Handler) serveObject(w http.ResponseWriter, r *http.Request, rq *request) {
 	q := rq.query
+	if isSnapshotKey(rq.key) && r.Method != http.MethodGet && r.Method != http.MethodHead {
+		rq.op = "SnapshotWrite"
+		if _, err := h.st.Bucket(r.Context(), rq.bucket); err != nil {
+			h.writeError(w, r, rq, err)
+			return
+		}
+		h.writeError(w, r, rq, errSnapshotReadOnly)
+		return
+	}
 	switch r.Method {
 	case http.MethodGet, http.MethodHead:
 		switch {
@@ -103,8 +112,11 @@ func (h *Handler) serveObject(w http.ResponseWriter, r *http.Request, rq *reques
 			h.writeError(w, r, rq, errNotImplemented)
 		default:
 			rq.op = "GetObject"
+			if q.Has("versionId") {
+				rq.op = "GetObjectVersion" // s3:GetObjectVersion in a policy
+			}
 			if r.Method == http.MethodHead {
-				rq.op = "HeadObject"
+				rq.op = "Head" + strings.TrimPrefix(rq.op, "Get")
 			}
 			h.getObject(w, r, rq)
 		}
@@ -137,9 +149,19 @@ func (h *Handler) serveObject(w http.ResponseWriter, r *http.Request, rq *reques
 			return
 		}
 		rq.op = "DeleteObject"
-		if err := h.deleteKey(r, rq, rq.key); err != nil {
+		if q.Has("versionId") {
+			rq.op = "DeleteObjectVersion" // s3:DeleteObjectVersion in a policy
+		}
+		out, err := h.deleteObject(r.Context(), rq, rq.key, q.Has("versionId"), q.Get("versionId"))
+		if err != nil {
 			h.writeError(w, r, rq, err)
 			return
+		}
+		if out.versionID != "" {
+			w.Header().Set("x-amz-version-id", out.versionID)
+		}
+		if out.marker {
+			w.Header().Set("x-amz-delete-marker", "true")
 		}
 		w.WriteHeader(http.StatusNoContent)
 	case http.MethodPost:
@@ -190,6 +212,61 @@ func (h *Handler) openKey(ctx context.Context, bucket, key string) (store.Object
 // emptyMD5 is the MD5 of no bytes (the ETag of an empty object).
 const emptyMD5 = "d41d8cd98f00b204e9800998ecf8427e"
 
+// source is what a read names (GET, HEAD, a copy's source): a live key,
+// a version of it, or a file of a snapshot.
+type source struct {
+	obj     store.Object // nil: a directory, as an empty object
+	info    store.ObjectInfo
+	path    string // what access is checked on: the key, or the path in the snapshot
+	live    bool   // the live object: a copy may name its blobs
+	version string // its version ID, for x-amz-version-id ("": none)
+}
+
+// close releases the source's object.
+func (s source) close() {
+	if s.obj != nil {
+		s.obj.Close()
+	}
+}
+
+// openSource opens key of bucket b, or its version versionID ("": the
+// live object; "null": the live object of a bucket that is not
+// versioned), or a file of a snapshot (.snapshots/NAME/PATH).
+func (h *Handler) openSource(ctx context.Context, b store.BucketInfo, key, versionID string) (source, error) {
+	switch {
+	case isSnapshotKey(key):
+		if versionID != "" && versionID != "null" {
+			_, path, _ := snapshotKey(key)
+			return source{path: path}, errNoSuchVersion
+		}
+		obj, info, path, err := h.openSnapshotKey(ctx, b.Name, key)
+		return source{obj: obj, info: info, path: path}, err
+	case versionID == "" || versionID == "null" && !store.Versioned(b):
+		obj, info, err := h.openKey(ctx, b.Name, key)
+		src := source{obj: obj, info: info, path: key, live: true}
+		if err == nil && store.Versioned(b) && obj != nil {
+			src.version = versionOf(info)
+		}
+		return src, err
+	case versionID == "null":
+		return source{path: key}, errNoSuchVersion // a versioned bucket has no null version
+	case !store.ValidVersionID(versionID):
+		return source{path: key}, errInvalidVersionID
+	}
+	vs, ok := h.versions()
+	if !ok || strings.HasSuffix(key, "/") || hidden(key) {
+		return source{path: key}, errNoSuchVersion
+	}
+	obj, err := vs.OpenVersion(ctx, b.Name, key, versionID)
+	if errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrInvalidName) {
+		err = errNoSuchVersion
+	}
+	if err != nil {
+		return source{path: key, version: versionID}, err
+	}
+	return source{obj: obj, info: obj.Info(), path: key, version: versionID}, nil
+}
+
 func (h *Handler) getObject(w http.ResponseWriter, r *http.Request, rq *request) {
 	ctx := r.Context()
 	b, err := h.st.Bucket(ctx, rq.bucket)
@@ -197,24 +274,40 @@ func (h *Handler) getObject(w http.ResponseWriter, r *http.Request, rq *request)
 		h.writeError(w, r, rq, err)
 		return
 	}
-	obj, info, err := h.openKey(ctx, rq.bucket, rq.key)
+	hdr := w.Header()
+	versionID := rq.query.Get("versionId")
+	if rq.query.Has("versionId") && versionID == "" {
+		h.writeError(w, r, rq, errInvalidVersionID)
+		return
+	}
+	src, err := h.openSource(ctx, b, rq.key, versionID)
 	if err != nil {
 		// A caller who may not read the key learns it is missing only if
 		// it may list where it would be (as S3 answers).
-		if aerr := h.authorizeObject(ctx, rq, access.ActionRead, b, rq.key, "", ""); aerr != nil {
-			if lerr := h.authorizeObject(ctx, rq, access.ActionList, b, rq.key, "", rq.key); lerr != nil {
+		if aerr := h.authorizeObject(ctx, rq, access.ActionRead, b, src.path, "", ""); aerr != nil {
+			if lerr := h.authorizeObject(ctx, rq, access.ActionList, b, src.path, "", src.path); lerr != nil {
 				err = aerr
 			}
+		}
+		switch {
+		case errors.Is(err, store.ErrDeleteMarker):
+			// A delete marker has no body (S3's 405, which says so).
+			hdr.Set("x-amz-delete-marker", "true")
+			hdr.Set("x-amz-version-id", versionID)
+		case errors.Is(err, store.ErrNotFound) && versionID == "" && !hidden(rq.key):
+			h.markerHeaders(ctx, hdr, b, rq.key)
 		}
 		h.writeError(w, r, rq, err)
 		return
 	}
-	if obj != nil {
-		defer obj.Close()
-	}
-	if err := h.authorizeObject(ctx, rq, access.ActionRead, b, rq.key, objectACL(info), ""); err != nil {
+	defer src.close()
+	obj, info := src.obj, src.info
+	if err := h.authorizeObject(ctx, rq, access.ActionRead, b, src.path, objectACL(info), ""); err != nil {
 		h.writeError(w, r, rq, err)
 		return
+	}
+	if src.version != "" {
+		hdr.Set("x-amz-version-id", src.version)
 	}
 	if err := checkConditions(r.Header, info, ""); err != nil {
 		if errors.Is(err, errNotModified) {
@@ -225,7 +318,6 @@ func (h *Handler) getObject(w http.ResponseWriter, r *http.Request, rq *request)
 	}
 	off, n := int64(0), info.Size
 	status := http.StatusOK
-	hdr := w.Header()
 	if spec := r.Header.Get("Range"); spec != "" && ifRangeHolds(r.Header.Get("If-Range"), info) {
 		start, length, ok, err := parseRange(spec, info.Size)
 		if err != nil {
@@ -498,6 +590,7 @@ func (h *Handler) putObject(w http.ResponseWriter, r *http.Request, rq *request)
 	}
 	hdr := w.Header()
 	hdr.Set("ETag", etag(info.ETag))
+	versionHeader(hdr, b, info)
 	if cb, ok := body.(*sigv4.Body); ok {
 		if c, ok := cb.Checksum(); ok {
 			hdr.Set("x-amz-checksum-"+strings.ToLower(c.Algorithm), c.Value)
@@ -522,6 +615,22 @@ func (h *Handler) putObjectACL(w http.ResponseWriter, r *http.Request, rq *reque
 		h.writeError(w, r, rq, err)
 		return
 	}
+	if v := rq.query.Get("versionId"); v != "" && (v != "null" || store.Versioned(b)) {
+		// The current version's ACL is the file's; an older version's is
+		// kept as it was in the trash, which nothing rewrites.
+		src, err := h.openSource(ctx, b, rq.key, v)
+		if err != nil {
+			h.writeError(w, r, rq, err)
+			return
+		}
+		src.close()
+		if info, err := h.st.Stat(ctx, rq.bucket, rq.key); err != nil || info.IsDir || versionOf(info) != v {
+			h.writeError(w, r, rq, errorf(http.StatusNotImplemented, "NotImplemented",
+				"the ACL of a noncurrent version cannot be changed: copy the version onto its key to make it current"))
+			return
+		}
+		w.Header().Set("x-amz-version-id", v)
+	}
 	if _, err := h.st.SetAttrs(ctx, rq.bucket, strings.TrimSuffix(rq.key, "/"), store.SetAttrs{Xattrs: map[string][]byte{xattrACL: []byte(acl)}}); err != nil {
 		h.writeError(w, r, rq, err)
 		return
@@ -530,37 +639,42 @@ func (h *Handler) putObjectACL(w http.ResponseWriter, r *http.Request, rq *reque
 }
 
 // copySource parses x-amz-copy-source ("/bucket/key" or "bucket/key",
-// URL-encoded, optionally "?versionId=null").
-func copySource(v string) (bucket, key string, err error) {
-	v, ver, _ := strings.Cut(v, "?")
-	if ver != "" && ver != "versionId=null" {
-		return "", "", errorf(http.StatusNotImplemented, "NotImplemented", "versioned copy sources are not supported")
+// URL-encoded, optionally "?versionId=ID").
+func copySource(v string) (bucket, key, version string, err error) {
+	v, q, hasQuery := strings.Cut(v, "?")
+	if hasQuery {
+		var found bool
+		if version, found = strings.CutPrefix(q, "versionId="); !found || version == "" {
+			return "", "", "", errorf(http.StatusBadRequest, "InvalidArgument", "bad x-amz-copy-source query %q: only versionId=ID", q)
+		}
 	}
 	dec, uerr := url.PathUnescape(v)
 	if uerr != nil {
-		return "", "", errorf(http.StatusBadRequest, "InvalidArgument", "bad x-amz-copy-source %q", v)
+		return "", "", "", errorf(http.StatusBadRequest, "InvalidArgument", "bad x-amz-copy-source %q", v)
 	}
 	bucket, key, _ = strings.Cut(strings.TrimPrefix(dec, "/"), "/")
 	if bucket == "" || key == "" {
-		return "", "", errorf(http.StatusBadRequest, "InvalidArgument", "x-amz-copy-source must be BUCKET/KEY, not %q", v)
+		return "", "", "", errorf(http.StatusBadRequest, "InvalidArgument", "x-amz-copy-source must be BUCKET/KEY, not %q", v)
 	}
-	return bucket, key, nil
+	return bucket, key, version, nil
 }
 
 // copyObject serves CopyObject: the new object names the source's blobs
-// (store.Concat), no byte is copied.
+// (store.Concat), no byte is copied; a version or a snapshot's file is
+// read and written again (the same blobs: they are stored once).
 func (h *Handler) copyObject(w http.ResponseWriter, r *http.Request, rq *request) {
 	ctx := r.Context()
-	sb, sk, err := copySource(r.Header.Get("x-amz-copy-source"))
+	sb, sk, sv, err := copySource(r.Header.Get("x-amz-copy-source"))
 	if err != nil {
 		h.writeError(w, r, rq, err)
 		return
 	}
-	src, err := h.authorizeSource(ctx, rq, sb, sk)
+	src, err := h.openCopySource(ctx, rq, sb, sk, sv)
 	if err != nil {
 		h.writeError(w, r, rq, err)
 		return
 	}
+	defer src.close()
 	b, err := h.authorize(ctx, rq, access.ActionWrite, rq.bucket, rq.key)
 	if err == nil {
 		err = h.authorizeACL(r, rq, b)
@@ -569,14 +683,14 @@ func (h *Handler) copyObject(w http.ResponseWriter, r *http.Request, rq *request
 		h.writeError(w, r, rq, err)
 		return
 	}
-	if err := checkConditions(r.Header, src, "x-amz-copy-source-"); err != nil {
+	if err := checkConditions(r.Header, src.info, "x-amz-copy-source-"); err != nil {
 		h.writeError(w, r, rq, err)
 		return
 	}
 	// The copy takes the source's headers (COPY) but not its ACL: a copy
 	// has the ACL its request gives.
 	copied := map[string][]byte{}
-	for k, v := range src.Xattrs {
+	for k, v := range src.info.Xattrs {
 		if k != xattrACL {
 			copied[k] = v
 		}
@@ -588,10 +702,11 @@ func (h *Handler) copyObject(w http.ResponseWriter, r *http.Request, rq *request
 		}
 		copied[xattrACL] = []byte(acl)
 	}
-	opts := store.PutOptions{ContentType: src.ContentType, Xattrs: copied}
+	opts := store.PutOptions{ContentType: src.info.ContentType, Xattrs: copied}
 	switch d := r.Header.Get("x-amz-metadata-directive"); d {
 	case "", "COPY":
-		if sb == rq.bucket && sk == rq.key && r.Header.Get("x-amz-acl") == "" {
+		// Copying a version onto its own key is how a version is restored.
+		if sb == rq.bucket && sk == rq.key && sv == "" && r.Header.Get("x-amz-acl") == "" {
 			h.writeError(w, r, rq, errorf(http.StatusBadRequest, "InvalidRequest",
 				"This copy request is illegal because it is trying to copy an object to itself without changing the object's metadata, storage class, website redirect location or encryption attributes."))
 			return
@@ -610,11 +725,21 @@ func (h *Handler) copyObject(w http.ResponseWriter, r *http.Request, rq *request
 	if opts.Xattrs == nil {
 		opts.Xattrs = map[string][]byte{}
 	}
-	info, _, err := h.st.Concat(ctx, rq.bucket, rq.key, []store.ObjectRef{{Bucket: sb, Path: sk}}, src.ETag, opts)
+	var info store.ObjectInfo
+	if src.live {
+		info, _, err = h.st.Concat(ctx, rq.bucket, rq.key, []store.ObjectRef{{Bucket: sb, Path: sk}}, src.info.ETag, opts)
+	} else {
+		opts.Size = src.info.Size
+		info, _, err = h.st.Put(ctx, rq.bucket, rq.key, io.NewSectionReader(src.obj, 0, src.info.Size), opts)
+	}
 	if err != nil {
 		h.writeError(w, r, rq, err)
 		return
 	}
+	if src.version != "" {
+		w.Header().Set("x-amz-copy-source-version-id", src.version)
+	}
+	versionHeader(w.Header(), b, info)
 	writeXML(w, r, http.StatusOK, struct {
 		XMLName      xml.Name `xml:"http://s3.amazonaws.com/doc/2006-03-01/ CopyObjectResult"`
 		LastModified string   `xml:"LastModified"`
