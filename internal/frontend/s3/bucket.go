@@ -229,8 +229,14 @@ func (h *Handler) createBucket(w http.ResponseWriter, r *http.Request, rq *reque
 	err = h.st.CreateBucket(ctx, store.BucketInfo{Name: rq.bucket, Public: public, ACL: aclField, Owner: ownerID})
 	if errors.Is(err, store.ErrBucketExists) {
 		b, berr := h.st.Bucket(ctx, rq.bucket)
-		if berr == nil && b.Owner != ownerID {
+		switch {
+		case berr == nil && b.Owner != ownerID:
 			err = errorf(http.StatusConflict, "BucketAlreadyExists", "The requested bucket name is not available. Please select a different name and try again.")
+		case berr == nil && h.cfg.Region == usEast1:
+			// As AWS in us-east-1: re-creating a bucket you own succeeds
+			// and changes nothing (its objects and settings stay).
+			// Elsewhere it is BucketAlreadyOwnedByYou (docs/s3.md).
+			err = nil
 		}
 	}
 	if err != nil {
@@ -240,6 +246,9 @@ func (h *Handler) createBucket(w http.ResponseWriter, r *http.Request, rq *reque
 	w.Header().Set("Location", "/"+rq.bucket)
 	w.WriteHeader(http.StatusOK)
 }
+
+// usEast1 is the region whose CreateBucket of an owned bucket answers 200.
+const usEast1 = "us-east-1"
 
 func (h *Handler) deleteBucket(w http.ResponseWriter, r *http.Request, rq *request) {
 	ctx := r.Context()

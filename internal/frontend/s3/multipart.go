@@ -306,19 +306,32 @@ func (h *Handler) completeUpload(w http.ResponseWriter, r *http.Request, rq *req
 	md := md5.New()
 	srcs := make([]store.ObjectRef, 0, len(req.Parts))
 	// Order first, then each part's presence and ETag, then sizes, as S3
-	// reports them.
+	// reports them. A part number may be listed twice in a row: a client
+	// re-sent the part and the first send finished last. The part stored
+	// is the upload that finished last; the list names it once among its
+	// ETags, and the object takes it once.
 	for i := 1; i < len(req.Parts); i++ {
-		if req.Parts[i].PartNumber <= req.Parts[i-1].PartNumber {
+		if req.Parts[i].PartNumber < req.Parts[i-1].PartNumber {
 			h.writeError(w, r, rq, errInvalidPartOrder)
 			return
 		}
 	}
-	for _, p := range req.Parts {
-		if info, ok := have[p.PartNumber]; !ok || strings.Trim(strings.TrimSpace(p.ETag), `"`) != info.ETag {
+	dedup := req.Parts[:0:0]
+	for i := 0; i < len(req.Parts); {
+		j, match := i, -1
+		for ; j < len(req.Parts) && req.Parts[j].PartNumber == req.Parts[i].PartNumber; j++ {
+			if info, ok := have[req.Parts[j].PartNumber]; ok && strings.Trim(strings.TrimSpace(req.Parts[j].ETag), `"`) == info.ETag {
+				match = j
+			}
+		}
+		if match < 0 {
 			h.writeError(w, r, rq, errInvalidPart)
 			return
 		}
+		dedup = append(dedup, req.Parts[match])
+		i = j
 	}
+	req.Parts = dedup
 	for i, p := range req.Parts {
 		info, ok := have[p.PartNumber]
 		if !ok || strings.Trim(strings.TrimSpace(p.ETag), `"`) != info.ETag {
