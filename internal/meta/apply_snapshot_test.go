@@ -178,28 +178,37 @@ func TestSnapshots(t *testing.T) {
 	}
 }
 
-// A blob only a snapshot holds keeps its bucket's replication factor.
-func TestSnapshotReferencedBlobs(t *testing.T) {
-	db := kv.NewMem()
-	h := cas.Sum([]byte("kept"))
-	cmds := []Command{
-		{Op: OpCreateBucket, Bucket: &Bucket{Name: "five", Replicas: 5}},
-		{Op: OpCreateBucket, Bucket: &Bucket{Name: "plain"}},
-		{Op: OpPutFile, BucketName: "five", Path: "f", File: &Inode{Size: 4, Extents: []Extent{{Hash: h, Length: 4}}}},
-		{Op: OpSnapshotCreate, BucketName: "five", Snap: &SnapCmd{Name: "s"}},
-		{Op: OpDelete, BucketName: "five", Path: "f"},
-	}
-	for i, c := range cmds {
-		c.TimeNs = int64(i + 1)
-		if res := applyOne(t, db, uint64(i+1), c); res.Err != nil {
-			t.Fatal(res.Err)
+// A blob that only a trash entry or only a snapshot holds keeps its
+// bucket's replication factor (ReferencedBlobs).
+func TestKeptBlobsReferenced(t *testing.T) {
+	for _, keeper := range []string{"trash", "snapshot"} {
+		db := kv.NewMem()
+		h := cas.Sum([]byte("kept"))
+		five := &Bucket{Name: "five", Replicas: 5}
+		if keeper == "trash" {
+			five.TrashNs = 1e12
 		}
-	}
-	got := map[cas.Hash]int{}
-	if err := NewReader(db).ReferencedBlobs(3, func(h cas.Hash, rf int) bool { got[h] = rf; return true }); err != nil {
-		t.Fatal(err)
-	}
-	if got[h] != 5 || len(got) != 1 {
-		t.Fatalf("referenced blobs %v, want the snapshot's blob at R=5", got)
+		cmds := []Command{
+			{Op: OpCreateBucket, Bucket: five},
+			{Op: OpCreateBucket, Bucket: &Bucket{Name: "plain"}},
+			{Op: OpPutFile, BucketName: "five", Path: "f", File: &Inode{Size: 4, Extents: []Extent{{Hash: h, Length: 4}}}},
+		}
+		if keeper == "snapshot" {
+			cmds = append(cmds, Command{Op: OpSnapshotCreate, BucketName: "five", Snap: &SnapCmd{Name: "s"}})
+		}
+		cmds = append(cmds, Command{Op: OpDelete, BucketName: "five", Path: "f"})
+		for i, c := range cmds {
+			c.TimeNs = int64(i + 1)
+			if res := applyOne(t, db, uint64(i+1), c); res.Err != nil {
+				t.Fatal(res.Err)
+			}
+		}
+		got := map[cas.Hash]int{}
+		if err := NewReader(db).ReferencedBlobs(3, func(h cas.Hash, rf int) bool { got[h] = rf; return true }); err != nil {
+			t.Fatal(err)
+		}
+		if got[h] != 5 || len(got) != 1 {
+			t.Fatalf("%s: referenced blobs %v, want its blob at R=5", keeper, got)
+		}
 	}
 }

@@ -169,28 +169,3 @@ func mustEncodeCmds(t *testing.T, cmds ...Command) []byte {
 	}
 	return p
 }
-
-// A blob only a trash entry holds keeps its bucket's replication factor.
-func TestTrashReferencedBlobs(t *testing.T) {
-	db := kv.NewMem()
-	h := cas.Sum([]byte("kept"))
-	cmds := []Command{
-		{Op: OpCreateBucket, Bucket: &Bucket{Name: "five", Replicas: 5, TrashNs: 1e12}},
-		{Op: OpCreateBucket, Bucket: &Bucket{Name: "plain"}},
-		{Op: OpPutFile, BucketName: "five", Path: "f", File: &Inode{Size: 4, Extents: []Extent{{Hash: h, Length: 4}}}},
-		{Op: OpDelete, BucketName: "five", Path: "f"},
-	}
-	for i, c := range cmds {
-		c.TimeNs = int64(i + 1)
-		if res := applyOne(t, db, uint64(i+1), c); res.Err != nil {
-			t.Fatal(res.Err)
-		}
-	}
-	got := map[cas.Hash]int{}
-	if err := NewReader(db).ReferencedBlobs(3, func(h cas.Hash, rf int) bool { got[h] = rf; return true }); err != nil {
-		t.Fatal(err)
-	}
-	if got[h] != 5 || len(got) != 1 {
-		t.Fatalf("referenced blobs %v, want the trash's blob at R=5", got)
-	}
-}
