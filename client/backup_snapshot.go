@@ -78,22 +78,9 @@ func (c *Client) SnapshotList(ctx context.Context, bucket, name, dir string, opt
 // error (returned as is) or ctx is done. Pages are fetched one after the
 // other, so a tree of any size is listed in bounded memory.
 func (c *Client) SnapshotListPages(ctx context.Context, bucket, name, dir string, opts ListOptions, fn func(ListResult) error) error {
-	for {
-		page, err := c.SnapshotList(ctx, bucket, name, dir, opts)
-		if err != nil {
-			return err
-		}
-		if err := fn(page); err != nil {
-			return err
-		}
-		if !page.Truncated {
-			return nil
-		}
-		if page.NextToken == "" || page.NextToken == opts.After {
-			return fmt.Errorf("list snapshot %s of %s: %w: truncated page without a new next token", name, bucket, ErrProtocol)
-		}
-		opts.After = page.NextToken
-	}
+	return eachPage(opts, fmt.Sprintf("list snapshot %s of %s", name, bucket), func(o ListOptions) (ListResult, error) {
+		return c.SnapshotList(ctx, bucket, name, dir, o)
+	}, fn)
 }
 
 // SnapshotGet opens file p as it was in snapshot name of bucket: GET

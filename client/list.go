@@ -65,8 +65,17 @@ func (c *Client) List(ctx context.Context, bucket, dir string, opts ListOptions)
 // NextToken from opts.After on, until the listing ends, fn returns an error
 // (returned as is) or ctx is done. Pages are fetched one after the other.
 func (c *Client) ListPages(ctx context.Context, bucket, dir string, opts ListOptions, fn func(ListResult) error) error {
+	return eachPage(opts, fmt.Sprintf("list %s/%s", bucket, dir), func(o ListOptions) (ListResult, error) {
+		return c.List(ctx, bucket, dir, o)
+	}, fn)
+}
+
+// eachPage calls fn with each page list returns, following NextToken from
+// opts.After on, until the listing ends or either returns an error; what
+// names the listing in an error.
+func eachPage(opts ListOptions, what string, list func(ListOptions) (ListResult, error), fn func(ListResult) error) error {
 	for {
-		page, err := c.List(ctx, bucket, dir, opts)
+		page, err := list(opts)
 		if err != nil {
 			return err
 		}
@@ -77,7 +86,7 @@ func (c *Client) ListPages(ctx context.Context, bucket, dir string, opts ListOpt
 			return nil
 		}
 		if page.NextToken == "" || page.NextToken == opts.After {
-			return fmt.Errorf("list %s/%s: %w: truncated page without a new next token", bucket, dir, ErrProtocol)
+			return fmt.Errorf("%s: %w: truncated page without a new next token", what, ErrProtocol)
 		}
 		opts.After = page.NextToken
 	}
