@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 )
 
 // Algorithm is the only signing algorithm this package accepts.
@@ -247,12 +248,50 @@ func hmacSHA256(key []byte, data string) []byte {
 
 // signingKey derives the key of a secret for a day (YYYYMMDD), region and
 // service: HMAC chains over "AWS4"+secret, the date, region, service and
-// "aws4_request".
+// "aws4_request". The four HMACs are done once a day per key: the derived
+// keys are kept (keyCache), as a client signs every request of the day
+// with the same one.
 func signingKey(secret, date, region, svc string) []byte {
+	ck := secret + "\x00" + date + "\x00" + region + "\x00" + svc
+	if k, ok := keys.get(ck); ok {
+		return k
+	}
 	k := hmacSHA256([]byte("AWS4"+secret), date)
 	k = hmacSHA256(k, region)
 	k = hmacSHA256(k, svc)
-	return hmacSHA256(k, scopeTerminator)
+	k = hmacSHA256(k, scopeTerminator)
+	keys.put(ck, k)
+	return k
+}
+
+// keyCache holds derived signing keys by secret, date, region and
+// service. It is bounded: when full it starts over (a day's keys come back
+// at their next request). The keys are as secret as the secrets they come
+// from, which the process holds anyway.
+type keyCache struct {
+	mu sync.Mutex
+	m  map[string][]byte
+}
+
+// maxCachedKeys bounds keyCache.
+const maxCachedKeys = 4096
+
+var keys = &keyCache{m: map[string][]byte{}}
+
+func (c *keyCache) get(k string) ([]byte, bool) {
+	c.mu.Lock()
+	v, ok := c.m[k]
+	c.mu.Unlock()
+	return v, ok
+}
+
+func (c *keyCache) put(k string, v []byte) {
+	c.mu.Lock()
+	if len(c.m) >= maxCachedKeys {
+		clear(c.m)
+	}
+	c.m[k] = v
+	c.mu.Unlock()
 }
 
 // requestSignature returns the signature of a canonical request:
