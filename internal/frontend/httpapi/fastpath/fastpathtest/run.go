@@ -1,6 +1,7 @@
 package fastpathtest
 
 import (
+	"crypto/tls"
 	"io"
 	"net"
 	"regexp"
@@ -33,6 +34,8 @@ type Servers struct {
 	FastAddr string
 	// SlowAddr is where net/http alone serves the same API.
 	SlowAddr string
+	// TLS, if set, is the client configuration to reach both over TLS.
+	TLS *tls.Config
 }
 
 // Run sends each case to both servers, as a subtest, and requires the
@@ -44,8 +47,8 @@ func Run(t *testing.T, s Servers, cases []Case) {
 	for _, tc := range cases {
 		t.Run(tc.Name, func(t *testing.T) {
 			before := s.Fast.Counts()
-			slow := Exchange(t, s.SlowAddr, tc.Raw)
-			fast := Exchange(t, s.FastAddr, tc.Raw)
+			slow := ExchangeTLS(t, s.SlowAddr, tc.Raw, s.TLS)
+			fast := ExchangeTLS(t, s.FastAddr, tc.Raw, s.TLS)
 			after := s.Fast.Counts()
 			if got := after.Served - before.Served; (got == 1) != tc.Fast {
 				t.Errorf("fast path answered %d requests (handed off %d), want fast=%v",
@@ -65,9 +68,23 @@ func Run(t *testing.T, s Servers, cases []Case) {
 // returns all the server sent until it closed.
 func Exchange(t testing.TB, addr, raw string) string {
 	t.Helper()
-	c, err := net.Dial("tcp", addr)
+	return ExchangeTLS(t, addr, raw, nil)
+}
+
+// ExchangeTLS is Exchange over TLS with the client configuration cfg
+// (plain TCP if nil); it half-closes with TLS's close_notify.
+func ExchangeTLS(t testing.TB, addr, raw string, cfg *tls.Config) string {
+	t.Helper()
+	tc, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
+	}
+	var c interface {
+		net.Conn
+		CloseWrite() error
+	} = tc.(*net.TCPConn)
+	if cfg != nil {
+		c = tls.Client(tc, cfg)
 	}
 	defer c.Close()
 	if err := c.SetDeadline(time.Now().Add(10 * time.Second)); err != nil {
@@ -76,7 +93,7 @@ func Exchange(t testing.TB, addr, raw string) string {
 	if _, err := io.WriteString(c, raw); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.(*net.TCPConn).CloseWrite(); err != nil {
+	if err := c.CloseWrite(); err != nil {
 		t.Fatal(err)
 	}
 	out, err := io.ReadAll(c)
