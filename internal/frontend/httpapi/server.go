@@ -132,7 +132,11 @@ func New(cfg Config) (*Server, error) {
 	fcfg.Planner, fcfg.Fallback, fcfg.Logger = &s.planner, s.hs, cfg.Logger
 	fcfg.ReadHeaderTimeout, fcfg.IdleTimeout, fcfg.WriteTimeout = cfg.ReadHeaderTimeout, cfg.IdleTimeout, cfg.WriteTimeout
 	fcfg.MaxHeaderBytes, fcfg.DisableSendfile = cfg.MaxHeaderBytes, cfg.DisableSendfile
-	fcfg.TLS = s.tls
+	if s.tls != nil {
+		// Its own copy: net/http writes to its TLSConfig when it starts
+		// (HTTP/2's setup), while the fast path may be handshaking.
+		fcfg.TLS = s.tls.Clone()
+	}
 	if s.fast, err = fastpath.New(fcfg); err != nil {
 		return nil, err
 	}

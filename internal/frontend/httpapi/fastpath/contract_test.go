@@ -184,7 +184,7 @@ func (h *holdCount) Release() { (*atomic.Int64)(h).Add(1) }
 // alone, until the test ends.
 // With serverTLS, both serve HTTPS with it (tls_test.go).
 func startToy(t *testing.T, a *toyAPI, sendfile bool, serverTLS *tls.Config) fastpathtest.Servers {
-	fallback := &http.Server{Handler: a, TLSConfig: serverTLS}
+	fallback := &http.Server{Handler: a, TLSConfig: serverTLS.Clone()}
 	cfg := fastpath.DefaultConfig()
 	cfg.Planner, cfg.Fallback = a, fallback
 	cfg.ReadHeaderTimeout, cfg.IdleTimeout, cfg.WriteTimeout = 10*time.Second, time.Minute, 10*time.Second
@@ -202,7 +202,7 @@ func startToy(t *testing.T, a *toyAPI, sendfile bool, serverTLS *tls.Config) fas
 	if err != nil {
 		t.Fatal(err)
 	}
-	slow := &http.Server{Handler: a, TLSConfig: serverTLS}
+	slow := &http.Server{Handler: a, TLSConfig: serverTLS.Clone()}
 	done := make(chan error, 1)
 	go func() { done <- fast.Serve(fln) }()
 	go func() {

@@ -74,7 +74,8 @@ type Config struct {
 	// handshake with this configuration (tls.go). Give it the NextProtos
 	// the Fallback serves ("h2", "http/1.1"); a connection that negotiates
 	// another protocol than HTTP/1.1 goes to the Fallback whole, which
-	// then needs the same configuration in its TLSConfig to serve HTTP/2.
+	// then needs a copy of this configuration in its TLSConfig to serve
+	// HTTP/2 (a copy: net/http writes to its TLSConfig as it starts).
 	// Default nil: plain HTTP.
 	TLS *tls.Config
 }

@@ -33,7 +33,7 @@ const (
 // off as a *tls.Conn, so net/http serves it as its own.
 func (fc *conn) startTLS() tlsStart {
 	s := fc.s
-	tc := tls.Server(fc.c, s.cfg.TLS)
+	tc := tls.Server(underTLS(fc.c), s.cfg.TLS)
 	// Waiting for the client's hello is idle: Shutdown may close it.
 	fc.state.Store(connIdle)
 	if s.shutdown.Load() {

@@ -101,7 +101,7 @@ func TestTLSConnections(t *testing.T) {
 	stls := serverTLS(t)
 	stls.ClientAuth = tls.RequestClientCert
 	rec := &tlsRecorder{}
-	fallback := &http.Server{Handler: rec, TLSConfig: stls,
+	fallback := &http.Server{Handler: rec, TLSConfig: stls.Clone(),
 		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
 			if cs := fastpath.TLSState(c); cs != nil {
 				return context.WithValue(ctx, tlsStateKey{}, cs)
