@@ -50,7 +50,10 @@ func benefitCost(u float64, age time.Duration) float64 {
 // rewrites is the LFS cleaner's cost-benefit policy:
 //
 //   - a volume with no live needle left (only garbage and tombstones) is
-//     compacted at once: that costs a scan and frees the whole file;
+//     compacted at once: that frees the whole file, and costs a walk of its
+//     needle headers (volume.ScanHeaders: the tombstones are copied, the
+//     dead blobs' data is not read, so bit rot in it does not matter; a
+//     needle found live after all sends it to the full scan);
 //   - a volume whose garbage exceeds CompactGarbageRatio (r) of its size is
 //     a candidate, compacted once its benefitCost (1−u)·age/(1+u) (u the
 //     fraction of it to copy, age the time since it was sealed) reaches
@@ -225,16 +228,51 @@ func (s *Store) compactOne(vr *volRef) error {
 			return fmt.Errorf("compact volume %d: %w", id, errSkipped)
 		}
 	}
+	// A volume with no live needle left has nothing to copy but its
+	// tombstones: walk it by its headers alone (volume.ScanHeaders), not
+	// reading the data of its dead blobs. Should a needle of it still be
+	// live after all, or the walk not reach the end, the full scan
+	// decides.
+	if vr.live.Load() == 0 {
+		err := s.compactScan(vr, hasOlder, true)
+		if !errors.Is(err, errNeedsData) {
+			return err
+		}
+	}
+	return s.compactScan(vr, hasOlder, false)
+}
+
+// errNeedsData: a header-only walk of a volume met a live needle, or did
+// not reach the volume's end; the volume is compacted with a full scan.
+var errNeedsData = errors.New("needs a scan of the data")
+
+// compactScan is compactOne's copy of vr: through volume.Scan, or with
+// headersOnly through volume.ScanHeaders, which gives live needles nil
+// data: such a needle still live, or a walk that ends short, then fails
+// with errNeedsData after its copies were abandoned.
+func (s *Store) compactScan(vr *volRef, hasOlder, headersOnly bool) error {
+	id := vr.v.ID()
 	var moves []move
 	var cp copies
 	var copied, dropped int64
-	end, err := vr.v.Scan(volume.SuperblockSize, func(off int64, hd volume.Header, data []byte) error {
+	scan := vr.v.Scan
+	if headersOnly {
+		scan = vr.v.ScanHeaders
+	}
+	end, err := scan(volume.SuperblockSize, func(off int64, hd volume.Header, data []byte) error {
 		h := Hash(hd.Hash)
 		old := loc{vol: id, off: uint32(off >> 3), n: hd.Len}
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		if err := s.checkWritable(); err != nil {
 			return err
+		}
+		if data == nil {
+			if s.idx.has(&h, old) {
+				return errNeedsData
+			}
+			dropped++
+			return nil
 		}
 		if hd.Tombstone() {
 			// Carry a tombstone forward only while an older volume might hold
@@ -297,9 +335,15 @@ func (s *Store) compactOne(vr *volRef) error {
 	})
 	if err == nil && end != vr.v.Size() {
 		err = fmt.Errorf("%w: valid needles end at %d of %d bytes", ErrCorrupt, end, vr.v.Size())
+		if headersOnly {
+			err = fmt.Errorf("%w: headers end at %d of %d bytes", errNeedsData, end, vr.v.Size())
+		}
 	}
 	if err != nil {
 		s.abandonCopies(id, &cp, err)
+		if errors.Is(err, errNeedsData) {
+			return err
+		}
 		return fmt.Errorf("compact volume %d: %w", id, err)
 	}
 	if cp.lastSeq != 0 {

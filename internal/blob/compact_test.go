@@ -378,3 +378,90 @@ func TestCompactSealedAtOpen(t *testing.T) {
 		t.Errorf("sealedAt of a missing file = %v, want now", got)
 	}
 }
+
+// TestCompactDeadVolumeByHeaders: a volume with no live needle left is
+// compacted by a walk of its headers, without reading its dead blobs (one
+// of which fails its CRC here: the full scan would stop there and leave
+// the volume as damaged), and its tombstone for a blob of an older volume
+// is carried over, so the blob stays deleted after a crash.
+func TestCompactDeadVolumeByHeaders(t *testing.T) {
+	e := newEnv(t, func(c *Config) { c.MaxVolumeSize = 4096; c.CompactGarbageRatio = 0.5; c.CheckpointInterval = -1 })
+	s := e.open()
+	y, yh := blobN(1, 1500)
+	x, xh := blobN(2, 2000)
+	a, ah := blobN(3, 1500)
+	b, bh := blobN(4, 1500)
+	c, ch := blobN(5, 1500)
+	for _, step := range []func() error{
+		func() error { return s.Put(yh, y) }, // volume 1
+		func() error { return s.Put(xh, x) }, // volume 1
+		func() error { return s.Put(ah, a) }, // volume 2
+		func() error { return s.Delete(yh) }, // tombstone in volume 2
+		func() error { return s.Put(bh, b) }, // volume 2
+		func() error { return s.Put(ch, c) }, // volume 3, active
+	} {
+		if err := step(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if st := s.Stats(); st.Volumes != 3 {
+		t.Fatalf("setup: %d volumes, want 3", st.Volumes)
+	}
+	flipData(t, s, ah, 100)
+	for _, h := range []Hash{ah, bh} {
+		if err := s.Delete(h); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n, err := s.Compact()
+	if err != nil || n != 1 || s.volOf(2) != nil {
+		t.Fatalf("Compact = %d, %v, volume 2 still there: %v; want it compacted", n, err, s.volOf(2) != nil)
+	}
+	if !strings.Contains(e.logs.String(), "volume=2 size=") || strings.Contains(e.logs.String(), "compaction leaves it alone") {
+		t.Fatalf("volume 2 not compacted cleanly:\n%s", e.logs)
+	}
+	e.fs.Crash()
+	s = e.open()
+	defer s.Close()
+	mustGet(t, s, xh, x)
+	mustGet(t, s, ch, c)
+	for _, h := range []Hash{yh, ah, bh} {
+		if s.Has(h) {
+			t.Fatalf("deleted blob %s is back after the crash", h.String()[:8])
+		}
+	}
+}
+
+// TestCompactHeaderWalkFallsBack: should a volume counted as having no
+// live bytes still hold a live needle, the header walk finds it and the
+// full scan copies it: nothing live is dropped.
+func TestCompactHeaderWalkFallsBack(t *testing.T) {
+	e := newEnv(t, func(c *Config) { c.MaxVolumeSize = 4096; c.CheckpointInterval = -1 })
+	s := e.open()
+	p, ph := blobN(1, 1500)
+	q, qh := blobN(2, 1500)
+	r, rh := blobN(3, 1500)
+	for _, step := range []func() error{
+		func() error { return s.Put(ph, p) }, // volume 1
+		func() error { return s.Put(qh, q) }, // volume 1
+		func() error { return s.Put(rh, r) }, // volume 2, active
+		func() error { return s.Delete(qh) },
+	} {
+		if err := step(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.volOf(1).live.Store(0) // a wrong count: p is live
+	if n, err := s.Compact(); err != nil || n != 1 {
+		t.Fatalf("Compact = %d, %v; want volume 1 compacted", n, err)
+	}
+	if !strings.Contains(e.logs.String(), "volume=1 size=") || !strings.Contains(e.logs.String(), "copied=1") {
+		t.Fatalf("volume 1 not compacted by a full scan copying p:\n%s", e.logs)
+	}
+	mustGet(t, s, ph, p)
+	e.fs.Crash()
+	s = e.open()
+	defer s.Close()
+	mustGet(t, s, ph, p)
+	mustGet(t, s, rh, r)
+}

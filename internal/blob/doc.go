@@ -163,7 +163,8 @@
 //
 // Compact rewrites sealed volumes chosen by the cost-benefit policy of a
 // log-structured file system's cleaner (compact.go): a volume with no live
-// needle at once; one whose garbage exceeds CompactGarbageRatio r once its
+// needle at once, walking only its needle headers for the tombstones to
+// carry (its dead data is not read); one whose garbage exceeds CompactGarbageRatio r once its
 // (1−u)·age/(1+u) — u the fraction to copy, age the time since it was
 // sealed (its file's modification time if it was sealed before Open) —
 // reaches r·A/(2−r), A = CompactAge, so that a young volume whose live
