@@ -12,12 +12,13 @@ import (
 	"time"
 
 	"github.com/BurntSushi/toml"
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
 	"github.com/cairn-fs/cairn/internal/access"
 	"github.com/cairn-fs/cairn/internal/node"
 	"github.com/cairn-fs/cairn/internal/sdnotify"
 	"github.com/cairn-fs/cairn/internal/store"
-	"github.com/spf13/cobra"
-	"github.com/spf13/pflag"
 )
 
 // serverOptions is what the server's settings fill: the node's Config
@@ -63,8 +64,11 @@ func serverSettings() []setting {
 		s("max-volume-size", "CAIRN_MAX_VOLUME_SIZE", "bytes per volume file before a new one starts", func(fs *pflag.FlagSet, c *serverOptions) {
 			fs.Int64Var(&c.MaxVolumeSize, "max-volume-size", d.MaxVolumeSize, "")
 		}),
-		s("compact-ratio", "CAIRN_COMPACT_RATIO", "garbage fraction of a volume that triggers its compaction", func(fs *pflag.FlagSet, c *serverOptions) {
+		s("compact-ratio", "CAIRN_COMPACT_RATIO", "garbage fraction past which a sealed volume is compacted (at the latest --compact-age after it was sealed)", func(fs *pflag.FlagSet, c *serverOptions) {
 			fs.Float64Var(&c.CompactRatio, "compact-ratio", d.CompactRatio, "")
+		}),
+		s("compact-age", "CAIRN_COMPACT_AGE", "how long a volume just past --compact-ratio waits for its live files to die before it is compacted; more garbage waits less, none live not at all (negative: no wait)", func(fs *pflag.FlagSet, c *serverOptions) {
+			fs.DurationVar(&c.CompactAge, "compact-age", d.CompactAge, "")
 		}),
 		s("min-free-bytes", "CAIRN_MIN_FREE_BYTES", "writes answer 507 when the disk has less free space than this", func(fs *pflag.FlagSet, c *serverOptions) {
 			fs.Int64Var(&c.MinFreeBytes, "min-free-bytes", d.MinFreeBytes, "")

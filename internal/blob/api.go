@@ -48,8 +48,19 @@ type Config struct {
 	FS vfs.FS
 	// MaxVolumeSize is the size in bytes after which a new volume is started. Default 1 GiB; max 32 GiB.
 	MaxVolumeSize int64
-	// CompactGarbageRatio: a sealed volume whose dead bytes exceed this fraction of its size is compacted. Default 0.5.
+	// CompactGarbageRatio: a sealed volume whose dead bytes exceed this
+	// fraction of its size is a candidate for compaction; one older than
+	// CompactAge is compacted at the latest then, one with more garbage
+	// sooner (the LFS cleaner's cost-benefit: see "Compaction" in the
+	// package documentation). Default 0.5.
 	CompactGarbageRatio float64
+	// CompactAge is how long after it was sealed a volume whose garbage
+	// just exceeds CompactGarbageRatio waits before it is compacted, so
+	// that young volumes whose live needles are about to die are left
+	// until they have (a volume with no live needle left is compacted at
+	// once). Default 1h; negative: no wait (a volume is compacted as soon
+	// as its garbage exceeds the ratio).
+	CompactAge time.Duration
 	// MinFreeBytes: writes fail with ErrNoSpace when the file system has less free space than this. Default 64 MiB.
 	MinFreeBytes int64
 	// Logger receives lifecycle and error logs. Default: slog.Default().

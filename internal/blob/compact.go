@@ -3,7 +3,9 @@ package blob
 import (
 	"errors"
 	"fmt"
+	"math"
 	"sort"
+	"time"
 
 	"github.com/cairn-fs/cairn/internal/volume"
 )
@@ -34,28 +36,57 @@ func copyBytes(vr *volRef, hasOlder bool) int64 {
 	return n
 }
 
-// Compact runs one compaction pass: every sealed (not active) volume whose
-// garbage exceeds CompactGarbageRatio of its size is rewritten. Its live
-// needles are appended to the active volume (durably, with group commit),
-// then each index entry that still points at the old location is switched
-// to the copy, and the old volume is retired: readers that hold it keep
-// reading, and its file is closed and removed when the last one lets go.
-// Tombstones are carried over while an older volume exists (it might hold
-// the blob they delete) unless the hash has been stored again since. Reads
-// and writes continue during compaction; only one Compact or Range runs at
-// a time.
+// benefitCost is the LFS cleaner's ratio of benefit to cost for compacting
+// a volume of which a fraction u must be copied, age after its youngest
+// data was written: (1−u)·age/(1+u). The space freed is 1−u of the
+// volume, and it stays free for longer the older the data left in it
+// (data that has lived long is likely to live on, young data to die
+// soon); the cost is reading the volume (1) and writing the copies (u).
+func benefitCost(u float64, age time.Duration) float64 {
+	return (1 - u) * max(age, 0).Seconds() / (1 + u)
+}
+
+// Compact runs one compaction pass. Which sealed (not active) volumes it
+// rewrites is the LFS cleaner's cost-benefit policy:
+//
+//   - a volume with no live needle left (only garbage and tombstones) is
+//     compacted at once: that frees the whole file, and costs a walk of its
+//     needle headers (volume.ScanHeaders: the tombstones are copied, the
+//     dead blobs' data is not read, so bit rot in it does not matter; a
+//     needle found live after all sends it to the full scan);
+//   - a volume whose garbage exceeds CompactGarbageRatio (r) of its size is
+//     a candidate, compacted once its benefitCost (1−u)·age/(1+u) (u the
+//     fraction of it to copy, age the time since it was sealed) reaches
+//     that of a volume at the ratio aged CompactAge (A): r·A/(2−r). A
+//     volume just past the ratio waits A; one with more garbage less (at
+//     r = 0.5, one 90% garbage waits 0.41·A), and one whose live needles
+//     are about to die is left until they have, and then costs nothing to
+//     copy. So no sealed volume older than A holds more than r of garbage;
+//   - when the garbage the candidates hold exceeds the free space
+//     (Statfs), age is not waited for: every candidate is compacted.
+//
+// A negative CompactAge compacts every candidate at once. Candidates go in
+// the order of their benefitCost, highest first (an entirely dead volume
+// first).
+//
+// Each compacted volume's live needles are appended to the active volume
+// (durably, with group commit), then each index entry that still points
+// at the old location is switched to the copy, and the old volume is
+// retired: readers that hold it keep reading, and its file is closed and
+// removed when the last one lets go. Tombstones are carried over while an
+// older volume exists (it might hold the blob they delete) unless the hash
+// has been stored again since. Reads and writes continue during
+// compaction; only one Compact or Range runs at a time.
 //
 // Compaction is what frees space, so like Delete it may use the
-// MinFreeBytes reserve: its copies are not refused for going below it.
-// Candidates go in the order that frees the most space per byte copied
-// (lowest fraction of the volume to copy first; an entirely dead volume
-// copies nothing). A volume whose bytes to copy do not fit in the free space
-// (Statfs) less a 1 MiB margin is skipped this pass, logged at Warn. If a
-// copy fails (ENOSPC from the disk, a read error, a volume that does not
-// scan to its end) the volume's compaction is abandoned: the old volume and
-// the index entries pointing into it are left as they were, and the copies
-// already appended are truncated away unless other appends have followed
-// them (they are then garbage, reclaimed by a later pass).
+// MinFreeBytes reserve: its copies are not refused for going below it. A
+// volume whose bytes to copy do not fit in the free space (Statfs) less a
+// 1 MiB margin is skipped this pass, logged at Warn. If a copy fails
+// (ENOSPC from the disk, a read error, a volume that does not scan to its
+// end) the volume's compaction is abandoned: the old volume and the index
+// entries pointing into it are left as they were, and the copies already
+// appended are truncated away unless other appends have followed them
+// (they are then garbage, reclaimed by a later pass).
 //
 // A volume that does not scan to its end (a needle fails its CRC) is left
 // alone from then on, logged at Error, and the pass goes on.
@@ -74,35 +105,7 @@ func (s *Store) Compact() (int, error) {
 	active := s.active.Load()
 	vols := *s.vols.Load()
 	s.mu.Unlock()
-	minID := ^uint32(0)
-	for id := range vols {
-		minID = min(minID, id)
-	}
-	type cand struct {
-		vr         *volRef
-		copy, size int64
-	}
-	var cands []cand
-	for _, vr := range vols {
-		if vr == active || vr.damaged.Load() {
-			continue // a damaged volume does not scan to its end; keep it for inspection
-		}
-		if size := vr.v.Size(); float64(garbage(vr)) > s.cfg.CompactGarbageRatio*float64(size) {
-			cands = append(cands, cand{vr: vr, copy: copyBytes(vr, vr.v.ID() > minID), size: size})
-		}
-	}
-	// Most space freed per byte copied first: the volume's whole size is
-	// freed for copy bytes appended, so order by copy/size, then by copy.
-	sort.Slice(cands, func(i, j int) bool {
-		a, b := cands[i], cands[j]
-		if fa, fb := float64(a.copy)/float64(a.size), float64(b.copy)/float64(b.size); fa != fb {
-			return fa < fb
-		}
-		if a.copy != b.copy {
-			return a.copy < b.copy
-		}
-		return a.vr.v.ID() < b.vr.v.ID()
-	})
+	cands := s.compactCandidates(active, vols, s.cfg.Clock.Now())
 	done := 0
 	defer func() {
 		if done > 0 {
@@ -112,8 +115,8 @@ func (s *Store) Compact() (int, error) {
 			s.mu.Unlock()
 		}
 	}()
-	for _, c := range cands {
-		err := s.compactOne(c.vr)
+	for _, vr := range cands {
+		err := s.compactOne(vr)
 		if errors.Is(err, errSkipped) {
 			continue
 		}
@@ -121,8 +124,8 @@ func (s *Store) Compact() (int, error) {
 			// A needle in it fails its CRC: the volume is left as it is,
 			// like one found damaged at Open, and the pass goes on. Reads
 			// and the scrub quarantine the copies in it that fail.
-			c.vr.damaged.Store(true)
-			s.log.Error("volume does not scan to its end; compaction leaves it alone", "volume", c.vr.v.ID(), "err", err)
+			vr.damaged.Store(true)
+			s.log.Error("volume does not scan to its end; compaction leaves it alone", "volume", vr.v.ID(), "err", err)
 			continue
 		}
 		if err != nil {
@@ -132,6 +135,62 @@ func (s *Store) Compact() (int, error) {
 		s.compactions.Add(1)
 	}
 	return done, nil
+}
+
+// compactCandidates returns the sealed volumes of vols that Compact should
+// rewrite now, in order (see Compact for the policy).
+func (s *Store) compactCandidates(active *volRef, vols map[uint32]*volRef, now time.Time) []*volRef {
+	minID := ^uint32(0)
+	for id := range vols {
+		minID = min(minID, id)
+	}
+	type cand struct {
+		vr    *volRef
+		score float64
+	}
+	var cands, waiting []cand
+	var held int64 // garbage of the candidates that wait
+	r, age := s.cfg.CompactGarbageRatio, s.cfg.CompactAge
+	due := benefitCost(1-r, age)
+	for _, vr := range vols {
+		if vr == active || vr.damaged.Load() {
+			continue // a damaged volume does not scan to its end; keep it for inspection
+		}
+		size, g := vr.v.Size(), garbage(vr)
+		switch {
+		case vr.live.Load() == 0 && g > 0:
+			cands = append(cands, cand{vr, math.Inf(1)})
+		case float64(g) > r*float64(size):
+			u := float64(copyBytes(vr, vr.v.ID() > minID)) / float64(size)
+			c := cand{vr, benefitCost(u, now.Sub(time.Unix(0, vr.sealed.Load())))}
+			if age < 0 || c.score >= due {
+				cands = append(cands, c)
+			} else {
+				waiting = append(waiting, c)
+				held += g
+			}
+		}
+	}
+	if len(waiting) > 0 {
+		// Space is short when the garbage held back exceeds what is free:
+		// then nothing waits.
+		free, _, err := s.fs.Statfs(s.cfg.Dir)
+		if err != nil || held > int64(min(free, 1<<62)) {
+			cands = append(cands, waiting...)
+		}
+	}
+	sort.Slice(cands, func(i, j int) bool {
+		a, b := cands[i], cands[j]
+		if a.score != b.score {
+			return a.score > b.score
+		}
+		return a.vr.v.ID() < b.vr.v.ID()
+	})
+	out := make([]*volRef, len(cands))
+	for i, c := range cands {
+		out[i] = c.vr
+	}
+	return out
 }
 
 type move struct {
@@ -169,16 +228,51 @@ func (s *Store) compactOne(vr *volRef) error {
 			return fmt.Errorf("compact volume %d: %w", id, errSkipped)
 		}
 	}
+	// A volume with no live needle left has nothing to copy but its
+	// tombstones: walk it by its headers alone (volume.ScanHeaders), not
+	// reading the data of its dead blobs. Should a needle of it still be
+	// live after all, or the walk not reach the end, the full scan
+	// decides.
+	if vr.live.Load() == 0 {
+		err := s.compactScan(vr, hasOlder, true)
+		if !errors.Is(err, errNeedsData) {
+			return err
+		}
+	}
+	return s.compactScan(vr, hasOlder, false)
+}
+
+// errNeedsData: a header-only walk of a volume met a live needle, or did
+// not reach the volume's end; the volume is compacted with a full scan.
+var errNeedsData = errors.New("needs a scan of the data")
+
+// compactScan is compactOne's copy of vr: through volume.Scan, or with
+// headersOnly through volume.ScanHeaders, which gives live needles nil
+// data: such a needle still live, or a walk that ends short, then fails
+// with errNeedsData after its copies were abandoned.
+func (s *Store) compactScan(vr *volRef, hasOlder, headersOnly bool) error {
+	id := vr.v.ID()
 	var moves []move
 	var cp copies
 	var copied, dropped int64
-	end, err := vr.v.Scan(volume.SuperblockSize, func(off int64, hd volume.Header, data []byte) error {
+	scan := vr.v.Scan
+	if headersOnly {
+		scan = vr.v.ScanHeaders
+	}
+	end, err := scan(volume.SuperblockSize, func(off int64, hd volume.Header, data []byte) error {
 		h := Hash(hd.Hash)
 		old := loc{vol: id, off: uint32(off >> 3), n: hd.Len}
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		if err := s.checkWritable(); err != nil {
 			return err
+		}
+		if data == nil {
+			if s.idx.has(&h, old) {
+				return errNeedsData
+			}
+			dropped++
+			return nil
 		}
 		if hd.Tombstone() {
 			// Carry a tombstone forward only while an older volume might hold
@@ -241,9 +335,15 @@ func (s *Store) compactOne(vr *volRef) error {
 	})
 	if err == nil && end != vr.v.Size() {
 		err = fmt.Errorf("%w: valid needles end at %d of %d bytes", ErrCorrupt, end, vr.v.Size())
+		if headersOnly {
+			err = fmt.Errorf("%w: headers end at %d of %d bytes", errNeedsData, end, vr.v.Size())
+		}
 	}
 	if err != nil {
 		s.abandonCopies(id, &cp, err)
+		if errors.Is(err, errNeedsData) {
+			return err
+		}
 		return fmt.Errorf("compact volume %d: %w", id, err)
 	}
 	if cp.lastSeq != 0 {

@@ -22,6 +22,7 @@ func DefaultConfig() Config {
 		FS:                  vfs.OS(),
 		MaxVolumeSize:       1 << 30,
 		CompactGarbageRatio: 0.5,
+		CompactAge:          time.Hour,
 		MinFreeBytes:        64 << 20,
 		Logger:              slog.Default(),
 		CheckpointInterval:  64 << 20,
@@ -42,6 +43,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.CompactGarbageRatio == 0 {
 		c.CompactGarbageRatio = d.CompactGarbageRatio
+	}
+	if c.CompactAge == 0 {
+		c.CompactAge = d.CompactAge
 	}
 	if c.MinFreeBytes == 0 {
 		c.MinFreeBytes = d.MinFreeBytes

@@ -161,7 +161,16 @@
 //
 // # Compaction
 //
-// Compact rewrites sealed volumes whose garbage exceeds CompactGarbageRatio:
+// Compact rewrites sealed volumes chosen by the cost-benefit policy of a
+// log-structured file system's cleaner (compact.go): a volume with no live
+// needle at once, walking only its needle headers for the tombstones to
+// carry (its dead data is not read); one whose garbage exceeds CompactGarbageRatio r once its
+// (1−u)·age/(1+u) — u the fraction to copy, age the time since it was
+// sealed (its file's modification time if it was sealed before Open) —
+// reaches r·A/(2−r), A = CompactAge, so that a young volume whose live
+// needles are about to die waits until they have, and no volume sealed
+// longer than A ago holds more than r of garbage; all candidates, without
+// waiting, when the garbage held back exceeds the free space. For each,
 // live needles are appended to the active volume and made durable, the
 // index entries that still point at the old location are switched, and the
 // old volume is removed once no reader holds a reference. A crash in
@@ -185,10 +194,10 @@
 // MinFreeBytes. Instead, before copying anything, it checks that the
 // volume's live bytes (and tombstones it would carry) fit in the free space
 // reported by Statfs less a 1 MiB margin, and otherwise skips the volume
-// for this pass. Candidates are taken in the order that frees the most
-// space per byte copied: lowest live fraction first, so entirely dead
-// volumes (nothing to copy) go first. A compaction that fails partway (a
-// real ENOSPC, a read error) is abandoned: the old volume and its index
+// for this pass. Candidates are taken in the order of their benefit per
+// cost, highest first, so entirely dead volumes (nothing to copy) go
+// first. A compaction that fails partway (a real ENOSPC, a read error) is
+// abandoned: the old volume and its index
 // entries stay, and its copies are truncated off the active volume unless
 // other appends followed them, so repeated failing passes do not pile up
 // garbage.

@@ -67,7 +67,7 @@ type osEnv struct {
 // where volumes are memory-mapped.
 func newOSEnv(t testing.TB, mod func(*Config)) *osEnv {
 	e := &osEnv{t: t, fs: &countFS{}, logs: &syncBuf{}}
-	e.cfg = Config{Dir: t.TempDir(), FS: e.fs, MinFreeBytes: -1,
+	e.cfg = Config{Dir: t.TempDir(), FS: e.fs, MinFreeBytes: -1, CompactAge: -1,
 		Logger: slog.New(slog.NewTextHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))}
 	if mod != nil {
 		mod(&e.cfg)

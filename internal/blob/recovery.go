@@ -7,7 +7,9 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
+	"github.com/cairn-fs/cairn/internal/vfs"
 	"github.com/cairn-fs/cairn/internal/volume"
 )
 
@@ -202,11 +204,29 @@ func (s *Store) recover() error {
 	}
 	// Map only now: torn tails were truncated above, and a mapped file must
 	// not shrink under readers. A volume newVolume created is mapped already.
+	now := s.cfg.Clock.Now()
 	for _, id := range ids {
-		s.mapVolume(vols[id], vols[id] == s.active.Load())
+		vr := vols[id]
+		active := vr == s.active.Load()
+		s.mapVolume(vr, active)
+		if !active {
+			vr.sealed.Store(sealedAt(s.fs, vr.v.Path(), now).UnixNano())
+		}
 	}
 	s.log.Info("blob store opened", "dir", s.cfg.Dir, "volumes", len(*s.vols.Load()),
 		"blobs", s.idx.len(), "checkpoint", ck != nil, "scanned_needles", scanned,
 		"scanned_bytes", s.scannedBytes, "corrupt_regions", s.corruptRegions)
 	return nil
+}
+
+// sealedAt estimates when a volume found sealed at Open took its last
+// append: its file's modification time, or now if that cannot be read or
+// lies ahead (a clock set back), so an unknown age never hurries a
+// compaction.
+func sealedAt(fs vfs.FS, path string, now time.Time) time.Time {
+	fi, err := fs.Stat(path)
+	if err != nil || fi.ModTime().IsZero() || fi.ModTime().After(now) {
+		return now
+	}
+	return fi.ModTime()
 }

@@ -52,7 +52,10 @@ type env struct {
 
 func newEnv(t *testing.T, mod func(*Config)) *env {
 	e := &env{t: t, fs: vfs.NewMem(), logs: &syncBuf{}}
-	e.cfg = Config{Dir: dir, FS: e.fs, Logger: slog.New(slog.NewTextHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))}
+	// CompactAge -1: these tests are about compaction's mechanics, so a
+	// volume past the garbage ratio is compacted at once; the cost-benefit
+	// wait has its own tests (compact_test.go).
+	e.cfg = Config{Dir: dir, FS: e.fs, CompactAge: -1, Logger: slog.New(slog.NewTextHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))}
 	if mod != nil {
 		mod(&e.cfg)
 	}

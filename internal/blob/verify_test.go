@@ -28,7 +28,7 @@ type corruptEnv struct {
 
 func newCorruptEnv(t *testing.T, mapped bool, mod func(*Config)) *corruptEnv {
 	e := &corruptEnv{t: t, logs: &syncBuf{}}
-	e.cfg = Config{Dir: dir, FS: vfs.NewMem(), MinFreeBytes: -1,
+	e.cfg = Config{Dir: dir, FS: vfs.NewMem(), MinFreeBytes: -1, CompactAge: -1,
 		Logger:    slog.New(slog.NewTextHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		OnCorrupt: func(h Hash) { e.mu.Lock(); e.seen = append(e.seen, h); e.mu.Unlock() },
 		// A fake clock that nobody advances: no background scrub pass.

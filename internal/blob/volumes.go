@@ -19,7 +19,12 @@ type volRef struct {
 	final   sync.Once
 	live    atomic.Int64 // bytes of needles the index points at
 	tomb    atomic.Int64 // bytes of tombstone needles
-	s       *Store
+	// sealed is when the volume stopped taking appends (Unix ns; 0 while
+	// it is the active volume): the age of its youngest data, which
+	// compaction's cost-benefit weighs (compact.go). For a volume found
+	// sealed at Open it is the file's modification time.
+	sealed atomic.Int64
+	s      *Store
 	// damaged is set at Open when the volume has corrupt regions (it then
 	// takes no more appends), and later when a needle in it fails a check
 	// or a compaction finds it does not scan to its end: compaction leaves
@@ -83,6 +88,9 @@ func (s *Store) newVolume() (*volRef, error) {
 	vr := &volRef{v: v, s: s}
 	s.mapVolume(vr, true)
 	s.setVols(func(m map[uint32]*volRef) { m[id] = vr })
+	if old := s.active.Load(); old != nil {
+		old.sealed.Store(s.cfg.Clock.Now().UnixNano())
+	}
 	s.active.Store(vr)
 	s.log.Info("new volume", "volume", id)
 	return vr, nil

@@ -17,6 +17,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/cairn-fs/cairn/internal/access"
 	"github.com/cairn-fs/cairn/internal/access/rules"
 	"github.com/cairn-fs/cairn/internal/blob"
@@ -29,7 +31,6 @@ import (
 	"github.com/cairn-fs/cairn/internal/kv"
 	"github.com/cairn-fs/cairn/internal/store"
 	"github.com/cairn-fs/cairn/internal/vfs"
-	"github.com/prometheus/client_golang/prometheus"
 )
 
 // Config is every setting of a node. cmd/cairn fills it from flags,
@@ -43,7 +44,8 @@ type Config struct {
 	GCGrace           time.Duration // unreferenced blobs are kept this long; default 15m
 	GCInterval        time.Duration // GC and compaction period; default 1m
 	MaxVolumeSize     int64         // bytes per volume file; default 1 GiB
-	CompactRatio      float64       // garbage fraction that triggers compaction; default 0.5
+	CompactRatio      float64       // garbage fraction past which a sealed volume is a compaction candidate; default 0.5
+	CompactAge        time.Duration // a candidate just past CompactRatio is compacted this long after it was sealed, one with more garbage sooner, one with nothing live at once (blob.Compact); default 1h, negative = no wait
 	MinFreeBytes      int64         // writes answer 507 below this much free disk; default 64 MiB
 	KVCacheBytes      int64         // Pebble block cache; default 64 MiB
 	PathCacheEntries  int           // resolved-path cache entries; default 65536
@@ -84,7 +86,7 @@ type Config struct {
 // DefaultConfig returns the defaults.
 func DefaultConfig() Config {
 	return Config{Listen: "127.0.0.1:8080", GCGrace: 15 * time.Minute, GCInterval: time.Minute,
-		MaxVolumeSize: 1 << 30, CompactRatio: 0.5, MinFreeBytes: 64 << 20, KVCacheBytes: 64 << 20,
+		MaxVolumeSize: 1 << 30, CompactRatio: 0.5, CompactAge: time.Hour, MinFreeBytes: 64 << 20, KVCacheBytes: 64 << 20,
 		RemoteCacheBytes: 64 << 20, ScrubPeriod: blob.DefaultScrubPeriod, RepairGrace: 10 * time.Minute, RepairRate: 8 << 20,
 		PathCacheEntries: 65536, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
 		WriteTimeout: 30 * time.Second, IdleTimeout: 120 * time.Second, MaxHeaderBytes: 64 << 10,
@@ -274,7 +276,7 @@ func Start(cfg Config) (_ *Node, err error) {
 		n.ClusterURL = advertisedURL(n.cln.Addr(), host)
 	}
 	bcfg := blob.Config{Dir: filepath.Join(cfg.DataDir, "blobs"), FS: vfs.OS(),
-		MaxVolumeSize: cfg.MaxVolumeSize, CompactGarbageRatio: cfg.CompactRatio,
+		MaxVolumeSize: cfg.MaxVolumeSize, CompactGarbageRatio: cfg.CompactRatio, CompactAge: cfg.CompactAge,
 		MinFreeBytes: cfg.MinFreeBytes, OnFsync: metrics.ObserveFsync,
 		DisableMmap: cfg.DisableMmap, OnCorrupt: n.scrub.corrupt, ScrubRate: cfg.ScrubRate, ScrubPeriod: cfg.ScrubPeriod}
 	if cfg.Witness {

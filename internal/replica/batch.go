@@ -113,17 +113,18 @@ func (b *Batcher) Stats() BatchStats {
 	return BatchStats{Batches: b.batches.Load(), Blobs: b.blobs.Load(), Single: b.single.Load()}
 }
 
-// PutBlob stores data as blob h on node to, in a batch with other calls to
-// the same node when it is small.
-func (b *Batcher) PutBlob(ctx context.Context, to placement.NodeID, h blob.Hash, data []byte) error {
-	if len(data) > b.cfg.MaxBlobBytes {
+// PutBlob stores bl on node to, in a batch with other calls to the same
+// node when it is small (a batch carries no CRC: its receiver hashes each
+// blob), alone otherwise.
+func (b *Batcher) PutBlob(ctx context.Context, to placement.NodeID, bl cas.Blob) error {
+	if len(bl.Data) > b.cfg.MaxBlobBytes {
 		b.single.Add(1)
-		return b.peers.PutBlob(ctx, to, h, data)
+		return b.peers.PutBlob(ctx, to, bl)
 	}
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	it := &batchItem{ctx: ctx, h: h, data: data, done: make(chan error, 1)}
+	it := &batchItem{ctx: ctx, h: bl.Hash, data: bl.Data, done: make(chan error, 1)}
 	b.mu.Lock()
 	nq := b.nodes[to]
 	if nq == nil {

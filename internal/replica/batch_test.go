@@ -72,11 +72,11 @@ func (p *batchPeer) PutBlobs(ctx context.Context, to placement.NodeID, blobs []c
 	return errs, nil
 }
 
-func (p *batchPeer) PutBlob(ctx context.Context, to placement.NodeID, h blob.Hash, data []byte) error {
+func (p *batchPeer) PutBlob(ctx context.Context, to placement.NodeID, b cas.Blob) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.singles = append(p.singles, h)
-	p.stored[h] = bytes.Clone(data)
+	p.singles = append(p.singles, b.Hash)
+	p.stored[b.Hash] = bytes.Clone(b.Data)
 	return nil
 }
 
@@ -136,13 +136,13 @@ func TestBatcherCoalesces(t *testing.T) {
 	const n = 20
 	errs := make(chan error, n)
 	h0, d0 := testBlob(0, 100)
-	go func() { errs <- b.PutBlob(ctx, 2, h0, d0) }()
+	go func() { errs <- b.PutBlob(ctx, 2, cas.Blob{Hash: h0, Data: d0}) }()
 	if got := <-p.entered; got != 1 {
 		t.Fatalf("first batch has %d blobs, want 1", got)
 	}
 	for i := 1; i < n; i++ {
 		h, d := testBlob(i, 100+i)
-		go func() { errs <- b.PutBlob(ctx, 2, h, d) }()
+		go func() { errs <- b.PutBlob(ctx, 2, cas.Blob{Hash: h, Data: d}) }()
 	}
 	waitQueued(t, b, 2, n-1)
 	close(p.gate)
@@ -182,7 +182,7 @@ func TestBatcherPerBlobErrors(t *testing.T) {
 	p.fail[hf] = boom
 	first := make(chan error, 1)
 	hx, dx := testBlob(99, 10)
-	go func() { first <- b.PutBlob(ctx, 3, hx, dx) }()
+	go func() { first <- b.PutBlob(ctx, 3, cas.Blob{Hash: hx, Data: dx}) }()
 	<-p.entered
 	errs := make([]chan error, 5)
 	for i := range errs {
@@ -191,7 +191,7 @@ func TestBatcherPerBlobErrors(t *testing.T) {
 		if i > 0 {
 			h, d = testBlob(i, 10)
 		}
-		go func() { errs[i] <- b.PutBlob(ctx, 3, h, d) }()
+		go func() { errs[i] <- b.PutBlob(ctx, 3, cas.Blob{Hash: h, Data: d}) }()
 	}
 	waitQueued(t, b, 3, len(errs))
 	close(p.gate)
@@ -211,7 +211,7 @@ func TestBatcherPerBlobErrors(t *testing.T) {
 	p.gate = nil
 	p.callErr = fmt.Errorf("%w: connection refused", transport.ErrUnavailable)
 	h, d := testBlob(7, 10)
-	if err := b.PutBlob(ctx, 3, h, d); !errors.Is(err, transport.ErrUnavailable) {
+	if err := b.PutBlob(ctx, 3, cas.Blob{Hash: h, Data: d}); !errors.Is(err, transport.ErrUnavailable) {
 		t.Fatalf("failed call: %v, want ErrUnavailable", err)
 	}
 }
@@ -225,16 +225,16 @@ func TestBatcherContextCancel(t *testing.T) {
 	ctx1, cancel1 := context.WithCancel(context.Background())
 	h1, d1 := testBlob(1, 10)
 	first := make(chan error, 1)
-	go func() { first <- b.PutBlob(ctx1, 2, h1, d1) }()
+	go func() { first <- b.PutBlob(ctx1, 2, cas.Blob{Hash: h1, Data: d1}) }()
 	<-p.entered
 
 	ctx2, cancel2 := context.WithCancel(context.Background())
 	h2, d2 := testBlob(2, 10)
 	second := make(chan error, 1)
-	go func() { second <- b.PutBlob(ctx2, 2, h2, d2) }()
+	go func() { second <- b.PutBlob(ctx2, 2, cas.Blob{Hash: h2, Data: d2}) }()
 	h3, d3 := testBlob(3, 10)
 	third := make(chan error, 1)
-	go func() { third <- b.PutBlob(context.Background(), 2, h3, d3) }()
+	go func() { third <- b.PutBlob(context.Background(), 2, cas.Blob{Hash: h3, Data: d3}) }()
 	waitQueued(t, b, 2, 2)
 	cancel2()
 	select {
@@ -279,7 +279,7 @@ func TestBatcherSizeCaps(t *testing.T) {
 	b := NewBatcher(p, p, BatchConfig{MaxInflight: 1, MaxBatchBlobs: 4, MaxBatchBytes: 1000, MaxBlobBytes: 400})
 	ctx := context.Background()
 	hb, db := testBlob(1000, 401)
-	if err := b.PutBlob(ctx, 2, hb, db); err != nil {
+	if err := b.PutBlob(ctx, 2, cas.Blob{Hash: hb, Data: db}); err != nil {
 		t.Fatal(err)
 	}
 	if len(p.singles) != 1 || len(p.batches) != 0 {
@@ -287,20 +287,20 @@ func TestBatcherSizeCaps(t *testing.T) {
 	}
 	h0, d0 := testBlob(0, 10)
 	errs := make(chan error, 100)
-	go func() { errs <- b.PutBlob(ctx, 2, h0, d0) }()
+	go func() { errs <- b.PutBlob(ctx, 2, cas.Blob{Hash: h0, Data: d0}) }()
 	<-p.entered
 	// 10 blobs of 10 bytes, then 6 of 300 bytes, queued in that order: at
 	// most 4 blobs and 1000 bytes per batch, in queue order.
 	n := 0
 	for i := 1; i <= 10; i++ {
 		h, d := testBlob(i, 10)
-		go func() { errs <- b.PutBlob(ctx, 2, h, d) }()
+		go func() { errs <- b.PutBlob(ctx, 2, cas.Blob{Hash: h, Data: d}) }()
 		n++
 		waitQueued(t, b, 2, n)
 	}
 	for i := 11; i <= 16; i++ {
 		h, d := testBlob(i, 300)
-		go func() { errs <- b.PutBlob(ctx, 2, h, d) }()
+		go func() { errs <- b.PutBlob(ctx, 2, cas.Blob{Hash: h, Data: d}) }()
 		n++
 		waitQueued(t, b, 2, n)
 	}

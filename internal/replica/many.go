@@ -220,7 +220,7 @@ func (r *Replicator) putEach(ctx context.Context, id placement.NodeID, blobs []c
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			report(i, r.put(ctx, id, blobs[i].Hash, blobs[i].Data))
+			report(i, r.put(ctx, id, blobs[i]))
 		}()
 	}
 	wg.Wait()

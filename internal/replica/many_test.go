@@ -128,3 +128,47 @@ func TestWriteManyQuorum(t *testing.T) {
 		t.Fatalf("under-replicated writes counted %d, want >= %d", r.WriteStats().Under, degraded)
 	}
 }
+
+// A blob's CRC32C, computed by the writer with its name, reaches every
+// remote replica's PutBlob (which checks it instead of re-hashing); a blob
+// written without one (Write) carries none.
+func TestWriteManyCarriesCRC(t *testing.T) {
+	f := newFakeNet(1, 2, 3, 4, 5)
+	m := mapOf(t)
+	r := newRep(t, 1, f, m)
+	h, d := testBlob(1, 300<<10)
+	_, crc := cas.Sums(d)
+	_, errs := r.WriteMany(context.Background(), []cas.Blob{{Hash: h, Data: d, CRC: crc}}, placement.Policy{Replicas: 3, WriteQuorum: 3})
+	if errs[0] != nil {
+		t.Fatal(errs[0])
+	}
+	h2, d2 := testBlob(2, 300<<10)
+	if _, err := r.Write(context.Background(), h2, d2, placement.Policy{Replicas: 3, WriteQuorum: 3}); err != nil {
+		t.Fatal(err)
+	}
+	remote := func(h cas.Hash) int {
+		n := 0
+		for _, id := range placement.Replicas(m, h, 3) {
+			if id != 1 {
+				n++
+			}
+		}
+		return n
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.crcs) != remote(h)+remote(h2) {
+		t.Fatalf("%d remote puts, want %d", len(f.crcs), remote(h)+remote(h2))
+	}
+	var with int
+	for _, c := range f.crcs {
+		if c == crc {
+			with++
+		} else if _, ok := c.Value(); ok {
+			t.Fatalf("a remote put carried CRC %v, want %v or none", c, crc)
+		}
+	}
+	if with != remote(h) {
+		t.Fatalf("%d remote puts carried the CRC, want the %d of WriteMany", with, remote(h))
+	}
+}

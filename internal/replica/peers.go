@@ -15,8 +15,8 @@ import (
 type TransportPeers struct{ C transport.Client }
 
 // PutBlob implements Peers.
-func (p TransportPeers) PutBlob(ctx context.Context, to placement.NodeID, h blob.Hash, data []byte) error {
-	return p.C.PutBlob(ctx, transport.NodeID(to), h, data)
+func (p TransportPeers) PutBlob(ctx context.Context, to placement.NodeID, b cas.Blob) error {
+	return p.C.PutBlob(ctx, transport.NodeID(to), b)
 }
 
 // GetBlob implements Peers.

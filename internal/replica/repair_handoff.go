@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/cairn-fs/cairn/internal/cas"
 	"github.com/cairn-fs/cairn/internal/clock"
 
 	"github.com/cairn-fs/cairn/internal/blob"
@@ -167,5 +168,5 @@ func (r *Repairer) putBlob(ctx context.Context, to placement.NodeID, h blob.Hash
 	ctx = r.withApplied(ctx)
 	ctx, cancel := clock.WithTimeout(ctx, r.cfg.Clock, r.cfg.RequestTimeout)
 	defer cancel()
-	return r.cfg.Peers.PutBlob(ctx, to, h, data)
+	return r.cfg.Peers.PutBlob(ctx, to, cas.Blob{Hash: h, Data: data})
 }

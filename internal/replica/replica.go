@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/cairn-fs/cairn/internal/cas"
 	"github.com/cairn-fs/cairn/internal/clock"
 
 	"github.com/cairn-fs/cairn/internal/blob"
@@ -20,8 +21,10 @@ import (
 // Peers reaches the other nodes. Implementations must be safe for
 // concurrent use and honour ctx deadlines promptly.
 type Peers interface {
-	// PutBlob stores data as blob h on node to; it returns once durable there.
-	PutBlob(ctx context.Context, to placement.NodeID, h blob.Hash, data []byte) error
+	// PutBlob stores b.Data as blob b.Hash on node to; it returns once
+	// durable there. b.CRC, when set, is the CRC32C the receiver checks
+	// instead of hashing the bytes again (transport.Client.PutBlob).
+	PutBlob(ctx context.Context, to placement.NodeID, b cas.Blob) error
 	// GetBlob reads n bytes at off of blob h from node to.
 	GetBlob(ctx context.Context, to placement.NodeID, h blob.Hash, off, n int64) (io.ReadCloser, error)
 	// HasBlobs asks node to which of hs it holds; the answer has len(hs)
@@ -223,7 +226,7 @@ func (r *Replicator) Write(ctx context.Context, h blob.Hash, data []byte, pol pl
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			acks <- ack{id, r.put(bg, id, h, data)}
+			acks <- ack{id, r.put(bg, id, cas.Blob{Hash: h, Data: data})}
 		}()
 	}
 	go func() { wg.Wait(); cancelBG() }()
@@ -324,16 +327,16 @@ func (t *tally) copies() placement.Copies {
 	return placement.Copies{Made: t.targets - t.failed, Wanted: t.want}
 }
 
-func (r *Replicator) put(ctx context.Context, id placement.NodeID, h blob.Hash, data []byte) error {
+func (r *Replicator) put(ctx context.Context, id placement.NodeID, b cas.Blob) error {
 	if id == r.cfg.Self {
-		return r.cfg.Local.Put(h, data)
+		return r.cfg.Local.Put(b.Hash, b.Data)
 	}
 	ctx, cancel := clock.WithTimeout(ctx, r.cfg.Clock, r.cfg.WriteTimeout)
 	defer cancel()
 	if r.batch != nil {
-		return r.batch.PutBlob(ctx, id, h, data)
+		return r.batch.PutBlob(ctx, id, b)
 	}
-	return r.cfg.Peers.PutBlob(ctx, id, h, data)
+	return r.cfg.Peers.PutBlob(ctx, id, b)
 }
 
 // ReadAt reads len(p) bytes at off of blob h into p: from the local copy

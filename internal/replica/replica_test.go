@@ -63,6 +63,7 @@ type fakeNet struct {
 	gets       map[placement.NodeID]int
 	release    chan struct{} // closed: hung puts proceed
 	getGate    chan struct{} // not nil: GetBlob waits for it to close
+	crcs       []cas.CRC     // the CRC of every PutBlob, in order
 }
 
 func newFakeNet(ids ...placement.NodeID) *fakeNet {
@@ -80,7 +81,11 @@ func (f *fakeNet) behaviour(id placement.NodeID) (hang, fail bool) {
 	return f.hang[id], f.fail[id]
 }
 
-func (f *fakeNet) PutBlob(ctx context.Context, to placement.NodeID, h blob.Hash, d []byte) error {
+func (f *fakeNet) PutBlob(ctx context.Context, to placement.NodeID, b cas.Blob) error {
+	h, d := b.Hash, b.Data
+	f.mu.Lock()
+	f.crcs = append(f.crcs, b.CRC)
+	f.mu.Unlock()
 	hang, fail := f.behaviour(to)
 	if fail {
 		return errors.New("injected failure")

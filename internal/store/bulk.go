@@ -112,12 +112,18 @@ func (s *Local) PutFiles(ctx context.Context, bucket string, files []FilePut) []
 		var extents []meta.Extent
 		sha := ""
 		if len(f.Data) > 0 {
-			h := blob.Sum(f.Data)
+			h, crc := blob.Sum(f.Data), cas.CRC{}
+			if len(f.Data) > handOverBytes {
+				// Sent alone to each replica, which checks the CRC32C
+				// computed here in the same pass instead of re-hashing
+				// (smaller blobs travel in batches, checked by hash).
+				h, crc = cas.Sums(f.Data)
+			}
 			extents = []meta.Extent{{Hash: h, Offset: 0, Length: int64(len(f.Data))}}
 			sha = h.String()
 			if _, dup := blobOf[h]; !dup {
 				blobOf[h] = len(blobs)
-				blobs = append(blobs, cas.Blob{Hash: h, Data: f.Data})
+				blobs = append(blobs, cas.Blob{Hash: h, Data: f.Data, CRC: crc})
 				s.pins.pin(h)
 			}
 		} else {

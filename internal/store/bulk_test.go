@@ -196,6 +196,34 @@ func TestPutFilesThroughReplication(t *testing.T) {
 	}
 }
 
+// In a PutFiles, a blob large enough to travel alone to each replica
+// carries its CRC32C (replicas check it instead of re-hashing); the small
+// ones, which travel in batches checked by hash, carry none.
+func TestPutFilesLargeBlobCarriesCRC(t *testing.T) {
+	st, _, rep := newBulkEnv(t, nil)
+	ctx := context.Background()
+	if err := st.CreateBucket(ctx, BucketInfo{Name: "bkt"}); err != nil {
+		t.Fatal(err)
+	}
+	large := randBytes(rand.New(rand.NewSource(5)), handOverBytes+1)
+	res := st.PutFiles(ctx, "bkt", []FilePut{{Path: "small", Data: []byte("small")}, {Path: "large", Data: large}})
+	if res[0].Err != nil || res[1].Err != nil {
+		t.Fatalf("results: %+v", res)
+	}
+	if len(rep.kept) != 2 {
+		t.Fatalf("%d blobs handed over, want 2", len(rep.kept))
+	}
+	for _, b := range rep.kept {
+		c, ok := b.CRC.Value()
+		switch {
+		case len(b.Data) > handOverBytes && (!ok || c != cas.CRC32C(b.Data)):
+			t.Errorf("large blob: CRC %08x (set %v), want %08x", c, ok, cas.CRC32C(b.Data))
+		case len(b.Data) <= handOverBytes && ok:
+			t.Errorf("small blob carries a CRC")
+		}
+	}
+}
+
 // A streamed upload in a cluster hands its large blobs to WriteMany with
 // their buffers (no copy): those buffers are never reused by later
 // uploads (WriteMany owns them; its sends may outlive the upload).
@@ -226,6 +254,10 @@ func TestPutHandsLargeBlobsOver(t *testing.T) {
 	for _, b := range rep.kept {
 		if blob.Sum(b.Data) != b.Hash {
 			t.Fatal("a handed-over buffer was reused by a later upload")
+		}
+		// Its CRC32C, computed with its name, lets replicas skip SHA-256.
+		if c, ok := b.CRC.Value(); !ok || c != cas.CRC32C(b.Data) {
+			t.Fatalf("a handed-over blob carries CRC %08x (set %v), want %08x", c, ok, cas.CRC32C(b.Data))
 		}
 	}
 	for i, data := range files {

@@ -90,6 +90,9 @@ func (s *Local) Put(ctx context.Context, bucket, path string, r io.Reader, opts 
 	// A body declared to fit one blob has the blob's name as its SHA-256:
 	// skip hashing it twice (a longer body fails with ErrTooLarge anyway).
 	single := opts.Size >= 0 && opts.Size <= blob.MaxSize
+	// A blob handed over alone to replication gets its CRC32C with its
+	// name, in the same pass: replicas check it instead of re-hashing.
+	br, batching := s.cfg.Replication.(BatchReplication)
 	var (
 		extents []meta.Extent
 		total   int64
@@ -123,7 +126,8 @@ func (s *Local) Put(ctx context.Context, bucket, path string, r io.Reader, opts 
 		n, eof, rerr := fill(r, buf)
 		if n > 0 {
 			data := buf[:n]
-			h := hashChunk(md, sh, data, !single)
+			handOver := batching && n > handOverBytes
+			h, crc := hashChunk(md, sh, data, !single, handOver)
 			extents = append(extents, meta.Extent{Hash: h, Offset: total, Length: int64(n)})
 			total += int64(n)
 			if opts.Size >= 0 && total > opts.Size {
@@ -141,11 +145,11 @@ func (s *Local) Put(ctx context.Context, bucket, path string, r io.Reader, opts 
 						err    error
 						copies placement.Copies
 					)
-					if br, ok := s.cfg.Replication.(BatchReplication); ok && n > handOverBytes {
+					if handOver {
 						// The buffer goes to the replication (its sends to
 						// slow replicas outlive this call) instead of
 						// being copied there; the pool makes a new one.
-						cs, errs := br.WriteMany(ctx, []cas.Blob{{Hash: h, Data: data}}, pol)
+						cs, errs := br.WriteMany(ctx, []cas.Blob{{Hash: h, Data: data, CRC: crc}}, pol)
 						copies, err = cs[0], errs[0]
 						<-sem
 					} else {
@@ -203,14 +207,21 @@ func (s *Local) Put(ctx context.Context, bucket, path string, r io.Reader, opts 
 const parallelHashBytes = 256 << 10
 
 // hashChunk adds data to the upload's MD5 md (and to its SHA-256 sh when
-// file is set) and returns the blob's name.
-func hashChunk(md, sh hash.Hash, data []byte, file bool) blob.Hash {
+// file is set) and returns the blob's name, and with crc set its CRC32C,
+// computed in the same pass (cas.Sums).
+func hashChunk(md, sh hash.Hash, data []byte, file, crc bool) (blob.Hash, cas.CRC) {
+	name := func() (blob.Hash, cas.CRC) {
+		if crc {
+			return cas.Sums(data)
+		}
+		return blob.Sum(data), cas.CRC{}
+	}
 	if len(data) < parallelHashBytes {
 		md.Write(data)
 		if file {
 			sh.Write(data)
 		}
-		return blob.Sum(data)
+		return name()
 	}
 	done := make(chan struct{})
 	go func() {
@@ -220,9 +231,9 @@ func hashChunk(md, sh hash.Hash, data []byte, file bool) blob.Hash {
 	if file {
 		sh.Write(data)
 	}
-	h := blob.Sum(data)
+	h, c := name()
 	<-done
-	return h
+	return h, c
 }
 
 // putFileCommand is the OpPutFile command of an upload whose blobs are

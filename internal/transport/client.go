@@ -42,10 +42,12 @@ type Client interface {
 	// nil error means the peer applied it. It has no deadline other than
 	// ctx's, but is cancelled when the body stalls (SnapshotStallTimeout).
 	SendSnapshot(ctx context.Context, to NodeID, meta []byte, body io.Reader) error
-	// PutBlob stores data as blob h on node to; the receiver checks that
-	// data hashes to h (ErrCorrupt if not). nil means the peer stored it
-	// (durably, if its handler waits for the fsync).
-	PutBlob(ctx context.Context, to NodeID, h blob.Hash, data []byte) error
+	// PutBlob stores b.Data as blob b.Hash on node to; the receiver checks
+	// that the data hash to b.Hash, or, when b carries a CRC and the
+	// connection is node-to-node TLS, that they have that CRC32C
+	// (ErrCorrupt if not; see "Blob checks" in doc.go). nil means the peer
+	// stored it (durably, if its handler waits for the fsync).
+	PutBlob(ctx context.Context, to NodeID, b BlobPut) error
 	// PutBlobs stores several blobs on node to in one call (one request,
 	// one answer; the receiver may write them all before one group
 	// commit). err is the outcome of the call as a whole (nothing is known
@@ -299,7 +301,7 @@ func discard(resp *http.Response) {
 }
 
 // PutBlob implements Client.
-func (c *HTTPClient) PutBlob(ctx context.Context, to NodeID, h blob.Hash, data []byte) error {
+func (c *HTTPClient) PutBlob(ctx context.Context, to NodeID, b BlobPut) error {
 	base, err := c.addr(to)
 	if err != nil {
 		return err
@@ -307,10 +309,10 @@ func (c *HTTPClient) PutBlob(ctx context.Context, to NodeID, h blob.Hash, data [
 	ctx, cancel := withDefault(ctx, c.cfg.Clock, c.cfg.BlobTimeout)
 	defer cancel()
 	resp, err := c.do(ctx, &call{
-		to: to, base: base, method: http.MethodPut, uri: withMinIndexQuery(ctx, pathBlob+h.String()),
+		to: to, base: base, method: http.MethodPut, uri: putBlobURI(ctx, b),
 		// The body's digest is the blob's name: no second hash pass here. A
 		// caller's wrong hash is caught by the server (ErrCorrupt).
-		content: h.String(), body: bytes.NewReader(data), length: int64(len(data)),
+		content: b.Hash.String(), body: bytes.NewReader(b.Data), length: int64(len(b.Data)),
 	})
 	if err != nil {
 		return err

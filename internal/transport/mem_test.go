@@ -71,10 +71,10 @@ func TestMemRoundTrip(t *testing.T) {
 
 	data := []byte("mem blob")
 	h := blob.Sum(data)
-	if err := c.PutBlob(ctx, 2, h, data); err != nil {
+	if err := c.PutBlob(ctx, 2, BlobPut{Hash: h, Data: data}); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.PutBlob(ctx, 2, blob.Sum([]byte("x")), data); !errors.Is(err, ErrCorrupt) {
+	if err := c.PutBlob(ctx, 2, BlobPut{Hash: blob.Sum([]byte("x")), Data: data}); !errors.Is(err, ErrCorrupt) {
 		t.Fatalf("wrong hash: %v", err)
 	}
 	rc, err := c.GetBlob(ctx, 2, h, 4, -1)
@@ -115,11 +115,11 @@ func TestMemRoundTrip(t *testing.T) {
 	if len(unreachable) != 1 || unreachable[0] != 2 {
 		t.Fatalf("unreachable = %v", unreachable)
 	}
-	if err := c.PutBlob(ctx, 2, h, data); !errors.Is(err, ErrUnavailable) {
+	if err := c.PutBlob(ctx, 2, BlobPut{Hash: h, Data: data}); !errors.Is(err, ErrUnavailable) {
 		t.Fatalf("PutBlob across a partition: %v", err)
 	}
 	net.Heal()
-	if err := c.PutBlob(ctx, 2, h, data); err != nil {
+	if err := c.PutBlob(ctx, 2, BlobPut{Hash: h, Data: data}); err != nil {
 		t.Fatal(err)
 	}
 	net.Unregister(2)
@@ -202,7 +202,7 @@ func TestMemFaultHookAndDelay(t *testing.T) {
 	// A delayed call waits for the schedule, or for its ctx.
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- c.PutBlob(ctx, 2, blob.Sum([]byte("d")), []byte("d")) }()
+	go func() { done <- c.PutBlob(ctx, 2, BlobPut{Hash: blob.Sum([]byte("d")), Data: []byte("d")}) }()
 	for {
 		q.mu.Lock()
 		n := len(q.items)
@@ -221,7 +221,7 @@ func TestMemFaultHookAndDelay(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	go func() { done <- c.PutBlob(ctx, 2, blob.Sum([]byte("d")), []byte("d")) }()
+	go func() { done <- c.PutBlob(ctx, 2, BlobPut{Hash: blob.Sum([]byte("d")), Data: []byte("d")}) }()
 	cancel()
 	if err := <-done; !errors.Is(err, ErrUnavailable) || !errors.Is(err, context.Canceled) {
 		t.Fatalf("cancelled delayed call: %v", err)

@@ -17,10 +17,10 @@ func TestMinIndexTravels(t *testing.T) {
 	c := newClient(t, 1, nil, n)
 	a, b := []byte("first"), []byte("second")
 	ctx := minindex.With(context.Background(), 4242)
-	if err := c.PutBlob(ctx, 2, blob.Sum(a), a); err != nil {
+	if err := c.PutBlob(ctx, 2, BlobPut{Hash: blob.Sum(a), Data: a}); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.PutBlob(context.Background(), 2, blob.Sum(b), b); err != nil {
+	if err := c.PutBlob(context.Background(), 2, BlobPut{Hash: blob.Sum(b), Data: b}); err != nil {
 		t.Fatal(err)
 	}
 	errs, err := c.PutBlobs(minindex.With(context.Background(), 77), 2, []BlobPut{{Hash: blob.Sum(a), Data: a}, {Hash: blob.Sum(b), Data: b}})

@@ -124,7 +124,7 @@ func TestTLSEncryptsBlobs(t *testing.T) {
 		fh, url, rec := tlsNode(t, 2, srvID, srvID)
 		c := tlsClient(t, 1, cliID, map[NodeID]string{2: url})
 		ctx := context.Background()
-		if err := c.PutBlob(ctx, 2, h, data); err != nil {
+		if err := c.PutBlob(ctx, 2, BlobPut{Hash: h, Data: data}); err != nil {
 			t.Fatalf("tls=%v: PutBlob: %v", on, err)
 		}
 		rc, err := c.GetBlob(ctx, 2, h, 0, -1)

@@ -60,7 +60,7 @@ func TestRoundTrip(t *testing.T) {
 
 	data := bytes.Repeat([]byte("cairn!"), 100_000)
 	h := blob.Sum(data)
-	if err := c.PutBlob(ctx, 2, h, data); err != nil {
+	if err := c.PutBlob(ctx, 2, BlobPut{Hash: h, Data: data}); err != nil {
 		t.Fatal(err)
 	}
 	if !bytes.Equal(n2.h.blobs[h], data) {
@@ -126,7 +126,7 @@ func TestRoundTrip(t *testing.T) {
 		t.Fatalf("empty snapshot: %v", err)
 	}
 
-	if err := c.PutBlob(ctx, 99, h, data); !errors.Is(err, ErrUnknownPeer) {
+	if err := c.PutBlob(ctx, 99, BlobPut{Hash: h, Data: data}); !errors.Is(err, ErrUnknownPeer) {
 		t.Fatalf("PutBlob to an unknown node: %v", err)
 	}
 }
@@ -154,7 +154,7 @@ func TestRaftMessagesOfAnotherNodeRejected(t *testing.T) {
 func TestPutBlobWrongHash(t *testing.T) {
 	n2 := startNode(t, 2, nil)
 	c := newClient(t, 1, nil, n2)
-	err := c.PutBlob(context.Background(), 2, blob.Sum([]byte("other")), []byte("data"))
+	err := c.PutBlob(context.Background(), 2, BlobPut{Hash: blob.Sum([]byte("other")), Data: []byte("data")})
 	if !errors.Is(err, ErrCorrupt) {
 		t.Fatalf("PutBlob with a wrong hash: %v", err)
 	}
@@ -162,7 +162,7 @@ func TestPutBlobWrongHash(t *testing.T) {
 		t.Fatal("handler called for a blob that does not match its hash")
 	}
 	big := make([]byte, blob.MaxSize+1)
-	if err := c.PutBlob(context.Background(), 2, blob.Sum(big), big); !errors.Is(err, ErrBadRequest) {
+	if err := c.PutBlob(context.Background(), 2, BlobPut{Hash: blob.Sum(big), Data: big}); !errors.Is(err, ErrBadRequest) {
 		t.Fatalf("PutBlob of MaxSize+1 bytes: %v", err)
 	}
 }
@@ -219,7 +219,7 @@ func TestAuthFailures(t *testing.T) {
 	t.Run("wrong secret", func(t *testing.T) {
 		n2 := startNode(t, 2, nil)
 		c := newClient(t, 1, func(c *Config) { c.Secret = []byte("another-secret-of-the-same-size") }, n2)
-		if err := c.PutBlob(ctx, 2, h, data); !errors.Is(err, ErrUnauthorized) {
+		if err := c.PutBlob(ctx, 2, BlobPut{Hash: h, Data: data}); !errors.Is(err, ErrUnauthorized) {
 			t.Fatalf("err = %v", err)
 		}
 		if _, err := c.HasBlobs(ctx, 2, []blob.Hash{h}); !errors.Is(err, ErrUnauthorized) {
@@ -240,7 +240,7 @@ func TestAuthFailures(t *testing.T) {
 		t.Run(fmt.Sprintf("timestamp %v", skew), func(t *testing.T) {
 			n2 := startNode(t, 2, nil)
 			c := newClient(t, 1, func(c *Config) { c.Now = func() time.Time { return time.Now().Add(skew) } }, n2)
-			if err := c.PutBlob(ctx, 2, h, data); !errors.Is(err, ErrUnauthorized) {
+			if err := c.PutBlob(ctx, 2, BlobPut{Hash: h, Data: data}); !errors.Is(err, ErrUnauthorized) {
 				t.Fatalf("err = %v", err)
 			}
 			if n2.h.calls.Load() != 0 {
@@ -255,7 +255,7 @@ func TestAuthFailures(t *testing.T) {
 		c := newClient(t, 1, func(c *Config) {
 			c.Addr = func(NodeID) (string, bool) { return n2.srv.URL, true }
 		})
-		if err := c.PutBlob(ctx, 3, h, data); !errors.Is(err, ErrUnauthorized) {
+		if err := c.PutBlob(ctx, 3, BlobPut{Hash: h, Data: data}); !errors.Is(err, ErrUnauthorized) {
 			t.Fatalf("err = %v", err)
 		}
 		if n2.h.calls.Load() != 0 {
@@ -280,7 +280,7 @@ func TestAuthFailures(t *testing.T) {
 		c := newClient(t, 1, nil, n2)
 		rec := &recorder{rt: c.rt}
 		c.rt = rec
-		if err := c.PutBlob(ctx, 2, h, data); err != nil {
+		if err := c.PutBlob(ctx, 2, BlobPut{Hash: h, Data: data}); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := c.HasBlobs(ctx, 2, []blob.Hash{h}); err != nil {
@@ -332,7 +332,7 @@ func TestAuthFailures(t *testing.T) {
 			captured = req
 			return nil, errors.New("captured")
 		})
-		_ = c.PutBlob(ctx, 2, h, data)
+		_ = c.PutBlob(ctx, 2, BlobPut{Hash: h, Data: data})
 		other := []byte("other blob bytes")
 		req, _ := http.NewRequest(captured.Method, captured.URL.String(), bytes.NewReader(other))
 		req.Header = captured.Header.Clone()
@@ -445,7 +445,7 @@ func TestConnectionReuse(t *testing.T) {
 	data := bytes.Repeat([]byte{7}, 200<<10)
 	h := blob.Sum(data)
 	for i := range 100 {
-		if err := c.PutBlob(ctx, 2, h, data); err != nil {
+		if err := c.PutBlob(ctx, 2, BlobPut{Hash: h, Data: data}); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := c.HasBlobs(ctx, 2, []blob.Hash{h}); err != nil {
@@ -469,7 +469,7 @@ func TestConnectionReuse(t *testing.T) {
 	for range workers {
 		wg.Go(func() {
 			for range 50 {
-				if err := c.PutBlob(ctx, 2, h, data); err != nil {
+				if err := c.PutBlob(ctx, 2, BlobPut{Hash: h, Data: data}); err != nil {
 					errs <- err
 					return
 				}
@@ -662,7 +662,7 @@ func TestGetBlobCutMidBody(t *testing.T) {
 	c := newClient(t, 1, nil, n2)
 	data := bytes.Repeat([]byte("x"), 1<<20)
 	h := blob.Sum(data)
-	if err := c.PutBlob(context.Background(), 2, h, data); err != nil {
+	if err := c.PutBlob(context.Background(), 2, BlobPut{Hash: h, Data: data}); err != nil {
 		t.Fatal(err)
 	}
 	n2.h.mu.Lock()
@@ -717,7 +717,7 @@ func BenchmarkPutBlob16K(b *testing.B) {
 	b.SetBytes(int64(len(data)))
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
-			if err := c.PutBlob(context.Background(), 2, h, data); err != nil {
+			if err := c.PutBlob(context.Background(), 2, BlobPut{Hash: h, Data: data}); err != nil {
 				b.Error(err)
 				return
 			}

@@ -56,6 +56,11 @@
 // length, or whose CRC does not match, and returns the end of the valid
 // prefix.
 //
+// ScanHeaders, which compaction uses for a volume whose blobs are all
+// dead, walks the same chain of needles by their headers alone: it checks
+// the CRC of tombstones (header-only needles) but not the data of blobs,
+// and stops at the first invalid header.
+//
 // ScanRecover, which recovery uses, tells a torn tail from mid-volume
 // corruption: at an invalid needle at X it searches forward, at 8-byte
 // aligned offsets (needles are 8-byte padded), for the first offset holding

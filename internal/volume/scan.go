@@ -71,6 +71,54 @@ func (v *Volume) Scan(from int64, fn ScanFunc) (int64, error) {
 	}
 }
 
+// ScanHeaders walks the needles from offset from (a needle boundary >=
+// SuperblockSize) up to Size() by their headers alone, one pread of
+// HeaderSize bytes each, calling fn for each: with nil data for a live
+// blob's needle, whose data is neither read nor CRC-checked, and with empty
+// data for a tombstone, whose CRC (it covers the whole needle) is checked.
+// It stops at the first needle whose header is invalid, that does not fit
+// in the file, or a tombstone whose CRC fails, and returns the offset just
+// past the last needle walked. It costs a read of the headers only, where
+// Scan reads every byte: for callers that only need the tombstones and the
+// hashes of a volume whose blobs are all dead (compaction of an entirely
+// dead volume). The error is non-nil only for read errors and errors from
+// fn.
+func (v *Volume) ScanHeaders(from int64, fn ScanFunc) (int64, error) {
+	if from < SuperblockSize {
+		from = SuperblockSize
+	}
+	size := v.size.Load()
+	var hdr [HeaderSize]byte
+	off := from
+	for off+HeaderSize <= size {
+		if _, err := v.f.ReadAt(hdr[:], off); err != nil {
+			return off, fmt.Errorf("scan volume %d headers at %d: %w", v.id, off, err)
+		}
+		h, err := DecodeHeader(hdr[:])
+		if err != nil {
+			return off, nil
+		}
+		need := NeedleSize(int(h.Len))
+		if off+need > size {
+			return off, nil
+		}
+		var data []byte
+		if h.Tombstone() {
+			if !CheckCRC(hdr[:], nil) {
+				return off, nil
+			}
+			data = []byte{}
+		}
+		if fn != nil {
+			if err := fn(off, h, data); err != nil {
+				return off, err
+			}
+		}
+		off += need
+	}
+	return off, nil
+}
+
 // Region is the byte range [Start, End) of a volume file.
 type Region struct{ Start, End int64 }
 

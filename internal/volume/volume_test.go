@@ -598,3 +598,67 @@ func BenchmarkReadMapped15K(b *testing.B) {
 		}
 	}
 }
+
+// TestScanHeaders: the header walk reports every needle, tombstones with
+// empty data and live needles with nil data, and goes past a needle whose
+// data fails its CRC (it never reads it), where Scan stops; it stops at a
+// bad header and at a tombstone whose CRC fails.
+func TestScanHeaders(t *testing.T) {
+	fs := vfs.NewMem()
+	v := newVol(t, fs)
+	offA, err := v.Append(hashOf("a"), bytes.Repeat([]byte("a"), 1000))
+	if err != nil {
+		t.Fatal(err)
+	}
+	offT, err := v.AppendTombstone(hashOf("b"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	offC, err := v.Append(hashOf("c"), []byte("ccc"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	flip := func(pos int64) {
+		var b [1]byte
+		if _, err := v.f.ReadAt(b[:], pos); err != nil {
+			t.Fatal(err)
+		}
+		b[0] ^= 0x40
+		if _, err := v.f.WriteAt(b[:], pos); err != nil {
+			t.Fatal(err)
+		}
+	}
+	flip(DataOffset(offA) + 500) // a's data fails its CRC
+	type seen struct {
+		off       int64
+		tomb, nil bool
+	}
+	walk := func() ([]seen, int64) {
+		var got []seen
+		end, err := v.ScanHeaders(SuperblockSize, func(off int64, h Header, data []byte) error {
+			got = append(got, seen{off, h.Tombstone(), data == nil})
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got, end
+	}
+	got, end := walk()
+	want := []seen{{offA, false, true}, {offT, true, false}, {offC, false, true}}
+	if fmt.Sprint(got) != fmt.Sprint(want) || end != v.Size() {
+		t.Fatalf("ScanHeaders = %v, end %d; want %v, end %d", got, end, want, v.Size())
+	}
+	if end, _ := v.Scan(SuperblockSize, nil); end != offA {
+		t.Fatalf("Scan ends at %d, want %d (a fails its CRC)", end, offA)
+	}
+	flip(offT + 10) // the tombstone's hash: its CRC fails
+	if got, end := walk(); len(got) != 1 || end != offT {
+		t.Fatalf("ScanHeaders past a bad tombstone = %v, end %d; want a only, end %d", got, end, offT)
+	}
+	flip(offT + 10)
+	flip(offC) // c's magic
+	if got, end := walk(); len(got) != 2 || end != offC {
+		t.Fatalf("ScanHeaders past a bad header = %v, end %d; want 2 needles, end %d", got, end, offC)
+	}
+}
