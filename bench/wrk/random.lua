@@ -5,6 +5,8 @@
 --
 -- Arguments after "--" (or the environment, when an argument is absent):
 --   PATHS_FILE  WRK_PATHS   paths.txt written by bench/corpus: one relative path a line
+--                           (optionally followed by header fields to send with it,
+--                           tab-separated: "PATH\tName: value\tName: value")
 --   PREFIX      WRK_PREFIX  URL prefix put before each path: "/" for nginx serving
 --                           the corpus root, "/bench/" for a Cairn bucket "bench". Default "/".
 --   SEED        WRK_SEED    RNG seed; thread i uses SEED+i. Default 1.
@@ -40,6 +42,19 @@ local function load_paths(file)
    for line in fh:lines() do
       line = line:gsub("\r$", "")
       if line ~= "" then
+         -- A line may carry header fields after the path, tab-separated
+         -- ("PATH\tName: value\t..."; bench/presign -header): they are sent
+         -- with it.
+         local fields = nil
+         local tab = line:find("\t", 1, true)
+         if tab then
+            fields = {}
+            for f in line:sub(tab + 1):gmatch("[^\t]+") do
+               local k, v = f:match("^([^:]+):%s*(.*)$")
+               if k then fields[k] = v end
+            end
+            line = line:sub(1, tab - 1)
+         end
          -- Paths from bench/corpus are URL-safe; escape the few characters that are
          -- not, in case another corpus is used. A query (presigned URLs,
          -- bench/presign) is kept as it is: it is encoded already.
@@ -47,7 +62,11 @@ local function load_paths(file)
          line = path:gsub("[^%w%-%._~/]", function(c)
             return string.format("%%%02X", string.byte(c))
          end) .. query
-         list[#list + 1] = line
+         if fields then
+            list[#list + 1] = {line, fields}
+         else
+            list[#list + 1] = line
+         end
       end
    end
    fh:close()
@@ -87,7 +106,11 @@ function init(args)
 end
 
 function request()
-   return wrk.format("GET", prefix .. paths[math.random(n)])
+   local p = paths[math.random(n)]
+   if type(p) == "table" then
+      return wrk.format("GET", prefix .. p[1], p[2])
+   end
+   return wrk.format("GET", prefix .. p)
 end
 
 if os.getenv("WRK_STRICT") == "1" then

@@ -14,10 +14,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/cairn-fs/cairn/internal/access"
 	"github.com/cairn-fs/cairn/internal/access/sigv4"
 	"github.com/cairn-fs/cairn/internal/store"
-	"github.com/prometheus/client_golang/prometheus"
 )
 
 // Config configures a Handler. Fields marked required have no default.
@@ -118,6 +119,9 @@ func New(cfg Config) (*Handler, error) {
 type metrics struct {
 	requests     *prometheus.CounterVec
 	authFailures *prometheus.CounterVec
+	// getOK and headOK are requests' GetObject and HeadObject 2xx
+	// counters, for PlanSigned (no label lookup per request).
+	getOK, headOK prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -127,6 +131,8 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		authFailures: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "cairn_s3_auth_failures_total",
 			Help: "S3 requests refused for their credentials, by S3 error code."}, []string{"code"}),
 	}
+	m.getOK = m.requests.WithLabelValues("GetObject", "2xx")
+	m.headOK = m.requests.WithLabelValues("HeadObject", "2xx")
 	if reg != nil {
 		for _, c := range []prometheus.Collector{m.requests, m.authFailures} {
 			if err := reg.Register(c); err != nil {

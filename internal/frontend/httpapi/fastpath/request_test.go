@@ -129,3 +129,41 @@ func TestAppendFieldLikeNetHTTP(t *testing.T) {
 		}
 	}
 }
+
+// TestRequestField: Field reads any field of the block, in any case,
+// trimmed as Hdr's values, counts repeated fields, and does not allocate.
+func TestRequestField(t *testing.T) {
+	raw := "GET /b/k HTTP/1.1\r\nHost: h:9000\r\nX-Amz-Date:  20261127T120000Z \t\r\n" +
+		"x-amz-content-sha256: UNSIGNED-PAYLOAD\r\nAuthorization: AWS4-HMAC-SHA256 Credential=a/b\r\n" +
+		"X-Dup: 1\r\nx-dup: 2\r\nX-Empty:\r\nX-Amz: no\r\n\r\nGET /next HTTP/1.1\r\nX-Later: 1\r\n\r\n"
+	req, v := Parse([]byte(raw), 8<<10)
+	if v != ParseOK {
+		t.Fatalf("verdict %v", v)
+	}
+	for _, tc := range []struct {
+		name string
+		want string
+		n    int
+	}{
+		{"host", "h:9000", 1},
+		{"x-amz-date", "20261127T120000Z", 1},
+		{"X-AMZ-CONTENT-SHA256", "UNSIGNED-PAYLOAD", 1},
+		{"authorization", "AWS4-HMAC-SHA256 Credential=a/b", 1},
+		{"x-dup", "1", 2},
+		{"x-empty", "", 1},
+		{"x-amz", "no", 1},        // not a prefix of a longer name
+		{"x-am", "", 0},           // nor a prefix of it
+		{"x-later", "", 0},        // the next request's
+		{"range", "", 0},          // absent
+		{"x-amz-date-x", "", 0},   // longer than any
+		{"content-sha256", "", 0}, // a suffix
+	} {
+		v, n := req.Field(tc.name)
+		if string(v) != tc.want || n != tc.n || (n > 0) != (v != nil) {
+			t.Errorf("Field(%q) = %q, %d; want %q, %d", tc.name, v, n, tc.want, tc.n)
+		}
+	}
+	if a := testing.AllocsPerRun(100, func() { req.Field("x-amz-content-sha256") }); a != 0 {
+		t.Errorf("Field allocates %v times", a)
+	}
+}
