@@ -120,6 +120,7 @@ func (h *Handler) PlanSigned(req *fastpath.Request, p *fastpath.Plan) (store.Obj
 	p.Buf = fastpath.AppendHeadEnd(buf, req)
 	p.Status, p.Off, p.N, p.Source = status, off, n, obj
 	ok.Inc()
+	h.metrics.fast.Inc()
 	return obj, true
 }
 
