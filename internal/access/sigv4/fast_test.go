@@ -248,3 +248,46 @@ func BenchmarkVerifyHeaderRequest(b *testing.B) {
 		}
 	})
 }
+
+// TestParseDigitsDate: the same verdict and time as time.Parse, on dates
+// near the edges of every field and random damage.
+func TestParseDigitsDate(t *testing.T) {
+	check := func(s string) {
+		want, err := time.Parse(amzDateFormat, s)
+		wantOK := err == nil && len(s) == len(amzDateFormat)
+		var got time.Time
+		var ok bool
+		if len(s) >= 8 {
+			got, ok = parseDigitsDate(s[:8], s[8:])
+		}
+		if ok != wantOK || ok && !got.Equal(want) {
+			t.Fatalf("%q: got %v %v, time.Parse %v %v", s, got, ok, want, err)
+		}
+		d := s[:min(8, len(s))]
+		want, err = time.Parse("20060102", d)
+		got, ok = parseDigitsDate(d, "")
+		if ok != (err == nil) || ok && !got.Equal(want) {
+			t.Fatalf("day %q: got %v %v, time.Parse %v %v", d, got, ok, want, err)
+		}
+	}
+	for _, s := range []string{"20260314T150926Z", "20240229T000000Z", "20230229T000000Z", "20260431T235959Z",
+		"20261231T235959Z", "20260000T000000Z", "20261300T000000Z", "20260101T240000Z", "20260101T006000Z",
+		"20260101T000060Z", "00000101T000000Z", "2026031 T150926Z", "20260314T150926", "20260314X150926Z",
+		"20260314T150926.5Z", "-0260314T150926Z", "2026+314T150926Z", "20260314T15092+Z"} {
+		check(s)
+	}
+	rng := rand.New(rand.NewPCG(5, 6))
+	const alphabet = "0123456789TZ+- ."
+	for range 200000 {
+		b := []byte("20260314T150926Z")
+		for range 1 + rng.IntN(3) {
+			i := rng.IntN(len(b))
+			if rng.IntN(4) == 0 {
+				b[i] = alphabet[rng.IntN(len(alphabet))]
+			} else {
+				b[i] = byte('0' + rng.IntN(10))
+			}
+		}
+		check(string(b))
+	}
+}
