@@ -29,6 +29,10 @@ type HeaderRequest struct {
 	Path     string // the decoded path, as URL.Path
 	RawQuery string // the raw query, without '?'
 	Fields   Fields // the header fields, the Authorization one included
+	// Host is the value of the request's one Host field, when the caller
+	// knows it has exactly one (OneHost); otherwise Fields is asked.
+	Host    string
+	OneHost bool
 }
 
 // headerScratch bounds the canonical request VerifyHeaderRequest builds
@@ -66,8 +70,8 @@ func (v *Verifier) VerifyHeaderRequest(r *HeaderRequest) (accessKeyID string, ok
 	var cred, signed, sigHex string
 	var seen [3]bool
 	for rest := auth; ; {
-		part, tail, more := strings.Cut(rest, ",")
-		name, val, ok := strings.Cut(strings.TrimSpace(part), "=")
+		part, tail, more := cutByte(rest, ',')
+		name, val, ok := cutByte(strings.TrimSpace(part), '=')
 		i := -1
 		switch name {
 		case "Credential":
@@ -158,10 +162,19 @@ func (v *Verifier) VerifyHeaderRequest(r *HeaderRequest) (accessKeyID string, ok
 	c = append(c, '\n')
 	for rest := signed; rest != ""; {
 		var name string
-		name, rest, _ = strings.Cut(rest, ";")
-		val, n := fields.Field(name)
-		if n != 1 {
-			return "", false // absent (net/http may supply one) or repeated (joined)
+		name, rest, _ = cutByte(rest, ';')
+		var val []byte
+		switch {
+		case name == "x-amz-date":
+			val = dv // one field, found above
+		case name == "x-amz-content-sha256":
+			val = pv
+		case name == "host" && r.OneHost:
+			val = unsafe.Slice(unsafe.StringData(r.Host), len(r.Host))
+		default:
+			if val, n = fields.Field(name); n != 1 {
+				return "", false // absent (net/http may supply one) or repeated (joined)
+			}
 		}
 		c = append(c, name...)
 		c = append(c, ':')
@@ -226,7 +239,7 @@ func validSignedHeaders(s string) bool {
 	}
 	host := false
 	for rest := s; ; {
-		name, tail, more := strings.Cut(rest, ";")
+		name, tail, more := cutByte(rest, ';')
 		if name == "" {
 			return false
 		}
@@ -238,7 +251,7 @@ func validSignedHeaders(s string) bool {
 		// A duplicate: the same name earlier in the list.
 		for prev := s[:len(s)-len(rest)]; prev != ""; {
 			var p string
-			p, prev, _ = strings.Cut(prev, ";")
+			p, prev, _ = cutByte(prev, ';')
 			if p == name {
 				return false
 			}
@@ -264,8 +277,8 @@ func canonicalRawQuery(q string) bool {
 	prev := ""
 	for rest := q; rest != ""; {
 		var seg string
-		seg, rest, _ = strings.Cut(rest, "&")
-		k, val, ok := strings.Cut(seg, "=")
+		seg, rest, _ = cutByte(rest, '&')
+		k, val, ok := cutByte(seg, '=')
 		if !ok || k == "" || k <= prev && prev != "" || k == qAlgorithm || k == qCredential || k == qSignature {
 			return false
 		}
@@ -302,6 +315,15 @@ func appendCollapsed(dst, v []byte) []byte {
 }
 
 var doubleSpace = []byte("  ")
+
+// cutByte is strings.Cut around a one-byte separator, without the
+// generic search.
+func cutByte(s string, sep byte) (before, after string, found bool) {
+	if i := strings.IndexByte(s, sep); i >= 0 {
+		return s[:i], s[i+1:], true
+	}
+	return s, "", false
+}
 
 // parseDigitsDate parses day, YYYYMMDD, and clock, "" or "THHMMSSZ", in
 // UTC, accepting exactly what time.Parse accepts with the layouts
@@ -369,16 +391,24 @@ func decodeHex(dst []byte, s string) bool {
 }
 
 func fromHex(c byte) (byte, bool) {
-	switch {
-	case '0' <= c && c <= '9':
-		return c - '0', true
-	case 'a' <= c && c <= 'f':
-		return c - 'a' + 10, true
-	case 'A' <= c && c <= 'F':
-		return c - 'A' + 10, true
-	}
-	return 0, false
+	v := hexValue[c]
+	return v & 15, v != 0
 }
+
+// hexValue maps a hex digit to its value + 16, anything else to 0.
+var hexValue = func() (t [256]byte) {
+	for c := range 256 {
+		switch {
+		case '0' <= c && c <= '9':
+			t[c] = byte(c-'0') | 16
+		case 'a' <= c && c <= 'f':
+			t[c] = byte(c-'a'+10) | 16
+		case 'A' <= c && c <= 'F':
+			t[c] = byte(c-'A'+10) | 16
+		}
+	}
+	return t
+}()
 
 // view returns b as a string without copying; the caller keeps it no
 // longer than b's bytes stay unchanged.

@@ -65,9 +65,17 @@ func bothVerify(t *testing.T, v *Verifier, raw string) (slow, fast bool) {
 	res, verr := v.Verify(r)
 	hdr, _, _ := strings.Cut(raw, "\r\n\r\n")
 	_, block, _ := strings.Cut(hdr, "\r\n")
-	id, ok := v.VerifyHeaderRequest(&HeaderRequest{Method: r.Method, Path: r.URL.Path, RawQuery: r.URL.RawQuery, Fields: rawFields(block + "\r\n")})
+	hr := &HeaderRequest{Method: r.Method, Path: r.URL.Path, RawQuery: r.URL.RawQuery, Fields: rawFields(block + "\r\n")}
+	id, ok := v.VerifyHeaderRequest(hr)
 	if ok && (verr != nil || res.AccessKeyID != id) {
 		t.Fatalf("fast check accepted (id %q) what Verify answers %v\n%s", id, verr, raw)
+	}
+	// The same with the Host given, as a caller that knows there is one.
+	if _, n := hr.Fields.Field("host"); n == 1 {
+		hr.Host, hr.OneHost = r.Host, true
+		if id2, ok2 := v.VerifyHeaderRequest(hr); ok2 != ok || id2 != id {
+			t.Fatalf("with the Host given: %q %v, without %q %v\n%s", id2, ok2, id, ok, raw)
+		}
 	}
 	return verr == nil, ok
 }

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/cairn-fs/cairn/internal/access"
 	"github.com/cairn-fs/cairn/internal/access/sigv4"
@@ -60,7 +61,10 @@ func (h *Handler) PlanSigned(req *fastpath.Request, p *fastpath.Plan) (store.Obj
 	if req.Head {
 		method, op, ok = http.MethodHead, "HeadObject", h.metrics.headOK
 	}
-	id, verified := h.sig.VerifyHeaderRequest(&sigv4.HeaderRequest{Method: method, Path: p.Path, RawQuery: query, Fields: req})
+	// Parse keeps one Host field at most (it hands off requests with more).
+	host := hdr[fastpath.HdrHost]
+	id, verified := h.sig.VerifyHeaderRequest(&sigv4.HeaderRequest{Method: method, Path: p.Path, RawQuery: query, Fields: req,
+		Host: fastpath.View(host), OneHost: host != nil})
 	if !verified {
 		return nil, false
 	}
@@ -113,7 +117,7 @@ func (h *Handler) PlanSigned(req *fastpath.Request, p *fastpath.Plan) (store.Obj
 	buf = append(buf, "Etag: \""...)
 	buf = append(buf, info.ETag...)
 	buf = append(buf, "\"\r\nLast-Modified: "...)
-	buf = info.ModTime.UTC().AppendFormat(buf, http.TimeFormat)
+	buf = appendHTTPDate(buf, info.ModTime)
 	buf = append(buf, "\r\nServer: Cairn\r\nX-Amz-Request-Id: "...)
 	buf = appendRequestID(buf)
 	buf = append(buf, "\r\n"...)
@@ -145,4 +149,32 @@ func appendRequestID(b []byte) []byte {
 		b = append(b, digits[v>>uint(i)&15])
 	}
 	return b
+}
+
+// appendHTTPDate appends t as net/http's TimeFormat writes it in UTC
+// ("Mon, 02 Jan 2006 15:04:05 GMT"), without AppendFormat's layout
+// parsing, for a year of four digits (else AppendFormat).
+func appendHTTPDate(b []byte, t time.Time) []byte {
+	t = t.UTC()
+	y, mo, d := t.Date()
+	if y < 1000 || y > 9999 {
+		return t.AppendFormat(b, http.TimeFormat)
+	}
+	h, mi, sec := t.Clock()
+	two := func(b []byte, v int) []byte { return append(b, byte('0'+v/10), byte('0'+v%10)) }
+	b = append(b, t.Weekday().String()[:3]...)
+	b = append(b, ", "...)
+	b = two(b, d)
+	b = append(b, ' ')
+	b = append(b, mo.String()[:3]...)
+	b = append(b, ' ')
+	b = two(b, y/100)
+	b = two(b, y%100)
+	b = append(b, ' ')
+	b = two(b, h)
+	b = append(b, ':')
+	b = two(b, mi)
+	b = append(b, ':')
+	b = two(b, sec)
+	return append(b, " GMT"...)
 }
