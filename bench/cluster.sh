@@ -212,7 +212,7 @@ part_read() {
 			die "cairn sync into $b failed (see $OUT/cli.log)"
 	done
 	local nport
-	nport=$(pick_low_port)
+	nport=$(pick_port)
 	nginx_start "$CORPUS_DIR" "$nport"
 	local nurl=http://127.0.0.1:$nport curl_=${NODE_URL[READ_NODE]}
 	# Every node must resolve every file before the load: wait for the last

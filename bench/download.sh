@@ -87,7 +87,7 @@ if [ ! -f "$CORPUS/done" ]; then
 fi
 sed 's/$/.md5/' "$CORPUS/names.txt" >"$OUT/md5-paths.txt"
 
-NGINX_PORT=$(pick_low_port)
+NGINX_PORT=$(pick_port)
 nginx_start "$CORPUS/all" "$NGINX_PORT"
 NGINX_URL=http://127.0.0.1:$NGINX_PORT
 

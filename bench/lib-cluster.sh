@@ -23,14 +23,14 @@ cluster_start() {
 	CLUSTER_N=$((CLUSTER_N + 1))
 	scratch_dir CL_DIR "cluster-$name"
 	for i in 1 2 3; do
-		port=$(pick_low_port)
+		port=$(pick_port)
 		NODE_URL[i]=http://127.0.0.1:$port
 		NODE_LOG[i]=$OUT/$name-$CLUSTER_N-n$i.log
 		join=()
 		[ "$i" -eq 1 ] || join=(--join "${NODE_URL[1]}")
 		NODE_DEBUG[i]=""
 		if [ "$PROFILE" -gt 0 ]; then
-			NODE_DEBUG[i]=127.0.0.1:$(pick_low_port)
+			NODE_DEBUG[i]=127.0.0.1:$(pick_port)
 			join+=(--debug-listen "${NODE_DEBUG[i]}")
 		fi
 		# shellcheck disable=SC2086 # SERVER_ARGS: words

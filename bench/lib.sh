@@ -62,12 +62,14 @@ port_free() {
 	! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
 }
 
-# pick_port: print a free TCP port in 20000–39999.
+# pick_port: print a free TCP port in 20000-31999, below Linux's ephemeral
+# range (32768-60999), so that no outgoing connection (of this run or of
+# tests running beside it) takes it before the server binds it.
 pick_port() {
 	local p
 	for _ in $(seq 1 100); do
-		p=$((20000 + RANDOM % 20000))
-		if port_free "$p" && ! ss -Htln "sport = :$p" 2>/dev/null | grep -q .; then
+		p=$((20000 + RANDOM % 12000))
+		if port_free "$p" && ! ss -Htan "sport = :$p" 2>/dev/null | grep -q .; then
 			echo "$p"
 			return 0
 		fi
@@ -333,16 +335,3 @@ cairn_count_at() {
 	return 1
 }
 
-# pick_low_port: a free port in 20000-31999, below Linux's ephemeral range
-# (32768-60999), so no outgoing connection holds it by the time a node binds.
-pick_low_port() {
-	local p
-	for _ in $(seq 1 100); do
-		p=$((20000 + RANDOM % 12000))
-		if port_free "$p" && ! ss -Htan "sport = :$p" 2>/dev/null | grep -q .; then
-			echo "$p"
-			return 0
-		fi
-	done
-	die "no free port found after 100 tries"
-}

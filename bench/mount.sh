@@ -371,8 +371,8 @@ cluster_start() {
 	local i port gport deadline probe
 	scratch_dir CL_DIR cluster
 	for i in 1 2 3; do
-		port=$(pick_low_port)
-		gport=$(pick_low_port)
+		port=$(pick_port)
+		gport=$(pick_port)
 		NODE_URL[i]=http://127.0.0.1:$port
 		NODE_LOG[i]=$OUT/node$i.log
 		MNT[i]=$CL_DIR/mnt/node$i/web

@@ -352,7 +352,6 @@ func Start(cfg Config) (_ *Node, err error) {
 	acfg.Auth = n.access.auth
 	if n.tls != nil {
 		acfg.TLS = n.tls.config(n.clusterTLSConfig())
-		acfg.DisableFastPath = true // it writes to the socket itself
 	}
 	acfg.S3 = s3h
 	acfg.DAV = dav

@@ -109,6 +109,37 @@ func TestHTTPS(t *testing.T) {
 	if _, body := get(old, "/tls/a.txt"); body != "secret bytes" {
 		t.Fatalf("GET over HTTPS: %q", body)
 	}
+	// HTTP/1.1 over TLS (no ALPN, as wrk and curl --http1.1): GETs on the
+	// fast path, a range, then a PUT on the same connection (handed to
+	// net/http) and the GET of what it wrote.
+	h1 := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
+		TLSClientConfig: &tls.Config{RootCAs: pool}, MaxConnsPerHost: 1}}
+	for range 3 {
+		if resp, body := get(h1, "/tls/a.txt"); resp.ProtoMajor != 1 || body != "secret bytes" {
+			t.Fatalf("HTTP/1.1 GET over HTTPS: %s %q", resp.Proto, body)
+		}
+	}
+	req, _ = http.NewRequest("GET", s.url+"/tls/a.txt", nil)
+	req.Header.Set("Range", "bytes=7-")
+	if r, err := h1.Do(req); err != nil || r.StatusCode != 206 {
+		t.Fatalf("range over HTTPS: %v %v", r, err)
+	} else if b, _ := io.ReadAll(r.Body); string(b) != "bytes" {
+		t.Fatalf("range over HTTPS: %q", b)
+	} else {
+		r.Body.Close()
+	}
+	req, _ = http.NewRequest("PUT", s.url+"/tls/b.txt", strings.NewReader("more bytes"))
+	req.Header.Set("Authorization", "Bearer "+adminKey)
+	if r, err := h1.Do(req); err != nil || r.StatusCode != 201 {
+		t.Fatalf("HTTP/1.1 PUT over HTTPS: %v %v", r, err)
+	} else {
+		_, _ = io.Copy(io.Discard, r.Body)
+		r.Body.Close()
+	}
+	if _, body := get(h1, "/tls/b.txt"); body != "more bytes" {
+		t.Fatalf("GET after the PUT over HTTPS: %q", body)
+	}
+	h1.CloseIdleConnections()
 
 	// Renew the certificate on disk and SIGHUP: new connections see it,
 	// the open one goes on.

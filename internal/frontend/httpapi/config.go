@@ -65,8 +65,9 @@ type Config struct {
 	// native API, on the same listener.
 	S3 S3Handler
 	// TLS, when set, makes Serve answer HTTPS (HTTP/1.1 and HTTP/2 by
-	// ALPN) through net/http; the fast path, which writes to the socket
-	// itself, is off.
+	// ALPN): the fast path runs the handshakes and serves HTTP/1.1 GETs
+	// and HEADs through crypto/tls; net/http serves the rest, HTTP/2 and
+	// clients that authenticate with a certificate (fastpath/tls.go).
 	TLS *tls.Config
 	// DAV, when set, serves WebDAV under DAVPrefix ("/_dav/BUCKET/...").
 	DAV http.Handler

@@ -2,8 +2,11 @@ package httpapi
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"math/rand/v2"
 	"net/http"
+	"net/http/httptest"
 	"regexp"
 	"slices"
 	"strconv"
@@ -35,6 +38,12 @@ type s3Fixture struct {
 }
 
 func newS3Fixture(t *testing.T, sendfile bool) *s3Fixture {
+	return newS3FixtureTLS(t, sendfile, nil)
+}
+
+// newS3FixtureTLS is newS3Fixture with both servers on HTTPS when
+// serverTLS is set.
+func newS3FixtureTLS(t *testing.T, sendfile bool, serverTLS *tls.Config) *s3Fixture {
 	st := realStore(t)
 	ctx := context.Background()
 	must(t, st.CreateBucket(ctx, store.BucketInfo{Name: "s3b"}))
@@ -73,13 +82,13 @@ func newS3Fixture(t *testing.T, sendfile bool) *s3Fixture {
 
 	f := &s3Fixture{st: st, key: k, auth: auth, h: h}
 	f.slow = newServerOnStore(t, st, func(c *Config) {
-		c.S3, c.Auth = h, auth
+		c.S3, c.Auth, c.TLS = h, auth, serverTLS
 		c.DisableFastPath = true
 		c.AccessLog = &f.slowLog
 		c.AccessLogFlushInterval = time.Hour
 	})
 	f.fast = newServerOnStore(t, st, func(c *Config) {
-		c.S3, c.Auth = h, auth
+		c.S3, c.Auth, c.TLS = h, auth, serverTLS
 		c.DisableSendfile = !sendfile
 		c.AccessLog = &f.fastLog
 		c.AccessLogFlushInterval = time.Hour
@@ -158,12 +167,25 @@ func maskS3(s string) string {
 // operations); then the same access log lines and request metrics.
 func TestFastPathS3Differential(t *testing.T) {
 	for _, sendfile := range []bool{true, false} {
-		t.Run("sendfile="+strconv.FormatBool(sendfile), func(t *testing.T) { testFastPathS3Differential(t, sendfile) })
+		t.Run("sendfile="+strconv.FormatBool(sendfile), func(t *testing.T) { testFastPathS3Differential(t, sendfile, false) })
 	}
+	t.Run("https", func(t *testing.T) { testFastPathS3Differential(t, false, true) })
 }
 
-func testFastPathS3Differential(t *testing.T, sendfile bool) {
-	f := newS3Fixture(t, sendfile)
+func testFastPathS3Differential(t *testing.T, sendfile, https bool) {
+	var srvTLS, cliTLS *tls.Config
+	if https {
+		ts := httptest.NewUnstartedServer(nil)
+		ts.StartTLS()
+		cert := ts.TLS.Certificates[0]
+		cert.Leaf = ts.Certificate()
+		ts.Close()
+		srvTLS = &tls.Config{Certificates: []tls.Certificate{cert}, NextProtos: []string{"h2", "http/1.1"}, MinVersion: tls.VersionTLS12}
+		pool := x509.NewCertPool()
+		pool.AddCert(cert.Leaf)
+		cliTLS = &tls.Config{RootCAs: pool, ServerName: "127.0.0.1"}
+	}
+	f := newS3FixtureTLS(t, sendfile, srvTLS)
 	id, secret := f.key.ID, f.key.Secret
 	now := time.Now()
 	sign := func(method, target string, hdr ...string) string {
@@ -233,7 +255,7 @@ func testFastPathS3Differential(t *testing.T, sendfile bool) {
 	} {
 		cases = append(cases, fastpathtest.Case{Name: tc.name, Raw: tc.raw, Fast: tc.fast, Want: tc.want})
 	}
-	fastpathtest.Run(t, fastpathtest.Servers{Fast: f.fast.fast, FastAddr: f.addr, SlowAddr: f.slowAddr, Mask: maskS3}, cases)
+	fastpathtest.Run(t, fastpathtest.Servers{Fast: f.fast.fast, FastAddr: f.addr, SlowAddr: f.slowAddr, Mask: maskS3, TLS: cliTLS}, cases)
 
 	// The access logs and the request metrics agree too.
 	f.slow.Close()

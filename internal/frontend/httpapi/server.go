@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -32,7 +34,8 @@ type Server struct {
 	log     *slog.Logger
 	reg     *prometheus.Registry
 	metrics *Metrics
-	alog    *accessLog // nil when off
+	alog    *accessLog  // nil when off
+	tls     *tls.Config // HTTPS (Config.TLS with its NextProtos), or nil
 
 	metricsHandler http.Handler
 	listing        *template.Template
@@ -103,10 +106,37 @@ func New(cfg Config) (*Server, error) {
 		ErrorLog: slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelDebug),
 	}
 	s.planner = planner{s: s}
+	if cfg.TLS != nil {
+		// HTTP/2 and HTTP/1.1 by ALPN, as http.Server.ServeTLS offers
+		// them: the fast path runs the handshakes with this configuration,
+		// and net/http serves HTTP/2 on the connections handed to it whole
+		// (it configures HTTP/2 when its TLSConfig names "h2").
+		tc := cfg.TLS.Clone()
+		for _, p := range []string{"h2", "http/1.1"} {
+			if !slices.Contains(tc.NextProtos, p) {
+				tc.NextProtos = append(tc.NextProtos, p)
+			}
+		}
+		s.tls = tc
+		s.hs.TLSConfig = tc
+		// A connection handed off after the fast path read from it is a
+		// plain net.Conn to net/http: its TLS state comes from here.
+		s.hs.ConnContext = func(ctx context.Context, c net.Conn) context.Context {
+			if cs := fastpath.TLSState(c); cs != nil {
+				return context.WithValue(ctx, tlsStateKey{}, cs)
+			}
+			return ctx
+		}
+	}
 	fcfg := fastpath.DefaultConfig()
 	fcfg.Planner, fcfg.Fallback, fcfg.Logger = &s.planner, s.hs, cfg.Logger
 	fcfg.ReadHeaderTimeout, fcfg.IdleTimeout, fcfg.WriteTimeout = cfg.ReadHeaderTimeout, cfg.IdleTimeout, cfg.WriteTimeout
 	fcfg.MaxHeaderBytes, fcfg.DisableSendfile = cfg.MaxHeaderBytes, cfg.DisableSendfile
+	if s.tls != nil {
+		// Its own copy: net/http writes to its TLSConfig when it starts
+		// (HTTP/2's setup), while the fast path may be handshaking.
+		fcfg.TLS = s.tls.Clone()
+	}
 	if s.fast, err = fastpath.New(fcfg); err != nil {
 		return nil, err
 	}
@@ -134,18 +164,20 @@ func (s *Server) Metrics() *Metrics { return s.metrics }
 // closes ln when it returns. GETs and HEADs of files are answered by the
 // fast path; a connection whose request it does not take is handed to the
 // net/http server for the rest of its life (doc.go). With
-// Config.DisableFastPath, net/http serves every connection; with
-// Config.TLS, net/http serves HTTPS.
+// Config.DisableFastPath, net/http serves every connection. With
+// Config.TLS it serves HTTPS, the fast path over crypto/tls.
 func (s *Server) Serve(ln net.Listener) error {
-	if s.cfg.TLS != nil {
-		s.hs.TLSConfig = s.cfg.TLS
-		return s.hs.ServeTLS(ln, "", "")
-	}
 	if s.cfg.DisableFastPath {
+		if s.tls != nil {
+			return s.hs.ServeTLS(ln, "", "")
+		}
 		return s.hs.Serve(ln)
 	}
 	return s.fast.Serve(ln)
 }
+
+// tlsStateKey is the context key of a handed-off connection's TLS state.
+type tlsStateKey struct{}
 
 // Shutdown stops accepting connections, closes idle ones, waits for the
 // requests being answered to end or ctx to expire (returning ctx's error;
@@ -221,6 +253,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rs := s.pool.Get().(*reqState)
 	rs.rw = respWriter{w: w}
 	rs.w = &rs.rw
+	if r.TLS == nil && s.tls != nil {
+		r.TLS, _ = r.Context().Value(tlsStateKey{}).(*tls.ConnectionState)
+	}
 	rs.req = r
 	rs.start = time.Now()
 	rs.ctl = findDeadliner(w)

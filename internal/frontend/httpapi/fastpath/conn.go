@@ -72,6 +72,15 @@ func (fc *conn) serve() {
 		fc.release()
 	}()
 
+	if s.cfg.TLS != nil {
+		switch fc.startTLS() {
+		case tlsFailed:
+			return
+		case tlsDirect:
+			handedOff = fc.handoffDirect()
+			return
+		}
+	}
 	first := true     // no request answered yet
 	hdrTimer := false // the read deadline is the header deadline
 	for {

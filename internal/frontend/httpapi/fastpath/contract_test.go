@@ -3,6 +3,7 @@ package fastpath_test
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"io"
 	"net"
@@ -181,12 +182,14 @@ func (h *holdCount) Release() { (*atomic.Int64)(h).Add(1) }
 
 // startToy serves the toy API through the fast path and through net/http
 // alone, until the test ends.
-func startToy(t *testing.T, a *toyAPI, sendfile bool) fastpathtest.Servers {
-	fallback := &http.Server{Handler: a}
+// With serverTLS, both serve HTTPS with it (tls_test.go).
+func startToy(t *testing.T, a *toyAPI, sendfile bool, serverTLS *tls.Config) fastpathtest.Servers {
+	fallback := &http.Server{Handler: a, TLSConfig: serverTLS.Clone()}
 	cfg := fastpath.DefaultConfig()
 	cfg.Planner, cfg.Fallback = a, fallback
 	cfg.ReadHeaderTimeout, cfg.IdleTimeout, cfg.WriteTimeout = 10*time.Second, time.Minute, 10*time.Second
 	cfg.DisableSendfile = !sendfile
+	cfg.TLS = serverTLS
 	fast, err := fastpath.New(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -199,10 +202,16 @@ func startToy(t *testing.T, a *toyAPI, sendfile bool) fastpathtest.Servers {
 	if err != nil {
 		t.Fatal(err)
 	}
-	slow := &http.Server{Handler: a}
+	slow := &http.Server{Handler: a, TLSConfig: serverTLS.Clone()}
 	done := make(chan error, 1)
 	go func() { done <- fast.Serve(fln) }()
-	go func() { _ = slow.Serve(sln) }()
+	go func() {
+		if serverTLS != nil {
+			_ = slow.ServeTLS(sln, "", "")
+		} else {
+			_ = slow.Serve(sln)
+		}
+	}()
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
@@ -216,7 +225,11 @@ func startToy(t *testing.T, a *toyAPI, sendfile bool) fastpathtest.Servers {
 			t.Errorf("Serve: %v", err)
 		}
 	})
-	return fastpathtest.Servers{Fast: fast, FastAddr: fln.Addr().String(), SlowAddr: sln.Addr().String()}
+	srv := fastpathtest.Servers{Fast: fast, FastAddr: fln.Addr().String(), SlowAddr: sln.Addr().String()}
+	if serverTLS != nil {
+		srv.TLS = clientTLS(serverTLS)
+	}
+	return srv
 }
 
 // TestContract runs the contract test on the toy planner: every body
@@ -224,10 +237,18 @@ func startToy(t *testing.T, a *toyAPI, sendfile bool) fastpathtest.Servers {
 // sends the same answer; what the planner hands off (and what the parser
 // does) is answered by net/http.
 func TestContract(t *testing.T) {
-	for _, sendfile := range []bool{true, false} {
-		t.Run("sendfile="+strconv.FormatBool(sendfile), func(t *testing.T) {
+	for _, v := range []struct {
+		name          string
+		sendfile, tls bool
+	}{{"sendfile=true", true, false}, {"sendfile=false", false, false}, {"tls", true, true}} {
+		t.Run(v.name, func(t *testing.T) {
 			a := newToyAPI(t)
-			srv := startToy(t, a, sendfile)
+			var stls *tls.Config
+			if v.tls {
+				stls = serverTLS(t)
+			}
+			srv := startToy(t, a, v.sendfile, stls)
+			sendfile, lend := v.sendfile && !v.tls, !v.tls // over TLS, crypto/tls copies every body
 			var cases []fastpathtest.Case
 			for _, p := range []string{"/inline", "/read", "/lend", "/file", "/stream", "/empty", "/gone"} {
 				want := "200"
@@ -257,7 +278,7 @@ func TestContract(t *testing.T) {
 			if (c.SentFile > 0) != sendfile || a.releases.Load() != c.SentFile {
 				t.Errorf("%d bodies sent with sendfile (sendfile %v), %d files released", c.SentFile, sendfile, a.releases.Load())
 			}
-			if c.SentLent == 0 || a.holds.Load() != c.SentLent {
+			if (c.SentLent > 0) != lend || a.holds.Load() != c.SentLent {
 				t.Errorf("%d bodies lent, %d holds released", c.SentLent, a.holds.Load())
 			}
 		})
@@ -268,8 +289,13 @@ func TestContract(t *testing.T) {
 // connection, batched by the fast path and sent each body its way, and
 // then, after a hand-off, by net/http, are the bytes net/http sends.
 func TestContractPipelined(t *testing.T) {
+	t.Run("tcp", func(t *testing.T) { testContractPipelined(t, nil) })
+	t.Run("tls", func(t *testing.T) { testContractPipelined(t, serverTLS(t)) })
+}
+
+func testContractPipelined(t *testing.T, stls *tls.Config) {
 	a := newToyAPI(t)
-	srv := startToy(t, a, true)
+	srv := startToy(t, a, true, stls)
 	var all strings.Builder
 	for range 3 {
 		for _, p := range []string{"/inline", "/lend", "/file", "/read", "/gone", "/stream", "/empty", "/read"} {
@@ -280,8 +306,8 @@ func TestContractPipelined(t *testing.T) {
 	all.WriteString("GET /nothing HTTP/1.1\r\nHost: x\r\n\r\n") // the hand-off
 	all.WriteString("GET /read HTTP/1.1\r\nHost: x\r\n\r\n")    // net/http's
 	before := srv.Fast.Counts()
-	slow := fastpathtest.Exchange(t, srv.SlowAddr, all.String())
-	fast := fastpathtest.Exchange(t, srv.FastAddr, all.String())
+	slow := fastpathtest.ExchangeTLS(t, srv.SlowAddr, all.String(), srv.TLS)
+	fast := fastpathtest.ExchangeTLS(t, srv.FastAddr, all.String(), srv.TLS)
 	if fastpathtest.MaskDate(slow) != fastpathtest.MaskDate(fast) {
 		t.Fatalf("answers differ\nnet/http:\n%s\nfast path:\n%s", fastpathtest.Clip(slow), fastpathtest.Clip(fast))
 	}

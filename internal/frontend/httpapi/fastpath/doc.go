@@ -77,6 +77,28 @@
 //     context switches. sendfile(2) is raw too when the plan says the
 //     pages are resident (Plan.Resident), and an ordinary system call
 //     otherwise, since it may then wait for the disk.
+//   - TLS (tls.go; Config.TLS): each connection's handshake runs in its
+//     own goroutine, bounded by ReadHeaderTimeout from accept, and the
+//     loop above then reads and writes through the *tls.Conn, so that a
+//     batch of answers leaves as one write of whole records (a body too
+//     large for the write buffer is streamed through it: sendfile and
+//     lent bodies do not apply, as crypto/tls must copy the bytes to
+//     encrypt them). crypto/tls itself runs over the raw socket calls
+//     below (rawTCP, with one rawIO for reads and one for writes, as
+//     net/http may read and write at once after a hand-off). A
+//     connection that negotiates HTTP/2 by ALPN, or whose client
+//     presents a certificate (the cluster's peers), is handed off whole
+//     as the *tls.Conn, before any request is read, so that net/http
+//     serves HTTP/2 and handlers see Request.TLS; one handed off later
+//     reaches net/http as a plain net.Conn, whose TLS state TLSState
+//     returns (httpapi sets Request.TLS from it). Plain HTTP sent to the
+//     port gets net/http's 400. kTLS (the kernel encrypting, so that
+//     sendfile and the raw writes above stay) needs the kernel's "tls"
+//     upper-layer protocol, which the bench host does not have
+//     (/proc/sys/net/ipv4/tcp_available_ulp lists only mptcp), and Go's
+//     crypto/tls hands out its traffic secrets only to a KeyLogWriter and
+//     never its record sequence numbers: it was not built
+//     (bench/BENCHMARKS.md, HTTPS).
 //   - Timeouts: ReadHeaderTimeout from the first byte of a request to the
 //     end of its header block (slowloris; the first request's clock
 //     starts at accept), IdleTimeout between requests, WriteTimeout per

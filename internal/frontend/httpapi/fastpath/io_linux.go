@@ -36,8 +36,10 @@ type rawIO struct {
 }
 
 // initRawIO prepares raw socket I/O on c if it is a TCP connection.
-func (fc *conn) initRawIO(c net.Conn) {
-	r := &fc.rio
+func (fc *conn) initRawIO(c net.Conn) { fc.rio.init(c) }
+
+// init prepares raw socket I/O on c if it is a TCP connection.
+func (r *rawIO) init(c net.Conn) {
 	r.rc = tcpRawConn(c)
 	if r.rc == nil {
 		return
@@ -46,6 +48,45 @@ func (fc *conn) initRawIO(c net.Conn) {
 		r.readFn, r.writeFn, r.writevFn = r.read, r.write, r.writev
 	}
 }
+
+// rawTCP is the TCP connection under a *tls.Conn (tls.go): crypto/tls
+// reads and writes its records through it with rawIO's raw system calls.
+// It lives as long as the connection, which may outlive the fast path's
+// conn (a hand-off), so it is not part of the pooled conn.
+//
+// Reads and writes may run at once (net/http's background read, HTTP/2's
+// reader and writer goroutines): each has its own rawIO.
+type rawTCP struct {
+	*net.TCPConn // deadlines, addresses, Close, CloseWrite
+	rd, wr       rawIO
+}
+
+// underTLS returns the connection crypto/tls should run over: c with raw
+// reads and writes if it is a TCP connection, else c.
+func underTLS(c net.Conn) net.Conn {
+	tc, ok := c.(*net.TCPConn)
+	if !ok {
+		return c
+	}
+	u := &rawTCP{TCPConn: tc}
+	u.rd.init(c)
+	u.wr.init(c)
+	if u.rd.rc == nil || u.wr.rc == nil {
+		return c
+	}
+	return u
+}
+
+// Read implements net.Conn.
+func (u *rawTCP) Read(p []byte) (int, error) {
+	if len(p) == 0 {
+		return u.TCPConn.Read(p)
+	}
+	return u.rd.readRaw(p)
+}
+
+// Write implements net.Conn.
+func (u *rawTCP) Write(p []byte) (int, error) { return u.wr.writeRaw(p) }
 
 // tcpRawConn is c's RawConn if c is a TCP connection, else nil.
 func tcpRawConn(c net.Conn) syscall.RawConn {
@@ -73,6 +114,12 @@ func (fc *conn) connRead(p []byte) (int, error) {
 	if r.rc == nil || len(p) == 0 {
 		return fc.c.Read(p)
 	}
+	return r.readRaw(p)
+}
+
+// readRaw reads into p (not empty) with a raw read(2), waiting in the
+// runtime's poller while there is nothing to read.
+func (r *rawIO) readRaw(p []byte) (int, error) {
 	r.p, r.n, r.err = p, 0, nil
 	err := r.rc.Read(r.readFn)
 	n, rerr := r.n, r.err
@@ -89,6 +136,12 @@ func (fc *conn) connWrite(p []byte) (int, error) {
 	if r.rc == nil {
 		return fc.c.Write(p)
 	}
+	return r.writeRaw(p)
+}
+
+// writeRaw writes all of p with raw send(2) calls, waiting in the
+// runtime's poller while the socket is full.
+func (r *rawIO) writeRaw(p []byte) (int, error) {
 	r.p, r.n, r.err = p, 0, nil
 	err := r.rc.Write(r.writeFn)
 	n, werr := r.n, r.err

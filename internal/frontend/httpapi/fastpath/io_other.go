@@ -26,3 +26,6 @@ func (fc *conn) connWritev(a, b []byte) (int, error) {
 }
 
 func (fc *conn) canWritev() bool { return false }
+
+// underTLS: no raw I/O under crypto/tls either.
+func underTLS(c net.Conn) net.Conn { return c }

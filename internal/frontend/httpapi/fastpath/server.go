@@ -2,6 +2,7 @@ package fastpath
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -69,6 +70,14 @@ type Config struct {
 	// DisableSendfile keeps BodyFile plans off (Plan.CanSendFile false).
 	// Default false.
 	DisableSendfile bool
+	// TLS, if set, makes Serve serve HTTPS: it runs each connection's
+	// handshake with this configuration (tls.go). Give it the NextProtos
+	// the Fallback serves ("h2", "http/1.1"); a connection that negotiates
+	// another protocol than HTTP/1.1 goes to the Fallback whole, which
+	// then needs a copy of this configuration in its TLSConfig to serve
+	// HTTP/2 (a copy: net/http writes to its TLSConfig as it starts).
+	// Default nil: plain HTTP.
+	TLS *tls.Config
 }
 
 // DefaultConfig returns a Config with its optional fields at their
@@ -205,9 +214,13 @@ func (s *Server) newConn(c net.Conn) *conn {
 	fc.peer.c = c
 	fc.sink = connSink{c: c}
 	fc.dl = DeadlineWriter{W: &fc.sink, Ctl: c, Timeout: s.cfg.WriteTimeout}
-	fc.initRawIO(c)
-	if !s.cfg.DisableSendfile {
-		fc.initFileSender(c)
+	if s.cfg.TLS == nil {
+		// Over TLS the bytes go through crypto/tls (startTLS): neither
+		// raw socket I/O nor sendfile applies.
+		fc.initRawIO(c)
+		if !s.cfg.DisableSendfile {
+			fc.initFileSender(c)
+		}
 	}
 	fc.rbuf = s.rbufs.Get().(*[ReadBufSize]byte)
 	fc.state.Store(connActive)
