@@ -2,6 +2,7 @@ package fastpath
 
 import (
 	"bytes"
+	"math/rand/v2"
 	"net/http"
 	"strings"
 	"testing"
@@ -165,5 +166,43 @@ func TestRequestField(t *testing.T) {
 	}
 	if a := testing.AllocsPerRun(100, func() { req.Field("x-amz-content-sha256") }); a != 0 {
 		t.Errorf("Field allocates %v times", a)
+	}
+}
+
+// TestValidFieldValue: the word-at-a-time check agrees with the byte
+// loop on every byte value at every position, and on random values.
+func TestValidFieldValue(t *testing.T) {
+	slow := func(v []byte) bool {
+		for _, c := range v {
+			if (c < ' ' && c != '\t') || c == 0x7f {
+				return false
+			}
+		}
+		return true
+	}
+	base := []byte("AWS4-HMAC-SHA256 Credential=AKID/20261127/us-east-1/s3/aws4_request, SignedHeaders=host")
+	for n := 0; n <= len(base); n++ {
+		for pos := 0; pos < n; pos++ {
+			for c := 0; c < 256; c++ {
+				v := append([]byte(nil), base[:n]...)
+				v[pos] = byte(c)
+				if got, want := validFieldValue(v), slow(v); got != want {
+					t.Fatalf("%q: %v, want %v", v, got, want)
+				}
+			}
+		}
+	}
+	rng := rand.New(rand.NewPCG(9, 10))
+	for range 100000 {
+		v := make([]byte, rng.IntN(40))
+		for i := range v {
+			v[i] = byte(rng.IntN(256))
+			if rng.IntN(3) > 0 {
+				v[i] = byte(' ' + rng.IntN(95))
+			}
+		}
+		if got, want := validFieldValue(v), slow(v); got != want {
+			t.Fatalf("%q: %v, want %v", v, got, want)
+		}
 	}
 }
