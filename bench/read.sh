@@ -44,6 +44,10 @@
 #   DAV=1              also GET the same files from node A over WebDAV
 #                      (/_dav/PROFILE/PATH; the buckets are public), server
 #                      "dav" in the CSV, in the S3/DAV table
+#   WRK_PREFORMAT=1    random.lua formats every request once at start, so that
+#                      the client's cost per request does not grow with the
+#                      request's fields (a header-signed GET carries ~400 bytes
+#                      more); the same for every server of the run
 #   NGINX_OPEN_FILE_CACHE=1  turn on nginx's open_file_cache
 #   KEEP=1             keep the Cairn data and nginx scratch directories
 #
@@ -310,7 +314,7 @@ done
 {
 	echo "Random GET, Cairn (1 node) vs nginx (local disk), wrk ${THREADS} threads, ${DURATION}s per run, best of ${ROUNDS} alternating rounds per server"
 	echo "$(date -u +%Y-%m-%dT%H:%MZ); $(machine_info)"
-	echo "command: ${CAIRN_BIN_B:+CAIRN_BIN=$CAIRN_BIN CAIRN_BIN_B=$CAIRN_BIN_B }TLS=${TLS:-0} RULES_B=$RULES_B S3=$S3 DAV=$DAV DURATION=$DURATION ROUNDS=$ROUNDS CONNS=\"$CONNS\" PROFILES=\"$PROFILES\" SCALE=$SCALE SEED=$SEED bench/read.sh"
+	echo "command: ${CAIRN_BIN_B:+CAIRN_BIN=$CAIRN_BIN CAIRN_BIN_B=$CAIRN_BIN_B }${WRK_PREFORMAT:+WRK_PREFORMAT=$WRK_PREFORMAT }TLS=${TLS:-0} RULES_B=$RULES_B S3=$S3 DAV=$DAV DURATION=$DURATION ROUNDS=$ROUNDS CONNS=\"$CONNS\" PROFILES=\"$PROFILES\" SCALE=$SCALE SEED=$SEED bench/read.sh"
 	echo
 	awk -F, -v servers="$SERVERS" '
 	NR == 1 { next }
