@@ -32,14 +32,22 @@
 #                      B/A column is the cost of checking N rules
 #   S3=1               also GET the same files from node A through the S3 API:
 #                      presigned SigV4 URLs (an access key with read on the
-#                      buckets, bench/presign), server "s3" in the CSV; a table
-#                      of S3 against the native GET and nginx follows
+#                      buckets, bench/presign), server "s3" in the CSV, and
+#                      GETs signed in their Authorization header as the SDKs'
+#                      GetObject (bench/presign -header, signed again before
+#                      each run: a signature is good for 15 minutes), server
+#                      "s3h"; a table of S3 against the native GET and nginx
+#                      follows
 #   TLS=1              everything over HTTPS: nginx with ssl, Cairn with
 #                      --tls-cert (a self-signed P-256 certificate made with
 #                      openssl); wrk speaks HTTP/1.1 over TLS to both
 #   DAV=1              also GET the same files from node A over WebDAV
 #                      (/_dav/PROFILE/PATH; the buckets are public), server
 #                      "dav" in the CSV, in the S3/DAV table
+#   WRK_PREFORMAT=1    random.lua formats every request once at start, so that
+#                      the client's cost per request does not grow with the
+#                      request's fields (a header-signed GET carries ~400 bytes
+#                      more); the same for every server of the run
 #   NGINX_OPEN_FILE_CACHE=1  turn on nginx's open_file_cache
 #   KEEP=1             keep the Cairn data and nginx scratch directories
 #
@@ -139,6 +147,12 @@ start_loaded_cairn() {
 		spot_check "${BASE[$name]}/$p" "$CORPUS_DIR/$p" "$CORPUS_DIR/$p/paths.txt" "$SPOT_CHECK"
 	done
 }
+# sign_headers PROFILE: sign a GET of each of the profile's files in its
+# Authorization header, now (bench/presign -header; S3=1).
+sign_headers() {
+	"$OUT/presign" -header -base "${BASE[cairn]}" -bucket "$1" -id "$kid" -secret "$ksecret" \
+		<"$CORPUS_DIR/$1/paths.txt" >"$OUT/signed-$1.txt" || die "signing $1 failed"
+}
 declare -A PID_OF
 if [ "$NGINX_ONLY" != 1 ]; then
 	if [ -n "${CAIRN_BIN_B:-}" ]; then
@@ -168,18 +182,23 @@ if [ "$NGINX_ONLY" != 1 ]; then
 		PID_OF[dav]=${PID_OF[cairn]}
 	fi
 	if [ "$S3" = 1 ]; then
-		SERVERS="$SERVERS s3"
-		BASE[s3]=${BASE[cairn]}
-		PID_OF[s3]=${PID_OF[cairn]}
+		SERVERS="$SERVERS s3 s3h"
+		BASE[s3]=${BASE[cairn]} BASE[s3h]=${BASE[cairn]}
+		PID_OF[s3]=${PID_OF[cairn]} PID_OF[s3h]=${PID_OF[cairn]}
 		keyjson=$(CAIRN_SERVER=${BASE[cairn]} "$CAIRN_BIN" key create bench-s3 --allow read --json) ||
 			die "cairn key create failed"
 		kid=$(sed -n 's/.*"id": "\(.*\)".*/\1/p' <<<"$keyjson")
 		ksecret=$(sed -n 's/.*"secret": "\(.*\)".*/\1/p' <<<"$keyjson")
+		(cd "$REPO_DIR" && go build -o "$OUT/presign" ./bench/presign) || die "building bench/presign failed"
 		for p in $PROFILES; do
-			(cd "$REPO_DIR" && go run ./bench/presign -base "${BASE[cairn]}" -bucket "$p" -id "$kid" -secret "$ksecret" \
-				-expires 12h <"$CORPUS_DIR/$p/paths.txt" >"$OUT/presigned-$p.txt") || die "presigning $p failed"
+			"$OUT/presign" -base "${BASE[cairn]}" -bucket "$p" -id "$kid" -secret "$ksecret" \
+				-expires 12h <"$CORPUS_DIR/$p/paths.txt" >"$OUT/presigned-$p.txt" || die "presigning $p failed"
 			u=${BASE[s3]}/$(head -n 1 "$OUT/presigned-$p.txt")
 			curl -fsS -o /dev/null "$u" || die "a presigned GET failed: $u"
+			sign_headers "$p"
+			IFS=$'\t' read -r -a sf <"$OUT/signed-$p.txt"
+			curl -fsS -o /dev/null -H "${sf[1]}" -H "${sf[2]}" -H "${sf[3]}" "${BASE[s3h]}/${sf[0]}" ||
+				die "a header-signed GET failed: ${BASE[s3h]}/${sf[0]}"
 		done
 	fi
 fi
@@ -218,6 +237,9 @@ run_wrk() {
 	if [ "$server" = s3 ]; then
 		paths=$OUT/presigned-$profile.txt prefix=/
 	fi
+	if [ "$server" = s3h ]; then
+		paths=$OUT/signed-$profile.txt prefix=/
+	fi
 	if [ "$server" = dav ]; then
 		prefix=/_dav/$profile/
 	fi
@@ -249,6 +271,7 @@ for p in $PROFILES; do
 		for s in $SERVERS; do
 			log "warm-up: $s, $p, 20 connections, ${WARMUP}s (not recorded)"
 			check_alive "$s"
+			[ "$s" != s3h ] || sign_headers "$p"
 			run_wrk "$s" "$p" 20 "$WARMUP" "$OUT/warmup-$p-$s.txt" >/dev/null ||
 				die "warm-up against $s failed; see $OUT/warmup-$p-$s.txt"
 		done
@@ -263,6 +286,7 @@ for p in $PROFILES; do
 				f=$OUT/wrk-$p-c$c-r$r-$s.txt
 				status=ok
 				check_alive "$s"
+				[ "$s" != s3h ] || sign_headers "$p"
 				cpu0=$(server_cpu "$s")
 				res=$(run_wrk "$s" "$p" "$c" "$DURATION" "$f") || { status=FAIL; FAILED=1; }
 				cpu1=$(server_cpu "$s")
@@ -290,7 +314,7 @@ done
 {
 	echo "Random GET, Cairn (1 node) vs nginx (local disk), wrk ${THREADS} threads, ${DURATION}s per run, best of ${ROUNDS} alternating rounds per server"
 	echo "$(date -u +%Y-%m-%dT%H:%MZ); $(machine_info)"
-	echo "command: ${CAIRN_BIN_B:+CAIRN_BIN=$CAIRN_BIN CAIRN_BIN_B=$CAIRN_BIN_B }TLS=${TLS:-0} RULES_B=$RULES_B S3=$S3 DAV=$DAV DURATION=$DURATION ROUNDS=$ROUNDS CONNS=\"$CONNS\" PROFILES=\"$PROFILES\" SCALE=$SCALE SEED=$SEED bench/read.sh"
+	echo "command: ${CAIRN_BIN_B:+CAIRN_BIN=$CAIRN_BIN CAIRN_BIN_B=$CAIRN_BIN_B }${WRK_PREFORMAT:+WRK_PREFORMAT=$WRK_PREFORMAT }TLS=${TLS:-0} RULES_B=$RULES_B S3=$S3 DAV=$DAV DURATION=$DURATION ROUNDS=$ROUNDS CONNS=\"$CONNS\" PROFILES=\"$PROFILES\" SCALE=$SCALE SEED=$SEED bench/read.sh"
 	echo
 	awk -F, -v servers="$SERVERS" '
 	NR == 1 { next }
@@ -331,7 +355,7 @@ done
 	}' "$CSV"
 	if [ "$S3" = 1 ] || [ "$DAV" = 1 ]; then
 		echo
-		echo "S3 and WebDAV: presigned GETs (SigV4 query) and WebDAV GETs of the same files from node A, against its native GET and nginx; means over the ok rounds"
+		echo "S3 and WebDAV: presigned GETs (SigV4 query), GETs signed in the Authorization header (the SDKs' GetObject) and WebDAV GETs of the same files from node A, against its native GET and nginx; means over the ok rounds"
 		echo
 		awk -F, '
 		NR == 1 { next }
@@ -342,14 +366,15 @@ done
 		function r(a, b) { return (a == "" || b == "" || b + 0 == 0) ? "—" : sprintf("%.2f", a / b) }
 		function f(x, fmt) { return (x == "" ? "—" : sprintf(fmt, x)) }
 		END {
-			print "| profile | conns | nginx req/s | native req/s | S3 req/s | S3/native | S3/nginx | WebDAV req/s | WebDAV/native | native CPU µs/req | S3 CPU µs/req | WebDAV CPU µs/req |"
-			print "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+			print "| profile | conns | nginx req/s | native req/s | S3 presigned req/s | presigned/native | presigned/nginx | S3 header-signed req/s | header-signed/native | header-signed/nginx | WebDAV req/s | WebDAV/native | native CPU µs/req | presigned CPU µs/req | header-signed CPU µs/req | WebDAV CPU µs/req |"
+			print "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
 			for (i = 1; i <= n; i++) {
 				split(order[i], a, SUBSEP)
-				kn = order[i] SUBSEP "nginx"; ka = order[i] SUBSEP "cairn"; ks = order[i] SUBSEP "s3"; kd = order[i] SUBSEP "dav"
-				printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", a[1], a[2],
+				kn = order[i] SUBSEP "nginx"; ka = order[i] SUBSEP "cairn"; ks = order[i] SUBSEP "s3"; kh = order[i] SUBSEP "s3h"; kd = order[i] SUBSEP "dav"
+				printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", a[1], a[2],
 					f(m(kn), "%.0f"), f(m(ka), "%.0f"), f(m(ks), "%.0f"), r(m(ks), m(ka)), r(m(ks), m(kn)),
-					f(m(kd), "%.0f"), r(m(kd), m(ka)), f(c(ka), "%.1f"), f(c(ks), "%.1f"), f(c(kd), "%.1f")
+					f(m(kh), "%.0f"), r(m(kh), m(ka)), r(m(kh), m(kn)),
+					f(m(kd), "%.0f"), r(m(kd), m(ka)), f(c(ka), "%.1f"), f(c(ks), "%.1f"), f(c(kh), "%.1f"), f(c(kd), "%.1f")
 			}
 		}' "$CSV"
 	fi

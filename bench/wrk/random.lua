@@ -5,11 +5,15 @@
 --
 -- Arguments after "--" (or the environment, when an argument is absent):
 --   PATHS_FILE  WRK_PATHS   paths.txt written by bench/corpus: one relative path a line
+--                           (optionally followed by header fields to send with it,
+--                           tab-separated: "PATH\tName: value\tName: value")
 --   PREFIX      WRK_PREFIX  URL prefix put before each path: "/" for nginx serving
 --                           the corpus root, "/bench/" for a Cairn bucket "bench". Default "/".
 --   SEED        WRK_SEED    RNG seed; thread i uses SEED+i. Default 1.
 --
 -- Other environment:
+--   WRK_PREFORMAT=1  format every request once at start (see request()); the same
+--                 random sequence of files is requested either way.
 --   WRK_STRICT=1  also count every response whose status is not 2xx (3xx too) in a
 --                 response() callback. Off by default: defining response() makes
 --                 wrk copy every body into Lua, which slows the client on large files.
@@ -40,6 +44,19 @@ local function load_paths(file)
    for line in fh:lines() do
       line = line:gsub("\r$", "")
       if line ~= "" then
+         -- A line may carry header fields after the path, tab-separated
+         -- ("PATH\tName: value\t..."; bench/presign -header): they are sent
+         -- with it.
+         local fields = nil
+         local tab = line:find("\t", 1, true)
+         if tab then
+            fields = {}
+            for f in line:sub(tab + 1):gmatch("[^\t]+") do
+               local k, v = f:match("^([^:]+):%s*(.*)$")
+               if k then fields[k] = v end
+            end
+            line = line:sub(1, tab - 1)
+         end
          -- Paths from bench/corpus are URL-safe; escape the few characters that are
          -- not, in case another corpus is used. A query (presigned URLs,
          -- bench/presign) is kept as it is: it is encoded already.
@@ -47,7 +64,11 @@ local function load_paths(file)
          line = path:gsub("[^%w%-%._~/]", function(c)
             return string.format("%%%02X", string.byte(c))
          end) .. query
-         list[#list + 1] = line
+         if fields then
+            list[#list + 1] = {line, fields}
+         else
+            list[#list + 1] = line
+         end
       end
    end
    fh:close()
@@ -76,18 +97,43 @@ function setup(thread)
    threads[#threads + 1] = thread
 end
 
+-- format returns the request for entry p of the paths file.
+local function format(p)
+   if type(p) == "table" then
+      return wrk.format("GET", prefix .. p[1], p[2])
+   end
+   return wrk.format("GET", prefix .. p)
+end
+
+-- With WRK_PREFORMAT=1, every request is formatted once, in init, and
+-- request() only picks one: the client's cost per request is then the
+-- same whatever the request holds (a path, or a path and the fields of a
+-- signature), which matters on a machine the client shares with the
+-- server. Off by default, as the recorded baselines were measured so.
+local preformatted = nil
+
 -- init runs in each thread's own Lua state.
 function init(args)
    config(args)
    paths = load_paths(paths_file)
    n = #paths
+   if os.getenv("WRK_PREFORMAT") == "1" then
+      preformatted = {}
+      for i = 1, n do
+         preformatted[i] = format(paths[i])
+      end
+   end
    math.randomseed(seed + (id or 0))
    -- LuaJIT's first draws after seeding are fine, but skip a few anyway.
    for _ = 1, 3 do math.random() end
 end
 
+
 function request()
-   return wrk.format("GET", prefix .. paths[math.random(n)])
+   if preformatted then
+      return preformatted[math.random(n)]
+   end
+   return format(paths[math.random(n)])
 end
 
 if os.getenv("WRK_STRICT") == "1" then

@@ -252,7 +252,15 @@ func hmacSHA256(key []byte, data string) []byte {
 // keys are kept (keyCache), as a client signs every request of the day
 // with the same one.
 func signingKey(secret, date, region, svc string) []byte {
-	ck := secret + "\x00" + date + "\x00" + region + "\x00" + svc
+	// The cache key is built on the stack: a hit does not allocate.
+	var kb [192]byte
+	ck := append(kb[:0], secret...)
+	ck = append(ck, 0)
+	ck = append(ck, date...)
+	ck = append(ck, 0)
+	ck = append(ck, region...)
+	ck = append(ck, 0)
+	ck = append(ck, svc...)
 	if k, ok := keys.get(ck); ok {
 		return k
 	}
@@ -260,7 +268,7 @@ func signingKey(secret, date, region, svc string) []byte {
 	k = hmacSHA256(k, region)
 	k = hmacSHA256(k, svc)
 	k = hmacSHA256(k, scopeTerminator)
-	keys.put(ck, k)
+	keys.put(string(ck), k)
 	return k
 }
 
@@ -269,7 +277,7 @@ func signingKey(secret, date, region, svc string) []byte {
 // at their next request). The keys are as secret as the secrets they come
 // from, which the process holds anyway.
 type keyCache struct {
-	mu sync.Mutex
+	mu sync.RWMutex
 	m  map[string][]byte
 }
 
@@ -278,10 +286,10 @@ const maxCachedKeys = 4096
 
 var keys = &keyCache{m: map[string][]byte{}}
 
-func (c *keyCache) get(k string) ([]byte, bool) {
-	c.mu.Lock()
-	v, ok := c.m[k]
-	c.mu.Unlock()
+func (c *keyCache) get(k []byte) ([]byte, bool) {
+	c.mu.RLock()
+	v, ok := c.m[string(k)]
+	c.mu.RUnlock()
 	return v, ok
 }
 

@@ -17,6 +17,17 @@
 //		// store from body; commit only if Read returned io.EOF
 //	}
 //
+// A server that parses requests in place (httpapi's fast path) checks a
+// GET or HEAD signed in its Authorization header with
+// VerifyHeaderRequest (fast.go), which reads the fields through Fields
+// and allocates nothing (the cached signing key, the canonical request on
+// the stack, HMAC-SHA256 as two SHA-256 sums). It answers true only where
+// Verify would accept the same request, and false for every refusal and
+// for what it does not take (a repeated or absent signed field, a Date
+// field instead of x-amz-date, a streaming payload hash, a query not
+// already in canonical form, a signature over the path as sent); the
+// caller then calls Verify, which decides and words the error.
+//
 // # Canonical request
 //
 //	METHOD \n URI \n QUERY \n name:value \n ... \n \n SIGNED;HEADERS \n PAYLOAD-HASH

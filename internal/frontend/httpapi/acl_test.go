@@ -10,6 +10,7 @@ import (
 
 	"github.com/cairn-fs/cairn/internal/access"
 	"github.com/cairn-fs/cairn/internal/access/rules"
+	"github.com/cairn-fs/cairn/internal/frontend/httpapi/fastpath"
 	"github.com/cairn-fs/cairn/internal/store"
 )
 
@@ -83,6 +84,9 @@ func (hostS3) HostBucket(host string) string {
 		return strings.TrimSuffix(host, ".s3.test")
 	}
 	return ""
+}
+func (hostS3) PlanSigned(*fastpath.Request, *fastpath.Plan) (store.Object, bool) {
+	return nil, false
 }
 
 // TestRulesVirtualHost: a bucket rule applies to the bucket a virtual

@@ -2,20 +2,20 @@ package httpapi
 
 import (
 	"crypto/tls"
-	"net/netip"
-
 	"errors"
 	"fmt"
-	"github.com/cairn-fs/cairn/internal/access/rules"
 	"io"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/cairn-fs/cairn/internal/access"
+	"github.com/cairn-fs/cairn/internal/access/rules"
+	"github.com/cairn-fs/cairn/internal/frontend/httpapi/fastpath"
 	"github.com/cairn-fs/cairn/internal/store"
 )
 
@@ -42,6 +42,15 @@ type S3Handler interface {
 	// HostBucket returns the bucket a virtual-hosted Host names, or "".
 	// It must not allocate.
 	HostBucket(host string) string
+	// PlanSigned plans, on the fast path, the head of S3's answer to a
+	// GET or HEAD of an object signed with SigV4 in its Authorization
+	// header (p.Path is its decoded path): the bytes its ServeHTTP would
+	// send through net/http, appended to p.Buf, with p.Status, p.Off,
+	// p.N and p.Source set; it returns the open object, whose body the
+	// planner plans. ok is false, with nothing changed, for anything it
+	// does not answer so (errors included), which net/http then serves.
+	// It must not keep req's bytes.
+	PlanSigned(req *fastpath.Request, p *fastpath.Plan) (obj store.Object, ok bool)
 }
 
 // Config configures a Server. Fields marked required have no default.

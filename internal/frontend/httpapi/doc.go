@@ -51,14 +51,26 @@
 //     parseTarget, openRead (authenticate, bucket, authorize, open) and
 //     planObject (conditionals and Range), and errors by the same status
 //     table and errorBody. What the fast path leaves to net/http is
-//     handed off before anything is written: S3 (but presigned GETs of
-//     plain objects, below) and node endpoints, consistent reads,
-//     directories, redirects, and WebDAV requests but GETs of files.
+//     handed off before anything is written: S3 (but presigned and
+//     header-signed GETs of plain objects, below) and node endpoints,
+//     consistent reads, directories, redirects, and WebDAV requests but
+//     GETs of files.
 //   - A presigned S3 GET or HEAD (doorPresigned) is verified once per URL
 //     by S3Handler.Presigned (cached until it expires; the key re-checked
 //     on every hit) and served as the native GET of the object, unless the
 //     S3 API would answer otherwise (an invalid signature, an error, an
 //     object with S3 headers): those go to net/http and the S3 handler.
+//   - A GET or HEAD signed with SigV4 in its Authorization header (doorS3;
+//     the SDKs' GetObject and HeadObject) is S3's to plan
+//     (S3Handler.PlanSigned, planSigned): the signature is checked in full
+//     on every request (each carries a new x-amz-date and signature, so no
+//     cache of verified requests would be honest) without allocating,
+//     then S3's own checks run and its head is written as its ServeHTTP
+//     writes it through net/http (the x-amz-request-id value aside); the
+//     body is planned as a native GET's. Errors, conditionals, other
+//     operations and objects with S3 headers go to net/http. A body that
+//     cannot be read before the head leaves is the native 500 (where the
+//     S3 handler would send its head and cut the connection).
 //   - The answer is encoded as net/http would write it (same fields, same
 //     order: the handler's sorted, then Date, Content-Length of error
 //     bodies, Connection), checked byte for byte against net/http by

@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/cairn-fs/cairn/internal/access"
+	"github.com/cairn-fs/cairn/internal/frontend/httpapi/fastpath"
+	"github.com/cairn-fs/cairn/internal/store"
 )
 
 // queryS3 is an S3Handler that, like the S3 front end, takes a request
@@ -19,6 +21,9 @@ func (queryS3) Presigned(method, host, path, rawQuery string) (access.Principal,
 	return access.Principal{}, false
 }
 func (queryS3) HostBucket(string) string { return "" }
+func (queryS3) PlanSigned(*fastpath.Request, *fastpath.Plan) (store.Object, bool) {
+	return nil, false
+}
 
 // TestFrontDoorNodeQuery: an S3 query key sends a bucket's request to S3,
 // not a node endpoint's (GET /_cairn/trash/B?prefix=P is the admin API);

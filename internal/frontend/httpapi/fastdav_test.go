@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/cairn-fs/cairn/internal/access"
+	"github.com/cairn-fs/cairn/internal/frontend/httpapi/fastpath"
+	"github.com/cairn-fs/cairn/internal/store"
 )
 
 // davMarker is a WebDAV handler that answers every request with a status
@@ -30,6 +32,9 @@ func (agentS3) Presigned(string, string, string, string) (access.Principal, bool
 	return access.Principal{}, false
 }
 func (agentS3) HostBucket(string) string { return "" }
+func (agentS3) PlanSigned(*fastpath.Request, *fastpath.Plan) (store.Object, bool) {
+	return nil, false
+}
 
 // TestFastDAV: the fast path answers a WebDAV GET or HEAD of a file as the
 // native one, and hands everything else about WebDAV to the WebDAV

@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 	"syscall"
 	"time"
 
+	"github.com/cairn-fs/cairn/internal/access/sigv4"
 	"github.com/cairn-fs/cairn/internal/frontend/httpapi/fastpath"
 	"github.com/cairn-fs/cairn/internal/store"
 )
@@ -31,6 +33,8 @@ func (pl *planner) Plan(req *fastpath.Request, p *fastpath.Plan) bool {
 		return false
 	case d == doorRule:
 		return true // answered by the rule
+	case d == doorS3:
+		return pl.planSigned(req, p)
 	}
 	t, err := parseTarget(p.Path)
 	if err != nil {
@@ -96,7 +100,16 @@ func (pl *planner) enter(req *fastpath.Request, p *fastpath.Plan) (d door, dav, 
 	case doorRule:
 		planRule(req, p, decision)
 		return d, false, true
-	case doorS3, doorNode, doorSnapshot:
+	case doorS3:
+		// A request signed in its Authorization header may be a GetObject
+		// or HeadObject that S3 plans (planSigned); the rest of S3 is
+		// net/http's.
+		if !strings.HasPrefix(e.authorization, sigv4.Algorithm+" ") {
+			return d, false, false
+		}
+		p.Path = string(path)
+		return d, false, true
+	case doorNode, doorSnapshot:
 		return d, false, false // net/http routes it
 	case doorDAV:
 		// A WebDAV GET or HEAD of a file is the native one (same bucket
@@ -244,6 +257,26 @@ func (pl *planner) openPresigned(req *fastpath.Request, p *fastpath.Plan, t targ
 		return res, false
 	}
 	return res, true
+}
+
+// planSigned plans the answer to a GET or HEAD signed with SigV4 in its
+// Authorization header: S3 plans its head (S3Handler.PlanSigned, the
+// bytes its ServeHTTP would send) and this planner the body, as a native
+// GET's. Anything S3 does not plan goes to net/http. A body that cannot
+// be read before its head leaves (a corrupt or unreachable blob) is the
+// native 500 here (planBody, Unreadable), where ServeHTTP would send the
+// head and cut the connection.
+func (pl *planner) planSigned(req *fastpath.Request, p *fastpath.Plan) bool {
+	headStart := len(p.Buf)
+	obj, ok := pl.s.cfg.S3.PlanSigned(req, p)
+	if !ok {
+		return false
+	}
+	if req.Head || p.N == 0 {
+		return true
+	}
+	pl.planBody(req, p, obj, p.Off, p.N, headStart)
+	return true
 }
 
 // Unreadable implements fastpath.Planner: a BodyRead body that could not

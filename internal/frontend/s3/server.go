@@ -14,10 +14,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/cairn-fs/cairn/internal/access"
 	"github.com/cairn-fs/cairn/internal/access/sigv4"
 	"github.com/cairn-fs/cairn/internal/store"
-	"github.com/prometheus/client_golang/prometheus"
 )
 
 // Config configures a Handler. Fields marked required have no default.
@@ -118,6 +119,11 @@ func New(cfg Config) (*Handler, error) {
 type metrics struct {
 	requests     *prometheus.CounterVec
 	authFailures *prometheus.CounterVec
+	// getOK and headOK are requests' GetObject and HeadObject 2xx
+	// counters, for PlanSigned (no label lookup per request).
+	getOK, headOK prometheus.Counter
+	// fast counts the requests PlanSigned answered (also in requests).
+	fast prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -126,9 +132,13 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help: "S3 API requests by operation and status class."}, []string{"op", "class"}),
 		authFailures: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "cairn_s3_auth_failures_total",
 			Help: "S3 requests refused for their credentials, by S3 error code."}, []string{"code"}),
+		fast: prometheus.NewCounter(prometheus.CounterOpts{Name: "cairn_s3_fast_path_requests_total",
+			Help: "S3 GetObject and HeadObject requests signed in their Authorization header that the native listener's fast path answered (counted in cairn_s3_requests_total too)."}),
 	}
+	m.getOK = m.requests.WithLabelValues("GetObject", "2xx")
+	m.headOK = m.requests.WithLabelValues("HeadObject", "2xx")
 	if reg != nil {
-		for _, c := range []prometheus.Collector{m.requests, m.authFailures} {
+		for _, c := range []prometheus.Collector{m.requests, m.authFailures, m.fast} {
 			if err := reg.Register(c); err != nil {
 				return nil, err
 			}

@@ -20,6 +20,9 @@
 // the write buffer (BodyRead) or to stream from it (BodyStream). Or it
 // hands the request off, having written nothing. After sending, the
 // connection calls Done, with the bytes sent and how the send ended.
+// A field the Request does not keep (such as the fields a signature
+// covers) is read from its raw header block with Request.Field, without
+// allocating.
 //
 // The planner's contract is that every answer it plans leaves byte for
 // byte as the Fallback, net/http, would send it (the Date value aside):

@@ -2,6 +2,7 @@ package fastpath
 
 import (
 	"bytes"
+	"encoding/binary"
 	"time"
 	"unsafe"
 )
@@ -41,7 +42,10 @@ type Request struct {
 	Query       []byte           // the raw query after '?'; nil without one
 	Path        []byte           // the target's path, percent-decoded (DecodePath)
 	Hdr         [HdrCount][]byte // first value of each field, trimmed; nil if absent
-	End         int              // bytes taken by the request line and header block
+	// Fields is the raw header block after the request line: every
+	// field line with its CRLF, as Parse checked them (Field reads it).
+	Fields []byte
+	End    int // bytes taken by the request line and header block
 
 	// Set by the connection before Plan.
 	Start time.Time // when the request was taken: the answer's clock
@@ -126,6 +130,7 @@ func Parse(buf []byte, limit int) (Request, Verdict) {
 	}
 
 	// Header fields: NAME ":" OWS VALUE OWS CRLF.
+	req.Fields = rest[:len(rest):len(rest)]
 	hosts := 0
 	conns := 0
 	for len(rest) > 0 {
@@ -146,10 +151,8 @@ func Parse(buf []byte, limit int) (Request, Verdict) {
 			}
 		}
 		value := line[colon+1:]
-		for _, c := range value {
-			if (c < ' ' && c != '\t') || c == 0x7f {
-				return req, ParseHandoff
-			}
+		if !validFieldValue(value) {
+			return req, ParseHandoff
 		}
 		value = trimOWS(value)
 		i := -1
@@ -242,6 +245,75 @@ func Parse(buf []byte, limit int) (Request, Verdict) {
 		return req, ParseHandoff
 	}
 	return req, ParseOK
+}
+
+// Field returns the value of the header field name (matched in any
+// case), trimmed of white space as Parse trims the Hdr values, and how
+// many fields of that name the request has: the first one's value for
+// n ≥ 1, nil for n = 0. It reads the header block of a request Parse
+// accepted, for the fields Hdr does not keep (a signature's signed
+// fields); it does not allocate, and the value is a view as Hdr's are.
+func (r *Request) Field(name string) (value []byte, n int) {
+	rest := r.Fields
+	for len(rest) > 0 {
+		nl := bytes.IndexByte(rest, '\n')
+		if nl < 0 {
+			break // not a block Parse accepted
+		}
+		line := rest[:nl]
+		rest = rest[nl+1:]
+		if len(line) <= len(name) || line[len(name)] != ':' || !equalFoldName(line[:len(name)], name) {
+			continue
+		}
+		if n++; n == 1 {
+			value = trimOWS(line[len(name)+1 : len(line)-1]) // without the CR
+			value = value[:len(value):len(value)]
+		}
+	}
+	return value, n
+}
+
+// equalFoldName compares a field name of the block with name, ASCII
+// case-insensitively.
+func equalFoldName(b []byte, name string) bool {
+	for i := 0; i < len(b); i++ {
+		c, d := b[i], name[i]
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		if 'A' <= d && d <= 'Z' {
+			d += 'a' - 'A'
+		}
+		if c != d {
+			return false
+		}
+	}
+	return true
+}
+
+// validFieldValue reports whether a field value holds no control byte
+// but tab (and no DEL), eight bytes at a time: a signed S3 request
+// carries a few hundred bytes of fields.
+func validFieldValue(v []byte) bool {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	for len(v) >= 8 {
+		w := binary.LittleEndian.Uint64(v)
+		// A byte below 0x20 (a byte of 0x80 or more is not one), or 0x7f.
+		if (w-0x20*ones)&^w&highs != 0 || ((w^0x7f*ones)-ones)&^(w^0x7f*ones)&highs != 0 {
+			for _, c := range v[:8] {
+				if (c < ' ' && c != '\t') || c == 0x7f {
+					return false
+				}
+			}
+		}
+		v = v[8:]
+	}
+	for _, c := range v {
+		if (c < ' ' && c != '\t') || c == 0x7f {
+			return false
+		}
+	}
+	return true
 }
 
 // hasBareLF reports an LF not preceded by CR: a client using bare LF line

@@ -12,7 +12,7 @@ import (
 // FuzzParseFastRequest checks Parse against net/http's reader:
 // it must never panic, and whatever it takes (ParseOK) net/http must read
 // as the same bodiless request, ending at the same byte, with the same
-// first value of every field the fast path reads. ParseIncomplete must
+// first value of every field the fast path reads (Hdr and Field). ParseIncomplete must
 // stay a prefix net/http cannot yet have finished.
 func FuzzParseFastRequest(f *testing.F) {
 	for _, s := range []string{
@@ -27,6 +27,7 @@ func FuzzParseFastRequest(f *testing.F) {
 		"GET / HTTP/1.1\r\nHost: x\nX: y\r\n\r\n",
 		"GET /%2e%2e/x HTTP/1.1\r\nHost: [::1]:80\r\nAuthorization: Bearer k\r\n\r\n",
 		"GET / HTTP/1.1\r\nHost: x\r\nIf-None-Match: \"e\"\r\nUser-Agent: \xff\r\n\r\n",
+		"GET /b/k HTTP/1.1\r\nHost: h\r\nX-Amz-Date: 20261127T120000Z\r\nx-amz-date:  2 \r\nX-Amz-Content-Sha256: UNSIGNED-PAYLOAD\r\n\r\n",
 	} {
 		f.Add([]byte(s))
 	}
@@ -105,6 +106,16 @@ func FuzzParseFastRequest(f *testing.F) {
 			if present != (req.Hdr[i] != nil) || (present && vv[0] != string(req.Hdr[i])) {
 				t.Fatalf("%s: fast %q (%v), net/http %q: %q", name, req.Hdr[i], req.Hdr[i] != nil, vv, buf)
 			}
+		}
+		// Field reads every other field as net/http does: the count of
+		// its lines and the first value.
+		for k, vv := range hr.Header {
+			if v, n := req.Field(strings.ToLower(k)); n != len(vv) || string(v) != vv[0] {
+				t.Fatalf("Field(%q) = %q, %d; net/http %q: %q", k, v, n, vv, buf)
+			}
+		}
+		if v, n := req.Field("host"); n > 1 || string(v) != hr.Host { // net/http keeps it out of the map
+			t.Fatalf("Field(host) = %q, %d; net/http %q: %q", v, n, hr.Host, buf)
 		}
 		if hr.Close != req.Close {
 			t.Fatalf("close: fast %v, net/http %v: %q", req.Close, hr.Close, buf)

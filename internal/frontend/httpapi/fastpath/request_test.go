@@ -2,6 +2,7 @@ package fastpath
 
 import (
 	"bytes"
+	"math/rand/v2"
 	"net/http"
 	"strings"
 	"testing"
@@ -126,6 +127,82 @@ func TestAppendFieldLikeNetHTTP(t *testing.T) {
 		}
 		if got := AppendField(nil, "X-Test: ", v); string(got) != want.String() {
 			t.Errorf("%q: got %q, want %q", v, got, want.String())
+		}
+	}
+}
+
+// TestRequestField: Field reads any field of the block, in any case,
+// trimmed as Hdr's values, counts repeated fields, and does not allocate.
+func TestRequestField(t *testing.T) {
+	raw := "GET /b/k HTTP/1.1\r\nHost: h:9000\r\nX-Amz-Date:  20261127T120000Z \t\r\n" +
+		"x-amz-content-sha256: UNSIGNED-PAYLOAD\r\nAuthorization: AWS4-HMAC-SHA256 Credential=a/b\r\n" +
+		"X-Dup: 1\r\nx-dup: 2\r\nX-Empty:\r\nX-Amz: no\r\n\r\nGET /next HTTP/1.1\r\nX-Later: 1\r\n\r\n"
+	req, v := Parse([]byte(raw), 8<<10)
+	if v != ParseOK {
+		t.Fatalf("verdict %v", v)
+	}
+	for _, tc := range []struct {
+		name string
+		want string
+		n    int
+	}{
+		{"host", "h:9000", 1},
+		{"x-amz-date", "20261127T120000Z", 1},
+		{"X-AMZ-CONTENT-SHA256", "UNSIGNED-PAYLOAD", 1},
+		{"authorization", "AWS4-HMAC-SHA256 Credential=a/b", 1},
+		{"x-dup", "1", 2},
+		{"x-empty", "", 1},
+		{"x-amz", "no", 1},        // not a prefix of a longer name
+		{"x-am", "", 0},           // nor a prefix of it
+		{"x-later", "", 0},        // the next request's
+		{"range", "", 0},          // absent
+		{"x-amz-date-x", "", 0},   // longer than any
+		{"content-sha256", "", 0}, // a suffix
+	} {
+		v, n := req.Field(tc.name)
+		if string(v) != tc.want || n != tc.n || (n > 0) != (v != nil) {
+			t.Errorf("Field(%q) = %q, %d; want %q, %d", tc.name, v, n, tc.want, tc.n)
+		}
+	}
+	if a := testing.AllocsPerRun(100, func() { req.Field("x-amz-content-sha256") }); a != 0 {
+		t.Errorf("Field allocates %v times", a)
+	}
+}
+
+// TestValidFieldValue: the word-at-a-time check agrees with the byte
+// loop on every byte value at every position, and on random values.
+func TestValidFieldValue(t *testing.T) {
+	slow := func(v []byte) bool {
+		for _, c := range v {
+			if (c < ' ' && c != '\t') || c == 0x7f {
+				return false
+			}
+		}
+		return true
+	}
+	base := []byte("AWS4-HMAC-SHA256 Credential=AKID/20261127/us-east-1/s3/aws4_request, SignedHeaders=host")
+	for n := 0; n <= len(base); n++ {
+		for pos := 0; pos < n; pos++ {
+			for c := 0; c < 256; c++ {
+				v := append([]byte(nil), base[:n]...)
+				v[pos] = byte(c)
+				if got, want := validFieldValue(v), slow(v); got != want {
+					t.Fatalf("%q: %v, want %v", v, got, want)
+				}
+			}
+		}
+	}
+	rng := rand.New(rand.NewPCG(9, 10))
+	for range 100000 {
+		v := make([]byte, rng.IntN(40))
+		for i := range v {
+			v[i] = byte(rng.IntN(256))
+			if rng.IntN(3) > 0 {
+				v[i] = byte(' ' + rng.IntN(95))
+			}
+		}
+		if got, want := validFieldValue(v), slow(v); got != want {
+			t.Fatalf("%q: %v, want %v", v, got, want)
 		}
 	}
 }

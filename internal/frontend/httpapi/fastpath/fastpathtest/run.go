@@ -34,14 +34,18 @@ type Servers struct {
 	FastAddr string
 	// SlowAddr is where net/http alone serves the same API.
 	SlowAddr string
+	// Mask, if set, masks what else may differ between two answers
+	// besides the Date value (such as a per-request id), applied to both.
+	Mask func(string) string
 	// TLS, if set, is the client configuration to reach both over TLS.
 	TLS *tls.Config
 }
 
 // Run sends each case to both servers, as a subtest, and requires the
-// same bytes back (the Date value aside), net/http's answer to have the
-// status the case wants, and the fast path to have answered it if and
-// only if the case says so (no silent hand-off).
+// same bytes back (the Date value aside, and what Servers.Mask masks),
+// net/http's answer to have the status the case wants, and the fast path
+// to have answered it if and only if the case says so (no silent
+// hand-off).
 func Run(t *testing.T, s Servers, cases []Case) {
 	t.Helper()
 	for _, tc := range cases {
@@ -56,6 +60,9 @@ func Run(t *testing.T, s Servers, cases []Case) {
 			}
 			if !strings.HasPrefix(slow, "HTTP/1.1 "+tc.Want) && !strings.HasPrefix(slow, "HTTP/1.0 "+tc.Want) {
 				t.Errorf("net/http answered %.60q, want status %s", slow, tc.Want)
+			}
+			if s.Mask != nil {
+				slow, fast = s.Mask(slow), s.Mask(fast)
 			}
 			if MaskDate(slow) != MaskDate(fast) {
 				t.Errorf("answers differ\nnet/http:\n%s\nfast path:\n%s", Clip(slow), Clip(fast))
