@@ -195,7 +195,8 @@ type PutOptions struct {
 	// (the name of a single-blob file's blob, or the whole-file hash it
 	// records) and compares, so a caller that hands it over instead of
 	// hashing the body itself saves a SHA-256 pass. A single-blob body
-	// that does not match is not written at all.
+	// that does not match is not written at all. Put only: Concat, which
+	// reads no body, refuses ContentMD5 and ContentSHA256.
 	ContentSHA256 []byte
 }
 

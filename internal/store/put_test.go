@@ -84,3 +84,22 @@ func TestPutContentSHA256(t *testing.T) {
 		})
 	}
 }
+
+// TestConcatRefusesDigests: Concat reads no body, so it refuses an
+// expected digest rather than pass over it unchecked.
+func TestConcatRefusesDigests(t *testing.T) {
+	s := newEnv(t).s
+	ctx := context.Background()
+	if _, _, err := s.Put(ctx, "bkt", "a", bytes.NewReader([]byte("part")), PutOptions{Size: 4}); err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256([]byte("part"))
+	for _, opts := range []PutOptions{{ContentSHA256: sum[:]}, {ContentMD5: sum[:16]}} {
+		if _, _, err := s.Concat(ctx, "bkt", "c", []ObjectRef{{Bucket: "bkt", Path: "a"}}, "x", opts); err == nil {
+			t.Fatalf("Concat with %+v: no error", opts)
+		}
+	}
+	if _, _, err := s.Concat(ctx, "bkt", "c", []ObjectRef{{Bucket: "bkt", Path: "a"}}, "x", PutOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
