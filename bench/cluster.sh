@@ -41,6 +41,8 @@
 #             its Go module into ~/.cache/cairn-bench, never into the
 #             repository; skipped with a message when it cannot be built),
 #             so that the clients' own cost shows against another server.
+#             With PROFILE=S, node 1's CPU profile is taken for S seconds
+#             during each S3 tool's first run against Cairn.
 #   failover  under a write load through a follower (FO_WRITERS sequential PUT
 #             loops) and a read load of existing files through the third node,
 #             SIGKILL the Raft leader, then (new cluster) SIGSTOP it and SIGCONT
@@ -632,6 +634,13 @@ part_s3sync() {
 			status=ok
 			local before=() after=() m0 m1 tf=$OUT/s3sync-$server-$tool-$r.times
 			for p in "${pids[@]}"; do before+=("$(pid_ticks "$p")"); done
+			local prof_pid=""
+			if [ "$PROFILE" -gt 0 ] && [ "$r" = 1 ] && [ "$server" = cairn ] && [ "$tool" != cairn ]; then
+				# node 1 (the tools' endpoint), PROFILE s from 1 s into the run
+				(sleep 1 && curl -fsS --max-time $((PROFILE + 30)) -o "$OUT/s3sync-$tool-n1.cpu.pprof" \
+					"http://${NODE_DEBUG[1]}/debug/pprof/profile?seconds=$PROFILE") &
+				prof_pid=$!
+			fi
 			m0=$(machine_ticks)
 			t0=$(now)
 			# shellcheck disable=SC2086 # RCLONE_FLAGS: several flags
@@ -644,6 +653,13 @@ part_s3sync() {
 			m1=$(machine_ticks)
 			for p in "${pids[@]}"; do after+=("$(pid_ticks "$p")"); done
 			secs=$(elapsed "$t0" "$t1")
+			if [ -n "$prof_pid" ]; then
+				if wait "$prof_pid"; then
+					log "CPU profile of node 1 during $tool: $OUT/s3sync-$tool-n1.cpu.pprof (go tool pprof $CAIRN_BIN FILE)"
+				else
+					log "no CPU profile of node 1 during $tool"
+				fi
+			fi
 			if [ "$server" = weed ]; then
 				got=$(s3env "$url" "$rclone" lsf -R --files-only "c:$b" 2>/dev/null | wc -l)
 			else
