@@ -31,7 +31,18 @@
 #             every bucket and S3SYNC_CONC concurrent requests (aws:
 #             max_concurrent_requests; rclone: --transfers and --checkers);
 #             cairn sync uses --jobs SYNC_JOBS. The aws CLI and rclone come
-#             from `make s3-clients` (.venv-s3, Debian's rclone).
+#             from `make s3-clients` (.venv-s3, Debian's rclone). Each run
+#             also reports the CPU seconds of the client (bash `times`), of
+#             each server process (/proc/PID/stat) and the machine's busy
+#             share (/proc/stat). S3SYNC_TOOLS picks and orders the tools;
+#             RCLONE_FLAGS adds rclone flags (e.g. --s3-no-head). With
+#             S3SYNC_SEAWEED=1 (default) the same aws and rclone runs go to
+#             a SeaweedFS S3 server on loopback too (weed built once from
+#             its Go module into ~/.cache/cairn-bench, never into the
+#             repository; skipped with a message when it cannot be built),
+#             so that the clients' own cost shows against another server.
+#             With PROFILE=S, node 1's CPU profile is taken for S seconds
+#             during each S3 tool's first run against Cairn.
 #   failover  under a write load through a follower (FO_WRITERS sequential PUT
 #             loops) and a read load of existing files through the third node,
 #             SIGKILL the Raft leader, then (new cluster) SIGSTOP it and SIGCONT
@@ -66,6 +77,9 @@ SCALE=${SCALE:-0.25}
 PARTS=${PARTS:-"prop read ingest s3sync failover"}
 ROUNDS_S3SYNC=${ROUNDS_S3SYNC:-2}
 S3SYNC_CONC=${S3SYNC_CONC:-16}
+S3SYNC_TOOLS=${S3SYNC_TOOLS:-"cairn aws rclone"}
+S3SYNC_SEAWEED=${S3SYNC_SEAWEED:-1}
+RCLONE_FLAGS=${RCLONE_FLAGS:-}
 PROP_N=${PROP_N:-500}
 PROP_SIZE=${PROP_SIZE:-1024}
 PROP_DEADLINE=${PROP_DEADLINE:-5s}
@@ -312,6 +326,7 @@ metric() {
 }
 # machine_ticks: "busy total" clock ticks of all CPUs so far (/proc/stat; idle
 # and iowait count as not busy).
+# shellcheck disable=SC2317 # called from part_s3sync
 machine_ticks() { awk '$1 == "cpu" {t = 0; for (i = 2; i <= NF; i++) t += $i; print t - $5 - $6, t}' /proc/stat; }
 elapsed() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.3f", b - a}'; }
 
@@ -486,8 +501,71 @@ part_failover() {
 }
 
 # ---------------------------------------------------------------- s3sync
+# cpu_secs FILE: the children's user + system seconds in the output of
+# bash's `times` saved in FILE (its second line).
+cpu_secs() {
+	sed -n 2p "$1" | awk '{
+		t = 0
+		for (i = 1; i <= 2; i++) { split($i, a, "m"); sub("s", "", a[2]); t += a[1] * 60 + a[2] }
+		printf "%.2f", t
+	}'
+}
+# machine_ticks: busy and total clock ticks of every CPU so far (/proc/stat).
+# shellcheck disable=SC2317 # called from part_s3sync
+machine_ticks() { awk '/^cpu / {t = 0; for (i = 2; i <= NF; i++) t += $i; print t - $5 - $6, t}' /proc/stat; }
+
+# weed_bin: a SeaweedFS `weed` for the s3sync comparison, built on first use
+# from its Go module (WEED_VERSION) into WEED_CACHE, outside the repository;
+# prints nothing (and returns 1) when it cannot be had.
+WEED_MODULE=github.com/seaweedfs/seaweedfs
+WEED_VERSION=${WEED_VERSION:-v0.0.0-20261109003541-7506e5f91cd6}
+WEED_CACHE=${WEED_CACHE:-$HOME/.cache/cairn-bench}
+weed_bin() {
+	local bin=$WEED_CACHE/bin/weed-$WEED_VERSION dir
+	if [ ! -x "$bin" ]; then
+		mkdir -p "$WEED_CACHE/bin"
+		log "building SeaweedFS weed $WEED_VERSION into $WEED_CACHE (once; several minutes)"
+		# Its go.mod has replace directives, so `go install mod@version`
+		# refuses it: build it as the main module from the module cache.
+		dir=$(cd /tmp && go mod download -json "$WEED_MODULE@$WEED_VERSION" 2>>"$OUT/weed-build.log" | sed -n 's/^\t"Dir": "\(.*\)",$/\1/p') || return 1
+		[ -n "$dir" ] || return 1
+		(cd "$dir" && nice -n 10 go build -o "$bin.tmp" ./weed) >>"$OUT/weed-build.log" 2>&1 || return 1
+		mv "$bin.tmp" "$bin"
+	fi
+	echo "$bin"
+}
+
+# weed_start DIR ID SECRET: start a single SeaweedFS server with its S3
+# gateway on loopback (master, volume, filer and s3 in one process, data in
+# DIR, the key ID/SECRET allowed everything); sets WEED_PID and WEED_URL.
+weed_start() {
+	local dir=$1 id=$2 secret=$3
+	mkdir -p "$dir/data"
+	printf '{"identities":[{"name":"bench","credentials":[{"accessKey":"%s","secretKey":"%s"}],"actions":["Admin","Read","List","Tagging","Write"]}]}\n' \
+		"$id" "$secret" >"$dir/s3.json"
+	local ports=() i
+	for i in $(seq 1 10); do ports+=("$(pick_port)"); done
+	"$WEED" server -ip=127.0.0.1 -ip.bind=127.0.0.1 -dir="$dir/data" \
+		-master.port="${ports[0]}" -master.port.grpc="${ports[1]}" -master.volumeSizeLimitMB=1024 \
+		-volume.port="${ports[2]}" -volume.port.grpc="${ports[3]}" -volume.max=0 \
+		-filer -filer.port="${ports[4]}" -filer.port.grpc="${ports[5]}" \
+		-s3 -s3.port="${ports[6]}" -s3.port.grpc="${ports[7]}" -s3.port.iceberg="${ports[8]}" -s3.port.lance="${ports[9]}" \
+		-s3.config="$dir/s3.json" >"$dir/weed.log" 2>&1 &
+	WEED_PID=$!
+	BENCH_PIDS+=("$WEED_PID")
+	WEED_URL=http://127.0.0.1:${ports[6]}
+	local deadline=$((SECONDS + 90))
+	# Any HTTP answer from the S3 port (403 to an unsigned request) will do.
+	until curl -sS -o /dev/null -w '%{http_code}' "$WEED_URL/" 2>/dev/null | grep -q '^[1-5]'; do
+		kill -0 "$WEED_PID" 2>/dev/null || { log "weed exited (see $dir/weed.log)"; return 1; }
+		[ $SECONDS -lt $deadline ] || { log "weed did not answer in 90 s (see $dir/weed.log)"; return 1; }
+		sleep 0.5
+	done
+	log "SeaweedFS $WEED_PID, S3 on $WEED_URL (log: $dir/weed.log)"
+}
+
 part_s3sync() {
-	local corpus=$CORPUS_DIR/small aws rclone r tool b t0 t1 secs n csv=$OUT/s3sync.csv keyenv
+	local corpus=$CORPUS_DIR/small aws rclone r tool b t0 t1 secs n csv=$OUT/s3sync.csv keyenv server run status got busy p
 	ensure_corpus small
 	n=$(find "$corpus" -type f | wc -l) # paths.txt is uploaded too
 	aws=$REPO_DIR/.venv-s3/bin/aws
@@ -497,61 +575,127 @@ part_s3sync() {
 	fi
 	have rclone || die "no rclone"
 	rclone=$(command -v rclone)
+	WEED=""
+	if [ "$S3SYNC_SEAWEED" = 1 ]; then
+		WEED=$(weed_bin) || WEED=""
+		[ -n "$WEED" ] || log "SKIPPED: the SeaweedFS comparison (weed $WEED_VERSION could not be built; see $OUT/weed-build.log)"
+	fi
 	cluster_start s3sync
 	bucket_create warmup 3
 	keyenv=$(ccli 1 key create bench-s3sync --env) || die "key create failed"
 	local akid asecret
 	akid=$(sed -n 's/^export AWS_ACCESS_KEY_ID=\([^ ]*\) .*/\1/p' <<<"$keyenv")
 	asecret=$(sed -n 's/.* AWS_SECRET_ACCESS_KEY=\(.*\)$/\1/p' <<<"$keyenv")
+	if [ -n "$WEED" ]; then
+		weed_start "$OUT/weed" "$akid" "$asecret" || { log "SKIPPED: the SeaweedFS comparison (weed did not start)"; WEED=""; }
+	fi
 	local home=$OUT/s3sync-home
 	mkdir -p "$home"
 	printf '[default]\ns3 =\n  max_concurrent_requests = %s\n  addressing_style = path\n' "$S3SYNC_CONC" >"$home/config"
 	s3env() {
+		local url=$1
+		shift
 		env -u AWS_CA_BUNDLE -u AWS_PROFILE HOME="$home" AWS_CONFIG_FILE="$home/config" AWS_SHARED_CREDENTIALS_FILE=/dev/null \
 			AWS_ACCESS_KEY_ID="$akid" AWS_SECRET_ACCESS_KEY="$asecret" AWS_DEFAULT_REGION=us-east-1 \
 			RCLONE_CONFIG="$home/rclone.conf" RCLONE_CONFIG_C_TYPE=s3 RCLONE_CONFIG_C_PROVIDER=Other \
 			RCLONE_CONFIG_C_ACCESS_KEY_ID="$akid" RCLONE_CONFIG_C_SECRET_ACCESS_KEY="$asecret" \
-			RCLONE_CONFIG_C_ENDPOINT="${NODE_URL[1]}" RCLONE_CONFIG_C_FORCE_PATH_STYLE=true "$@"
+			RCLONE_CONFIG_C_ENDPOINT="$url" RCLONE_CONFIG_C_FORCE_PATH_STYLE=true "$@"
 	}
+	if [ -n "$WEED" ]; then
+		# The gateway answers before its filer and volume server are ready:
+		# wait until a bucket can be made and written.
+		local deadline=$((SECONDS + 90))
+		until s3env "$WEED_URL" "$rclone" copy "$corpus/paths.txt" c:warmup-bucket >>"$OUT/s3sync-weed.log" 2>&1; do
+			[ $SECONDS -lt $deadline ] || { log "SKIPPED: the SeaweedFS comparison (no write passed in 90 s; see $OUT/s3sync-weed.log)"; WEED=""; break; }
+			sleep 1
+		done
+	fi
 	# Warm the page cache with the corpus, as every tool reads it.
 	tar -cf - -C "$corpus" . | cat >/dev/null
-	echo "round,tool,seconds,files_per_s,status" >"$csv"
+	local runs
+	echo "round,server,tool,seconds,files_per_s,status,client_cpu,node1_cpu,node2_cpu,node3_cpu,busy_pct" >"$csv"
 	for r in $(seq 1 "$ROUNDS_S3SYNC"); do
-		for tool in cairn aws rclone; do
+		runs=""
+		for tool in $S3SYNC_TOOLS; do runs="$runs cairn:$tool"; done
+		if [ -n "$WEED" ]; then
+			for tool in $S3SYNC_TOOLS; do [ "$tool" = cairn ] || runs="$runs weed:$tool"; done
+		fi
+		for run in $runs; do
+			server=${run%%:*} tool=${run#*:}
 			b=s3sync-$tool-$r
-			bucket_create "$b" 3
+			local url=${NODE_URL[1]} pids=("${NODE_PID[@]}")
+			if [ "$server" = weed ]; then
+				url=$WEED_URL pids=("$WEED_PID")
+				s3env "$url" "$aws" --endpoint-url "$url" s3api create-bucket --bucket "$b" >>"$OUT/s3sync-weed.log" 2>&1 ||
+					die "create-bucket $b on SeaweedFS failed (see $OUT/s3sync-weed.log)"
+			else
+				bucket_create "$b" 3
+			fi
 			status=ok
+			local before=() after=() m0 m1 tf=$OUT/s3sync-$server-$tool-$r.times
+			for p in "${pids[@]}"; do before+=("$(pid_ticks "$p")"); done
+			local prof_pid=""
+			if [ "$PROFILE" -gt 0 ] && [ "$r" = 1 ] && [ "$server" = cairn ] && [ "$tool" != cairn ]; then
+				# node 1 (the tools' endpoint), PROFILE s from 1 s into the run
+				(sleep 1 && curl -fsS --max-time $((PROFILE + 30)) -o "$OUT/s3sync-$tool-n1.cpu.pprof" \
+					"http://${NODE_DEBUG[1]}/debug/pprof/profile?seconds=$PROFILE") &
+				prof_pid=$!
+			fi
+			m0=$(machine_ticks)
 			t0=$(now)
+			# shellcheck disable=SC2086 # RCLONE_FLAGS: several flags
 			case $tool in
-			cairn) ccli 1 sync "$corpus" "$b" --no-progress --jobs "$SYNC_JOBS" >>"$OUT/s3sync-$tool.log" 2>&1 || status=FAIL ;;
-			aws) s3env "$aws" --endpoint-url "${NODE_URL[1]}" s3 sync --only-show-errors "$corpus" "s3://$b/" >>"$OUT/s3sync-$tool.log" 2>&1 || status=FAIL ;;
-			rclone) s3env "$rclone" copy --transfers "$S3SYNC_CONC" --checkers "$S3SYNC_CONC" "$corpus" "c:$b" >>"$OUT/s3sync-$tool.log" 2>&1 || status=FAIL ;;
+			cairn) (ccli 1 sync "$corpus" "$b" --no-progress --jobs "$SYNC_JOBS" >>"$OUT/s3sync-$tool.log" 2>&1; rc=$?; times >"$tf"; exit $rc) || status=FAIL ;;
+			aws) (s3env "$url" "$aws" --endpoint-url "$url" s3 sync --only-show-errors "$corpus" "s3://$b/" >>"$OUT/s3sync-$server-$tool.log" 2>&1; rc=$?; times >"$tf"; exit $rc) || status=FAIL ;;
+			rclone) (s3env "$url" "$rclone" copy --transfers "$S3SYNC_CONC" --checkers "$S3SYNC_CONC" $RCLONE_FLAGS "$corpus" "c:$b" >>"$OUT/s3sync-$server-$tool.log" 2>&1; rc=$?; times >"$tf"; exit $rc) || status=FAIL ;;
 			esac
 			t1=$(now)
+			m1=$(machine_ticks)
+			for p in "${pids[@]}"; do after+=("$(pid_ticks "$p")"); done
 			secs=$(elapsed "$t0" "$t1")
-			got=$(cairn_count "1" "$b" 2>/dev/null || echo "?")
-			[ "$got" = "$n" ] || { log "s3sync: $tool round $r stored $got of $n files"; status=FAIL; }
+			if [ -n "$prof_pid" ]; then
+				if wait "$prof_pid"; then
+					log "CPU profile of node 1 during $tool: $OUT/s3sync-$tool-n1.cpu.pprof (go tool pprof $CAIRN_BIN FILE)"
+				else
+					log "no CPU profile of node 1 during $tool"
+				fi
+			fi
+			if [ "$server" = weed ]; then
+				got=$(s3env "$url" "$rclone" lsf -R --files-only "c:$b" 2>/dev/null | wc -l)
+			else
+				got=$(cairn_count "1" "$b" 2>/dev/null || echo "?")
+			fi
+			[ "$got" = "$n" ] || { log "s3sync: $server $tool round $r stored $got of $n files"; status=FAIL; }
 			[ "$status" = ok ] || FAILED=1
-			log "s3sync round $r: $tool $secs s ($status)"
-			echo "$r,$tool,$secs,$(awk -v n="$n" -v s="$secs" 'BEGIN {printf "%.0f", n / s}'),$status" >>"$csv"
+			local cpu=() i
+			for i in "${!pids[@]}"; do cpu+=("$(awk -v a="${before[i]}" -v b="${after[i]}" -v hz="$CLK_TCK" 'BEGIN {printf "%.2f", (b - a) / hz}')"); done
+			[ "${#cpu[@]}" = 3 ] || cpu+=("" "")
+			busy=$(awk -v a="$m0" -v b="$m1" 'BEGIN {split(a, x, " "); split(b, y, " "); printf "%.0f", 100 * (y[1] - x[1]) / (y[2] - x[2])}')
+			log "s3sync round $r: $server $tool $secs s ($status); CPU s: client $(cpu_secs "$tf"), server ${cpu[*]}; machine busy $busy%"
+			echo "$r,$server,$tool,$secs,$(awk -v n="$n" -v s="$secs" 'BEGIN {printf "%.0f", n / s}'),$status,$(cpu_secs "$tf"),${cpu[0]},${cpu[1]},${cpu[2]},$busy" >>"$csv"
 		done
 	done
 	cluster_stop
+	[ -z "$WEED" ] || stop_pid "$WEED_PID"
 	emit "### S3 upload tools against cairn sync (3 nodes, R=3, through node 1), $(date -u +%Y-%m-%dT%H:%MZ)" "" \
-		"$(machine_info); corpus small, SCALE=$SCALE ($n files); aws CLI $("$aws" --version 2>&1 | cut -d' ' -f1), $("$rclone" version 2>/dev/null | head -n1)" \
-		"command: PARTS=s3sync SCALE=$SCALE ROUNDS_S3SYNC=$ROUNDS_S3SYNC S3SYNC_CONC=$S3SYNC_CONC SYNC_JOBS=$SYNC_JOBS bench/cluster.sh" "" \
-		"| tool | mean s | files/s | rate / cairn sync | rounds ok |" "|---|---:|---:|---:|---:|"
+		"$(machine_info); corpus small, SCALE=$SCALE ($n files); aws CLI $("$aws" --version 2>&1 | cut -d' ' -f1), $("$rclone" version 2>/dev/null | head -n1)${WEED:+; SeaweedFS $WEED_VERSION (one weed server -s3, replication 000)}" \
+		"command: PARTS=s3sync SCALE=$SCALE ROUNDS_S3SYNC=$ROUNDS_S3SYNC S3SYNC_CONC=$S3SYNC_CONC SYNC_JOBS=$SYNC_JOBS S3SYNC_TOOLS=\"$S3SYNC_TOOLS\" S3SYNC_SEAWEED=$S3SYNC_SEAWEED RCLONE_FLAGS=\"$RCLONE_FLAGS\" bench/cluster.sh" "" \
+		"CPU: seconds of user + system time over the run, per 1000 files; share = of the 2 cores over the run's wall time (client: the tool's process; server: Cairn's 3 nodes, or weed)." "" \
+		"| server | tool | mean s | files/s | rate / cairn sync | client CPU ms/1000 files | server CPU ms/1000 files | client share | server share | machine busy | rounds ok |" \
+		"|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
 	local row
-	while IFS= read -r row; do emit "$row"; done < <(awk -F, '
+	while IFS= read -r row; do emit "$row"; done < <(awk -F, -v n="$n" -v ncpu="$(nproc)" '
 		NR == 1 { next }
-		$5 == "ok" { s[$2] += $3; c[$2]++ }
-		{ all[$2]++ }
+		{ k = $2 " " $3; all[k]++; if (!(k in seen)) { seen[k] = 1; order[++no] = k } }
+		$6 == "ok" { s[k] += $4; c[k]++; cl[k] += $7; sv[k] += $8 + $9 + $10; busy[k] += $11 }
 		END {
-			base = (c["cairn"] ? s["cairn"] / c["cairn"] : 0)
-			split("cairn aws rclone", order, " ")
-			for (i = 1; i <= 3; i++) {
-				t = order[i]; m = (c[t] ? s[t] / c[t] : 0)
-				printf "| %s | %.2f | %.0f | %s | %d/%d |\n", t, m, (m ? '"$n"' / m : 0), (m && base ? sprintf("%.2f", base / m) : "—"), c[t], all[t]
+			base = (c["cairn cairn"] ? s["cairn cairn"] / c["cairn cairn"] : 0)
+			for (i = 1; i <= no; i++) {
+				k = order[i]; split(k, kk, " "); m = (c[k] ? s[k] / c[k] : 0)
+				if (!c[k]) { printf "| %s | %s | — | — | — | — | — | — | — | — | 0/%d |\n", kk[1], kk[2], all[k]; continue }
+				printf "| %s | %s | %.2f | %.0f | %s | %.0f | %.0f | %.0f%% | %.0f%% | %.0f%% | %d/%d |\n", kk[1], kk[2], m, n / m,
+					(base ? sprintf("%.2f", base / m) : "—"), 1e6 * cl[k] / c[k] / n, 1e6 * sv[k] / c[k] / n,
+					100 * cl[k] / s[k] / ncpu, 100 * sv[k] / s[k] / ncpu, busy[k] / c[k], c[k], all[k]
 			}
 		}' "$csv")
 	emit ""

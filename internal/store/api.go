@@ -33,6 +33,8 @@ var (
 	ErrUnavailable    = errors.New("store: unavailable")
 	ErrReadOnly       = errors.New("store: read-only")
 	ErrBadDigest      = errors.New("store: body does not match its Content-MD5")
+	// ErrSHA256Mismatch: the body does not hash to PutOptions.ContentSHA256.
+	ErrSHA256Mismatch = errors.New("store: body does not match its expected SHA-256")
 )
 
 // QuorumError is the failure of a write that could not make the copies
@@ -186,6 +188,16 @@ type PutOptions struct {
 	// that hashes otherwise fails with ErrBadDigest and nothing is stored.
 	// The MD5 is computed for the ETag anyway, so checking costs nothing.
 	ContentMD5 []byte
+	// ContentSHA256, when set, is the body's expected SHA-256 (32 bytes),
+	// e.g. the x-amz-content-sha256 an S3 request was signed with: a body
+	// that hashes otherwise fails with ErrSHA256Mismatch and nothing is
+	// stored. It is never trusted: Put computes the body's SHA-256 anyway
+	// (the name of a single-blob file's blob, or the whole-file hash it
+	// records) and compares, so a caller that hands it over instead of
+	// hashing the body itself saves a SHA-256 pass. A single-blob body
+	// that does not match is not written at all. Put only: Concat, which
+	// reads no body, refuses ContentMD5 and ContentSHA256.
+	ContentSHA256 []byte
 }
 
 // ObjectRef names a file.

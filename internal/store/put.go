@@ -58,7 +58,9 @@ func (u *underTally) annotate(info *ObjectInfo) {
 // Put implements Store. The body is cut into blobs of blob.MaxSize that are
 // hashed and written while the next one is read, at most
 // ParallelBlobWrites at a time; the namespace change is proposed only after
-// every blob is durable.
+// every blob is durable. The body is read once and SHA-256 hashed once (a
+// single-blob file's whole-file hash is its blob's name), and checked
+// against opts.ContentSHA256 and opts.ContentMD5 before anything is proposed.
 func (s *Local) Put(ctx context.Context, bucket, path string, r io.Reader, opts PutOptions) (ObjectInfo, bool, error) {
 	if err := checkPath(bucket, path); err != nil {
 		return ObjectInfo{}, false, err
@@ -135,7 +137,12 @@ func (s *Local) Put(ctx context.Context, bucket, path string, r io.Reader, opts 
 				setErr(ErrTooLarge)
 				break
 			}
-			if _, dup := held[h]; !dup {
+			if single && opts.ContentSHA256 != nil && !bytes.Equal(h[:], opts.ContentSHA256) {
+				// Not the body the caller expected (its only blob is the
+				// whole file): write nothing. The check after the loop
+				// reports it, unless the body's length is wrong too.
+				release()
+			} else if _, dup := held[h]; !dup {
 				held[h] = struct{}{}
 				s.pins.pin(h)
 				wg.Add(1)
@@ -187,12 +194,15 @@ func (s *Local) Put(ctx context.Context, bucket, path string, r io.Reader, opts 
 		}
 		return ObjectInfo{}, false, ErrTooLarge
 	}
+	sha := fileSHA256(single, sh, extents)
+	if opts.ContentSHA256 != nil && sha != hex.EncodeToString(opts.ContentSHA256) {
+		return ObjectInfo{}, false, fmt.Errorf("%w: the %d-byte body's SHA-256 is %s, expected %x", ErrSHA256Mismatch, total, sha, opts.ContentSHA256)
+	}
 	sum := md.Sum(nil)
 	if opts.ContentMD5 != nil && !bytes.Equal(sum, opts.ContentMD5) {
 		return ObjectInfo{}, false, fmt.Errorf("%w: the body's MD5 is %x, Content-MD5 said %x", ErrBadDigest, sum, opts.ContentMD5)
 	}
-	cmd := s.putFileCommand(bucket, path, opts, total, hex.EncodeToString(sum),
-		fileSHA256(single, sh, extents), extents, startIndex)
+	cmd := s.putFileCommand(bucket, path, opts, total, hex.EncodeToString(sum), sha, extents, startIndex)
 	under.apply(&cmd)
 	if s.beforePropose != nil {
 		s.beforePropose()

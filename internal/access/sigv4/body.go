@@ -194,6 +194,23 @@ func (res *Result) Body(r *http.Request) (*Body, error) {
 	return b, nil
 }
 
+// TakePayloadHash hands the check of a hex x-amz-content-sha256 to the
+// caller, for a caller that computes the payload's SHA-256 anyway (a
+// content-addressed store): Body stops hashing the payload and returns the
+// 32-byte SHA-256 it must have. The caller must then compare it with the
+// SHA-256 of every byte Read returned, and refuse the request when they
+// differ, as Body would with ErrContentSHA256Mismatch; until it has, the
+// payload is unverified. ok is false, and Body keeps checking, for any
+// other payload hash (UNSIGNED-PAYLOAD, STREAMING-*) or once Read has been
+// called. Every other check (length, x-amz-checksum-*) stays Body's.
+func (b *Body) TakePayloadHash() (want []byte, ok bool) {
+	if b.payloadSHA == nil || b.decoded != 0 || b.err != nil {
+		return nil, false
+	}
+	b.payloadSHA = nil
+	return b.wantSHA, true
+}
+
 // Checksum returns the checksum the client sent (header or trailer) and
 // Body verified. ok is false until Read has returned io.EOF, or if the
 // request carried no checksum.

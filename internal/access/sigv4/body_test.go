@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -488,6 +489,70 @@ func TestBodyPlain(t *testing.T) {
 				t.Fatalf("Checksum() = %+v, %v", cs, ok)
 			}
 		})
+	}
+}
+
+// TestTakePayloadHash: a hex payload hash handed to the caller is
+// returned and no longer checked by Body (the caller's store hashes the
+// bytes once and compares); other payload hashes are not handed over, nor
+// a hash once reading started; a checksum header stays Body's to check.
+func TestTakePayloadHash(t *testing.T) {
+	data := testData(20_000)
+	open := func(t *testing.T, hash string, body []byte, hdr map[string]string) *Body {
+		t.Helper()
+		r := newKeyRequest(t, http.MethodPut, "h", "k", "", body)
+		for k, v := range hdr {
+			r.Header.Set(k, v)
+		}
+		sdkSign(t, r, hash, testSecret, signTime())
+		res, err := newTestVerifier(t, signTime()).Verify(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := res.Body(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	// Handed over: a body that is not the signed one reads to its end,
+	// as the caller now checks it.
+	b := open(t, payloadHashOf(data), data[1:], nil)
+	want, ok := b.TakePayloadHash()
+	if !ok || hex.EncodeToString(want) != payloadHashOf(data) {
+		t.Fatalf("TakePayloadHash = %x, %v; want %s", want, ok, payloadHashOf(data))
+	}
+	if got, err := io.ReadAll(b); err != nil || !bytes.Equal(got, data[1:]) {
+		t.Fatalf("after TakePayloadHash, Read: %d bytes, %v", len(got), err)
+	}
+	if _, ok := b.TakePayloadHash(); ok {
+		t.Fatal("TakePayloadHash after Read handed the hash over")
+	}
+	for _, hash := range []string{UnsignedPayload, StreamingUnsignedTrailer} {
+		b := open(t, hash, nil, nil)
+		if _, ok := b.TakePayloadHash(); ok {
+			t.Fatalf("%s: a hash was handed over", hash)
+		}
+	}
+	// Once reading started, Body keeps the check.
+	b = open(t, payloadHashOf(data), data[1:], nil)
+	if _, err := b.Read(make([]byte, 10)); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := b.TakePayloadHash(); ok {
+		t.Fatal("TakePayloadHash after a Read handed the hash over")
+	}
+	if _, err := io.ReadAll(b); !errors.Is(err, ErrContentSHA256Mismatch) {
+		t.Fatalf("Body that kept the check: %v", err)
+	}
+	// A checksum header is still Body's.
+	h := sha256.Sum256(data)
+	b = open(t, payloadHashOf(data[1:]), data[1:], map[string]string{"x-amz-checksum-sha256": base64.StdEncoding.EncodeToString(h[:])})
+	if _, ok := b.TakePayloadHash(); !ok {
+		t.Fatal("not handed over")
+	}
+	if _, err := io.ReadAll(b); !errors.Is(err, ErrBadDigest) {
+		t.Fatalf("checksum header after TakePayloadHash: %v", err)
 	}
 }
 

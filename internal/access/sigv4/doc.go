@@ -62,7 +62,9 @@
 // x-amz-content-sha256 selects how the body is read:
 //
 //   - 64 hex digits: the body as is, its SHA-256 compared at the end
-//     (XAmzContentSHA256Mismatch).
+//     (XAmzContentSHA256Mismatch) — unless the caller took the check with
+//     Body.TakePayloadHash, to compare it with a SHA-256 it computes
+//     anyway (the S3 front end hands it to the store: one pass).
 //   - UNSIGNED-PAYLOAD: the body as is.
 //   - STREAMING-AWS4-HMAC-SHA256-PAYLOAD: aws-chunked with a signature
 //     per chunk (layout A below).

@@ -50,6 +50,7 @@ var errorTable = []struct {
 	code   string
 }{
 	{store.ErrBadDigest, http.StatusBadRequest, "BadDigest"},
+	{store.ErrSHA256Mismatch, http.StatusBadRequest, "XAmzContentSHA256Mismatch"}, // the signed payload hash (takePayloadHash)
 	{store.ErrDeleteMarker, http.StatusMethodNotAllowed, "MethodNotAllowed"},
 	{store.ErrInvalidVersion, http.StatusBadRequest, "InvalidArgument"},
 	{store.ErrNotUpgraded, http.StatusServiceUnavailable, "ServiceUnavailable"},

@@ -37,7 +37,7 @@ type env struct {
 	key   access.Key // may create buckets (owns what it creates)
 }
 
-func newEnv(t *testing.T) *env {
+func newEnv(t testing.TB) *env {
 	t.Helper()
 	st := storetest.New(t)
 	auth, err := access.New(access.Config{AdminKey: adminKey})

@@ -174,7 +174,8 @@ func (h *Handler) uploadPart(w http.ResponseWriter, r *http.Request, rq *request
 		return
 	}
 	rd := newBodyReader(body)
-	info, _, err := h.st.Put(ctx, rq.bucket, partPath(id, n), rd, store.PutOptions{Size: payloadSize(r), ContentMD5: want})
+	info, _, err := h.st.Put(ctx, rq.bucket, partPath(id, n), rd, store.PutOptions{Size: payloadSize(r), ContentMD5: want,
+		ContentSHA256: takePayloadHash(body)})
 	if err != nil {
 		h.writeError(w, r, rq, rd.cause(err))
 		return

@@ -501,6 +501,21 @@ func contentMD5(hdr http.Header) ([]byte, error) {
 	return b, nil
 }
 
+// takePayloadHash returns the signed x-amz-content-sha256 of a plain body
+// (nil for UNSIGNED-PAYLOAD, STREAMING-* or an unsigned request) and stops
+// body from hashing the payload: the caller hands it to the store as
+// PutOptions.ContentSHA256, which the store checks while computing the
+// SHA-256 it computes anyway (one SHA-256 pass instead of two). A mismatch
+// is store.ErrSHA256Mismatch, answered XAmzContentSHA256Mismatch as before.
+func takePayloadHash(body io.Reader) []byte {
+	sb, ok := body.(*sigv4.Body)
+	if !ok {
+		return nil
+	}
+	want, _ := sb.TakePayloadHash()
+	return want
+}
+
 // bodyReader wraps a request's payload for a store write: it remembers why
 // reading failed, so that
 // the answer names the payload's fault (BadDigest, SignatureDoesNotMatch,
@@ -583,6 +598,7 @@ func (h *Handler) putObject(w http.ResponseWriter, r *http.Request, rq *request)
 	}
 	rd := newBodyReader(body)
 	opts.ContentMD5 = want // checked by the store, which computes the MD5 anyway
+	opts.ContentSHA256 = takePayloadHash(body)
 	info, _, err := h.st.Put(ctx, rq.bucket, rq.key, rd, opts)
 	if err != nil {
 		h.writeError(w, r, rq, rd.cause(err))
