@@ -195,6 +195,9 @@ func headerValues(r *http.Request, name string) []string {
 // removed and each inner run of spaces collapsed to one.
 func appendHeaderValue(dst []byte, v string) []byte {
 	v = strings.Trim(v, " \t")
+	if !strings.Contains(v, "  ") {
+		return append(dst, v...) // the usual value: nothing to collapse
+	}
 	space := false
 	for i := 0; i < len(v); i++ {
 		c := v[i]

@@ -1,7 +1,6 @@
 package sigv4
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/hex"
@@ -178,7 +177,7 @@ func (v *Verifier) VerifyHeaderRequest(r *HeaderRequest) (accessKeyID string, ok
 		}
 		c = append(c, name...)
 		c = append(c, ':')
-		c = appendCollapsed(c, val)
+		c = appendHeaderValue(c, view(val))
 		c = append(c, '\n')
 	}
 	c = append(c, '\n')
@@ -292,29 +291,6 @@ func canonicalRawQuery(q string) bool {
 	}
 	return true
 }
-
-// appendCollapsed appends a header value (already trimmed) with each
-// inner run of spaces collapsed to one, as appendHeaderValue.
-func appendCollapsed(dst, v []byte) []byte {
-	if bytes.Index(v, doubleSpace) < 0 {
-		return append(dst, v...) // the usual value: nothing to collapse
-	}
-	space := false
-	for _, c := range v {
-		if c == ' ' {
-			if space {
-				continue
-			}
-			space = true
-		} else {
-			space = false
-		}
-		dst = append(dst, c)
-	}
-	return dst
-}
-
-var doubleSpace = []byte("  ")
 
 // cutByte is strings.Cut around a one-byte separator, without the
 // generic search.
