@@ -184,6 +184,10 @@ func (a *applier) apply() (Result, error) {
 		return a.trashDrop()
 	case OpVersionDelete:
 		return a.versionDelete()
+	case OpOwn:
+		return a.own() // owners.go
+	case OpDisown:
+		return a.disown()
 	default:
 		return Result{}, fmt.Errorf("%w: unknown op %d", ErrInvalid, a.cmd.Op)
 	}

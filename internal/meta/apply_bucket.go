@@ -91,6 +91,9 @@ func (a *applier) deleteBucket() (Result, error) {
 	} else if !empty {
 		return Result{}, fmt.Errorf("bucket %q: %w: %w", b.Name, ErrBucketNotEmpty, errTrashNotEmpty)
 	}
+	if err := a.dropOwner(b.Ino); err != nil { // owners.go
+		return Result{}, err
+	}
 	a.t.del(bucketKey(b.Name))
 	dir, err := a.r.Inode(b.Ino)
 	if err != nil {

@@ -26,6 +26,10 @@ func (a *applier) mkdir(parent Ino, name string, mode, uid, gid uint32) (*Inode,
 // mkdirIno is mkdir with the inode number want when it was reserved and
 // is free (see newIno).
 func (a *applier) mkdirIno(parent Ino, name string, mode, uid, gid uint32, want Ino) (*Inode, error) {
+	po, err := a.nameChange(parent) // owners.go
+	if err != nil {
+		return nil, err
+	}
 	ino, err := a.newIno(want)
 	if err != nil {
 		return nil, err
@@ -34,6 +38,7 @@ func (a *applier) mkdirIno(parent Ino, name string, mode, uid, gid uint32, want 
 	n := &Inode{Ino: ino, Type: TypeDir, Mode: mode, UID: uid, GID: gid, Nlink: 2, MtimeNs: a.now, CtimeNs: a.now}
 	a.putInode(n)
 	a.t.set(dentryKey(parent, name+"/"), encodeDentry(ino, TypeDir))
+	a.adopt(ino, po)
 	if err := a.touchDir(parent, +1); err != nil {
 		return nil, err
 	}
@@ -74,6 +79,17 @@ func split(path string) ([]string, string) {
 
 // removeDir removes empty directory n, entry name in parent.
 func (a *applier) removeDir(parent Ino, name string, n *Inode) error {
+	// Both the parent's names and the removed directory's (found empty)
+	// are decided here.
+	if _, err := a.nameChange(parent); err != nil {
+		return err
+	}
+	if _, err := a.nameChange(n.Ino); err != nil {
+		return err
+	}
+	if err := a.dropOwner(n.Ino); err != nil {
+		return err
+	}
 	a.t.del(dentryKey(parent, name+"/"))
 	a.t.del(inodeKey(n.Ino))
 	if err := a.touchDir(parent, -1); err != nil {
@@ -106,6 +122,9 @@ func (a *applier) mkdirP() (Result, error) {
 	if found {
 		if t != TypeDir {
 			return Result{}, fmt.Errorf("mkdir %q: a file is in the way: %w", a.cmd.Path, ErrExists)
+		}
+		if a.cmd.Exclusive {
+			return Result{}, fmt.Errorf("mkdir %q: %w", a.cmd.Path, ErrExists)
 		}
 		n, err := a.r.Inode(ino)
 		return Result{Inode: n}, err
@@ -158,6 +177,9 @@ func (a *applier) delete() (Result, error) {
 	linked := t != TypeDir && n.Nlink > 1
 	if t != TypeDir {
 		if err := a.trashFile(bk, a.cmd.Path, n, nil); err != nil { // apply_trash.go
+			return Result{}, err
+		}
+		if _, err := a.nameChange(parent); err != nil {
 			return Result{}, err
 		}
 		a.t.del(dentryKey(parent, name))
@@ -219,6 +241,15 @@ func (a *applier) rename() (Result, error) {
 	dIno, dt, dFound, err := a.r.child(dstParent, dstName, false)
 	if err != nil {
 		return Result{}, err
+	}
+	if _, err := a.nameChange(srcParent); err != nil {
+		return Result{}, err
+	}
+	if _, err := a.nameChange(dstParent); err != nil {
+		return Result{}, err
+	}
+	if dFound && a.cmd.Exclusive {
+		return Result{}, fmt.Errorf("rename %q: %q exists: %w", src, dst, ErrExists)
 	}
 	if dFound {
 		dn, err := a.r.Inode(dIno)

@@ -133,6 +133,9 @@ func (a *applier) putFile() (Result, error) {
 			return Result{}, err
 		}
 	} else {
+		if _, err := a.nameChange(parent); err != nil { // owners.go
+			return Result{}, err
+		}
 		if n.Ino, err = a.newIno(f.Ino); err != nil {
 			return Result{}, err
 		}
@@ -145,6 +148,9 @@ func (a *applier) putFile() (Result, error) {
 		}
 	}
 	if old != nil && old.Type != typ {
+		if _, err := a.nameChange(parent); err != nil {
+			return Result{}, err
+		}
 		a.t.set(dentryKey(parent, name), encodeDentry(n.Ino, typ))
 	}
 	a.putInode(n)
@@ -223,6 +229,9 @@ func (a *applier) link() (Result, error) {
 	}
 	n, err := a.r.Inode(ino)
 	if err != nil {
+		return Result{}, err
+	}
+	if _, err := a.nameChange(dparent); err != nil {
 		return Result{}, err
 	}
 	a.t.set(dentryKey(dparent, dname), encodeDentry(ino, t))

@@ -101,6 +101,10 @@ func (a *applier) dropSession(s *LockSession) ([]LockGrant, error) {
 		a.putLockState(ino, st)
 	}
 	s.Inos = nil
+	// The session's directories go with it (owners.go).
+	if _, err := a.dropSessionDirs(s.Node, s.Epoch); err != nil {
+		return nil, err
+	}
 	return grants, nil
 }
 

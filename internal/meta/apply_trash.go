@@ -213,6 +213,9 @@ func (a *applier) trashRestore() (Result, error) {
 	}
 	n.Nlink, n.CtimeNs = 1, a.now
 	n.Extents, n.Xattrs = slices.Clone(n.Extents), cloneXattrs(n.Xattrs)
+	if _, err := a.nameChange(parent); err != nil { // owners.go
+		return Result{}, err
+	}
 	a.t.set(dentryKey(parent, name), encodeDentry(n.Ino, n.Type))
 	if err := a.touchDir(parent, 0); err != nil {
 		return Result{}, err

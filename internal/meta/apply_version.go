@@ -224,6 +224,9 @@ func (a *applier) versionDelete() (Result, error) {
 	}
 	if live != nil && IsVersion(live, c.File.MtimeNs, c.File.ETag) {
 		linked := live.Nlink > 1
+		if _, err := a.nameChange(parent); err != nil { // owners.go
+			return Result{}, err
+		}
 		a.t.del(dentryKey(parent, name))
 		if err := a.touchDir(parent, 0); err != nil {
 			return Result{}, err
@@ -321,6 +324,9 @@ func (a *applier) promote(bk *Bucket, e *TrashEntry) (*Inode, error) {
 	}
 	n.Nlink, n.CtimeNs = 1, a.now
 	n.Extents, n.Xattrs = slices.Clone(n.Extents), cloneXattrs(n.Xattrs)
+	if _, err := a.nameChange(parent); err != nil { // owners.go
+		return nil, err
+	}
 	a.t.set(dentryKey(parent, name), encodeDentry(n.Ino, n.Type))
 	if err := a.touchDir(parent, 0); err != nil {
 		return nil, err

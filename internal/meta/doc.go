@@ -50,6 +50,10 @@
 //	                           renewal, expired, inodes it has locks on
 //	w node(8) epoch(8) owner(8) ino(8) → empty: the owner waits for a lock
 //	                           on ino (deadlock detection)
+//	O dir(8)                 → 1, node, session, epoch, since: the
+//	                           directory's owner (owners.go, design 0008)
+//	Q node(8) dir(8)         → empty: the node owns the directory (index)
+//	m "ownepoch"             → u64 last directory claim epoch handed out
 //	m "seq" kind(1)          → u64 last sequence number given to a record
 //	                           of that kind put without a name
 //	m "applied"              → u64 last applied log index

@@ -22,7 +22,7 @@ func errCorrupt(format string, args ...any) error {
 const (
 	inodeVersion   = 2  // 2: + atime (1 is still read)
 	bucketVersion  = 6  // 2: + replicas, write quorum; 3: + strict; 4: + uid, gid, file and dir mode; 5: + owner, acl; 6: + trash retention, written only when set (2 to 5 are still read)
-	commandVersion = 10 // 2: + node (cluster map); 3: + under, replicated; 4: bucket bodies of version 4; 5: + count; 6: inode bodies with atime; 7: + record, whether the file's xattrs were given; 8: + lock; 9: + upgrade; 10: + origin, trash, bucket bodies of version 6 (2 to 9 are still read)
+	commandVersion = 11 // 11: + own, exclusive; 2: + node (cluster map); 3: + under, replicated; 4: bucket bodies of version 4; 5: + count; 6: inode bodies with atime; 7: + record, whether the file's xattrs were given; 8: + lock; 9: + upgrade; 10: + origin, trash, bucket bodies of version 6 (2 to 9 are still read)
 	// lockFreeVersion is the version written for a payload without a lock
 	// command: the same bytes as version 7, which binaries from before
 	// locks can still decode, so that a rolling upgrade only depends on
@@ -484,6 +484,13 @@ func EncodeCommands(cmds []Command) ([]byte, error) {
 		if version >= trashVersion {
 			appendTrashFields(&e, c) // apply_trash.go
 		}
+		if version >= ownVersion {
+			e.bool1(c.Own != nil)
+			if c.Own != nil {
+				appendOwnCmd(&e, c.Own) // owners.go
+			}
+			e.bool1(c.Exclusive)
+		}
 	}
 	return e.b, nil
 }
@@ -553,6 +560,12 @@ func DecodeCommands(p []byte) ([]Command, error) {
 		if version >= trashVersion {
 			decodeTrashFields(&d, &c)
 		}
+		if version >= ownVersion {
+			if d.bool1() {
+				c.Own = decodeOwnCmd(&d)
+			}
+			c.Exclusive = d.bool1()
+		}
 		cmds = append(cmds, c)
 	}
 	if err := d.done(); err != nil {
@@ -588,5 +601,6 @@ func Encodings() []Encoding {
 		{"node", nodeVersion, nodeVersion},
 		{"record", recordVersion, recordVersion},
 		{"lock", lockVersion, lockVersion},
+		{"owner", ownerVersion, ownerVersion},
 	}
 }

@@ -171,8 +171,10 @@ const (
 	OpSnapshotDrain                // BucketName, Snap.ID, Snap.Limit: hand a deleted snapshot's overlay down (Result.Count: keys handled)
 	OpTrashDrop                    // BucketName, Path, Trash.At, File.Ino: drop that one trash entry (apply_version.go)
 	OpVersionDelete                // BucketName, Path, File.MtimeNs+ETag or Trash.At+File.Ino: S3's DELETE of a version or delete marker (apply_version.go)
+	OpOwn                          // Own.Node/Session/Dir (Recall): claim a directory, or ask its owner to give it up (owners.go)
+	OpDisown                       // Own.Node/Dir/Epoch: the owner gives a directory up
 
-	opLast = OpVersionDelete
+	opLast = OpDisown
 )
 
 // Valid reports whether op is a known command kind.
@@ -233,6 +235,14 @@ type Command struct {
 	Trash *TrashCmd
 	// Snap is the argument of the snapshot commands.
 	Snap *SnapCmd
+	// Own is the body of OpOwn and OpDisown and, on a command that
+	// changes names, the directory claims it was decided under
+	// (owners.go, design 0008). Log version 11.
+	Own *OwnCmd
+	// Exclusive makes OpMkdir fail with ErrExists on an existing
+	// directory (not mkdir -p), and OpRename on an existing destination
+	// (RENAME_NOREPLACE). Log version 11.
+	Exclusive bool
 }
 
 // Origin is where a change came from.
@@ -302,6 +312,8 @@ type Result struct {
 	Lock *LockResult
 	// Count is how many trash entries OpTrashPurge dropped.
 	Count int
+	// Own is the outcome of OpOwn (and OpDisown: the claim given up).
+	Own *OwnResult
 }
 
 // GarbageEntry is a blob whose reference count fell to zero at TimeNs.

@@ -28,7 +28,8 @@ const (
 	LogVersionBaseline = lockFreeVersion
 	// LogVersionMax is the newest payload version this binary reads and
 	// writes: version 8 adds lock commands, 9 OpSetLogVersion, 10 the
-	// trash and commands' origins.
+	// trash and commands' origins, 11 directory ownership (Command.Own,
+	// Command.Exclusive).
 	LogVersionMax = commandVersion
 	// upgradeVersion is the payload version that carries OpSetLogVersion.
 	upgradeVersion = 9
@@ -58,6 +59,11 @@ func commandBucketVersion(payload byte) byte {
 func Fit(cmd Command, active byte) Command {
 	if active < trashVersion {
 		cmd.Origin = nil
+	}
+	if active < ownVersion && cmd.Op != OpOwn && cmd.Op != OpDisown {
+		// No directory can be owned before version 11, so a claim is
+		// void, and an exclusive mkdir or rename is the old one.
+		cmd.Own, cmd.Exclusive = nil, false
 	}
 	return cmd
 }
@@ -117,6 +123,9 @@ func payloadVersion(cmds []Command) byte {
 		case cmds[i].Lock != nil:
 			v = max(v, 8)
 		}
+		if c := &cmds[i]; c.Own != nil || c.Exclusive {
+			v = max(v, ownVersion)
+		}
 		if c := &cmds[i]; c.Origin != nil || c.Trash != nil || c.Snap != nil || (c.Bucket != nil && bucketBodyVersion(c.Bucket) >= 6) ||
 			(c.Record != nil && c.Record.Kind == RecordSnapSchedule) {
 			v = max(v, trashVersion)
@@ -152,6 +161,8 @@ func Allowed(cmds []Command, active byte) error {
 			what = "the trash"
 		case cmds[i].Snap != nil:
 			what = "a snapshot"
+		case cmds[i].Own != nil:
+			what = "directory ownership"
 		}
 	}
 	return fmt.Errorf("%w: %s needs log version %d, the cluster runs %d until every node runs a binary that reads %d (cairn status shows each node's version)",
