@@ -147,6 +147,9 @@ type Attrs struct {
 	// Explicit: the values are the caller's even when zero (the mount);
 	// otherwise the bucket's defaults fill the zero ones.
 	Explicit bool
+	// Exclusive: Mkdir fails with ErrExists when the directory exists
+	// (mkdir(2), WebDAV MKCOL), instead of succeeding as mkdir -p.
+	Exclusive bool
 }
 
 // SetAttrs is a change of a file's or directory's attributes; nil fields
@@ -188,6 +191,14 @@ type PutOptions struct {
 	// that hashes otherwise fails with ErrBadDigest and nothing is stored.
 	// The MD5 is computed for the ETag anyway, so checking costs nothing.
 	ContentMD5 []byte
+	// Decided: the caller (a Holder: the mount) decided this change
+	// itself, under Claims, the directory claims it held (design 0008):
+	// the store sends it stamped with them, and the log refuses it
+	// (ErrFenced) if one has moved. Otherwise the store decides in the
+	// log: it stamps the claims of directories this node owns after their
+	// holders published, and recalls directories another node owns.
+	Decided bool
+	Claims  []Claim
 	// ContentSHA256, when set, is the body's expected SHA-256 (32 bytes),
 	// e.g. the x-amz-content-sha256 an S3 request was signed with: a body
 	// that hashes otherwise fails with ErrSHA256Mismatch and nothing is

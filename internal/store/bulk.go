@@ -196,8 +196,12 @@ func (s *Local) commitFiles(ctx context.Context, cmds []*meta.Command, idx []int
 	}
 	results, errs := op.ProposeMany(ctx, batch)
 	for k, i := range idx {
-		if errs[k] == nil && errors.Is(results[k].Err, meta.ErrBlobReaped) {
-			info, created, err := s.commitFile(ctx, *cmds[i]) // rewrites its blobs and retries
+		if errs[k] == nil && (errors.Is(results[k].Err, meta.ErrBlobReaped) ||
+			(cmds[i].Own == nil && errors.Is(results[k].Err, meta.ErrOwned))) {
+			// Rewrites its blobs and retries, or, decided in the log in a
+			// directory a node owns, goes again with its claim or after a
+			// recall (owners.go).
+			info, created, err := s.commitFile(ctx, *cmds[i])
 			done(k, info, created, err)
 			continue
 		}

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 
 	"github.com/cairn-fs/cairn/internal/consensus"
 	"github.com/cairn-fs/cairn/internal/meta"
@@ -23,6 +24,10 @@ type Change struct {
 	Path  string
 	Attrs Attrs    // ChangeMkdir
 	Set   SetAttrs // ChangeSetAttrs
+	// Decided and Claims: as PutOptions' (a holder's change, decided
+	// under those directory claims).
+	Decided bool
+	Claims  []Claim
 }
 
 // BatchChanger is implemented by a Store that proposes many namespace
@@ -55,13 +60,20 @@ func (s *Local) ChangeMany(ctx context.Context, bucket string, cs []Change) []er
 			errs[i] = err
 			continue
 		}
+		if c.Decided {
+			cmd.Own = s.heldOwn(c.Claims)
+		}
 		cmds = append(cmds, cmd)
 		idx = append(idx, i)
 	}
 	op, ok := s.log.(consensus.OrderedProposer)
 	if !ok || len(cmds) < 2 {
 		for k, i := range idx {
-			_, errs[i] = s.propose(ctx, cmds[k])
+			if cs[i].Decided {
+				_, errs[i] = s.proposeDecided(ctx, cmds[k])
+			} else {
+				_, errs[i] = s.propose(ctx, cmds[k])
+			}
 		}
 		return errs
 	}
@@ -74,13 +86,38 @@ func (s *Local) ChangeMany(ctx context.Context, bucket string, cs []Change) []er
 	}
 	results, perrs := op.ProposeMany(ctx, cmds)
 	for k, i := range idx {
-		if perrs[k] != nil {
+		switch {
+		case perrs[k] != nil:
 			errs[i] = mapErr(perrs[k])
-		} else {
+		case !cs[i].Decided && errors.Is(results[k].Err, meta.ErrOwned):
+			// Decided in the log, in a directory a node owns: again,
+			// alone, with its claim or after a recall (owners.go).
+			_, errs[i] = s.propose(ctx, cmds[k])
+		default:
+			if errors.Is(results[k].Err, meta.ErrFenced) {
+				s.owners.fenced.Add(1)
+			}
 			errs[i] = mapErr(results[k].Err)
 		}
 	}
 	return errs
+}
+
+// proposeDecided proposes a holder's command as it is (stamped with the
+// claims it was decided under): no flush, no recall, no retry.
+func (s *Local) proposeDecided(ctx context.Context, cmd meta.Command) (meta.Result, error) {
+	if cmd.TimeNs == 0 {
+		cmd.TimeNs = s.cfg.Now().UnixNano()
+	}
+	s.withOrigin(ctx, &cmd) // trash.go
+	res, err := s.log.Propose(ctx, cmd)
+	if err != nil {
+		return res, mapErr(err)
+	}
+	if errors.Is(res.Err, meta.ErrFenced) {
+		s.owners.fenced.Add(1)
+	}
+	return res, mapErr(res.Err)
 }
 
 // changeCommand is the command of one Change: what Mkdir, SetAttrs or

@@ -379,6 +379,7 @@ func (s *Local) loseLocks(epoch uint64, inos []meta.Ino) {
 	}
 	ls.epoch = max(next, ls.epoch+1)
 	ls.renewed = time.Time{}
+	s.loseDirs() // owners.go: the directories went with the session
 	if n > 0 {
 		s.cfg.Logger.Warn("file locks lost: the lock session expired; writes to the files answer EIO until they are locked again",
 			"files", n, "lease", ls.lease)
@@ -407,6 +408,9 @@ func (s *Local) appliedLocks(cmd *meta.Command, r *meta.Result) {
 		}
 	}
 	ls.mu.Unlock()
+	if cmd.Lock == nil {
+		return // an OpOwn that started a new session: only its grants
+	}
 	if cmd.Op == meta.OpLockExpire && cmd.Lock.Lock.Owner.Node == ls.node && r.Err == nil {
 		s.loseLocks(cmd.Lock.Lock.Owner.Epoch, r.Lock.Lost)
 		return
@@ -450,6 +454,7 @@ func (s *Local) renewLocks() {
 	busy := len(ls.mine) > 0 || len(ls.waits) > 0
 	epoch, renewed, last := ls.epoch, ls.renewed, ls.lastRenew
 	ls.mu.Unlock()
+	busy = busy || s.owners.count() > 0 // owned directories live with the session
 	if !busy {
 		return
 	}
@@ -503,8 +508,13 @@ func (s *Local) expireLocks() {
 	}
 	live := map[uint64]bool{}
 	for _, sess := range sessions {
-		if sess.Expired || len(sess.Inos) == 0 {
+		if sess.Expired {
 			continue
+		}
+		if len(sess.Inos) == 0 {
+			if owns, err := s.meta.OwnsDirs(sess.Node); err != nil || !owns {
+				continue // nothing to free
+			}
 		}
 		live[sess.Node] = true
 		seen, ok := ls.seen[sess.Node]

@@ -95,7 +95,7 @@ func (s *Local) mkdirCommand(ctx context.Context, bucket, path string, attrs Att
 		}
 		owned(b, &attrs.UID, &attrs.GID, &attrs.Mode, false, b.DirMode)
 	}
-	return meta.Command{Op: meta.OpMkdir, BucketName: bucket, Path: path,
+	return meta.Command{Op: meta.OpMkdir, BucketName: bucket, Path: path, Exclusive: attrs.Exclusive,
 		File: &meta.Inode{Type: meta.TypeDir, Ino: meta.Ino(attrs.Ino), Mode: dirMode(attrs), UID: attrs.UID, GID: attrs.GID}}, nil
 }
 

@@ -268,9 +268,13 @@ func (s *Local) putFileCommand(bucket, path string, opts PutOptions, size int64,
 	if !opts.AccessTime.IsZero() {
 		file.AtimeNs = opts.AccessTime.UnixNano()
 	}
-	return meta.Command{Op: meta.OpPutFile, BucketName: bucket, Path: path, File: file,
+	cmd := meta.Command{Op: meta.OpPutFile, BucketName: bucket, Path: path, File: file,
 		TimeNs: now.UnixNano(), IfMatch: opts.IfMatch, IfNoneMatchAny: opts.IfNoneMatchAny,
 		StartIndex: startIndex}
+	if opts.Decided {
+		cmd.Own = s.heldOwn(opts.Claims) // owners.go
+	}
+	return cmd
 }
 
 // commitFile proposes the OpPutFile cmd of an upload whose blobs are
@@ -281,8 +285,13 @@ func (s *Local) commitFile(ctx context.Context, cmd meta.Command) (ObjectInfo, b
 		err error
 	)
 	s.withOrigin(ctx, &cmd) // trash.go
+	decided := cmd.Own != nil
 	for attempt := 0; ; attempt++ {
-		res, err = s.log.Propose(ctx, cmd)
+		if decided {
+			res, err = s.log.Propose(ctx, cmd)
+		} else {
+			res, err = s.proposeOwned(ctx, cmd) // owners.go
+		}
 		if err == nil && errors.Is(res.Err, meta.ErrBlobReaped) && attempt < 3 {
 			// A blob this upload deduplicated against was reclaimed while
 			// the upload was in flight. Our pins kept the local copies, so

@@ -135,6 +135,7 @@ type Local struct {
 	watch           watchers       // watch.go
 	recWatch        recordWatchers // records.go
 	locks           *lockSessions  // locks.go
+	owners          *owners        // owners.go
 }
 
 var _ Store = (*Local)(nil)
@@ -180,6 +181,7 @@ func New(cfg Config) (*Local, error) {
 	s.bufs.New = func() any { b := make([]byte, blob.MaxSize); return &b }
 	s.del = newDeleter(s.deleteBlob)
 	s.locks = newLockSessions(cfg.NodeID, cfg.LockLease, cfg.Now())
+	s.owners = newOwners()
 	s.wg.Add(1)
 	go s.lockLoop()
 	if cfg.GCInterval > 0 {
@@ -210,8 +212,11 @@ func (s *Local) Applied(index uint64, cmds []meta.Command, res []meta.Result) {
 			if r.Err == nil {
 				s.recordsChanged()
 			}
-		case meta.OpLock, meta.OpLockCancel, meta.OpLockSession, meta.OpLockExpire:
+		case meta.OpLock, meta.OpLockCancel, meta.OpLockSession, meta.OpLockExpire, meta.OpOwn:
 			s.appliedLocks(&cmds[i], r)
+		}
+		if ownerOp(cmds[i].Op) {
+			s.appliedOwner(&cmds[i], r) // owners.go
 		}
 		s.notify(r.Changed, all)
 		if len(r.Freed) > 0 {
@@ -294,6 +299,8 @@ func mapErr(err error) error {
 		{placement.ErrUnavailable, ErrUnavailable},
 		{meta.ErrBlobReaped, ErrUnavailable}, // retries exhausted: the client may retry
 		{meta.ErrLogVersion, ErrNotUpgraded},
+		{meta.ErrFenced, ErrFenced},
+		{meta.ErrOwned, ErrUnavailable}, // recalls exhausted
 	}
 	for _, e := range table {
 		if errors.Is(err, e.from) {
@@ -311,7 +318,7 @@ func (s *Local) propose(ctx context.Context, cmd meta.Command) (meta.Result, err
 		cmd.TimeNs = s.cfg.Now().UnixNano()
 	}
 	s.withOrigin(ctx, &cmd) // trash.go
-	res, err := s.log.Propose(ctx, cmd)
+	res, err := s.proposeOwned(ctx, cmd) // owners.go
 	if err != nil {
 		return res, mapErr(err)
 	}
