@@ -317,7 +317,7 @@ func (s *Local) propose(ctx context.Context, cmd meta.Command) (meta.Result, err
 	if cmd.TimeNs == 0 {
 		cmd.TimeNs = s.cfg.Now().UnixNano()
 	}
-	s.withOrigin(ctx, &cmd) // trash.go
+	s.withOrigin(ctx, &cmd)              // trash.go
 	res, err := s.proposeOwned(ctx, cmd) // owners.go
 	if err != nil {
 		return res, mapErr(err)
