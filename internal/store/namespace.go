@@ -178,8 +178,27 @@ func (s *Local) deleteCommand(bucket, path, ifMatch string) (meta.Command, error
 	return meta.Command{Op: meta.OpDelete, BucketName: bucket, Path: path, IfMatch: ifMatch}, nil
 }
 
+// ExclusiveRenamer is implemented by a Store that renames without
+// replacing (rename(2)'s RENAME_NOREPLACE): Local.
+type ExclusiveRenamer interface {
+	// RenameNoReplace is Rename, but fails with ErrExists when dst
+	// exists, decided in the log (one winner across the cluster).
+	RenameNoReplace(ctx context.Context, bucket, src, dst string) error
+}
+
+var _ ExclusiveRenamer = (*Local)(nil)
+
+// RenameNoReplace implements ExclusiveRenamer.
+func (s *Local) RenameNoReplace(ctx context.Context, bucket, src, dst string) error {
+	return s.rename(ctx, bucket, src, dst, true)
+}
+
 // Rename implements Store.
 func (s *Local) Rename(ctx context.Context, bucket, src, dst string) error {
+	return s.rename(ctx, bucket, src, dst, false)
+}
+
+func (s *Local) rename(ctx context.Context, bucket, src, dst string, exclusive bool) error {
 	if err := checkPath(bucket, src); err != nil {
 		return err
 	}
@@ -189,6 +208,6 @@ func (s *Local) Rename(ctx context.Context, bucket, src, dst string) error {
 	if src == "" || dst == "" {
 		return ErrInvalidName
 	}
-	_, err := s.propose(ctx, meta.Command{Op: meta.OpRename, BucketName: bucket, Path: src, DstPath: dst})
+	_, err := s.propose(ctx, meta.Command{Op: meta.OpRename, BucketName: bucket, Path: src, DstPath: dst, Exclusive: exclusive})
 	return err
 }

@@ -55,17 +55,28 @@ type DirOwners interface {
 	// ErrNotDir, ErrLockLost (the node's session expired: a new one is
 	// started, and a retry may succeed), ErrNotUpgraded, ErrUnavailable,
 	// or ctx's error.
-	Own(ctx context.Context, dir uint64) (c Claim, done func(), err error)
+	// path ("bucket/path") names the directory in status pages.
+	Own(ctx context.Context, dir uint64, path string) (c Claim, done func(), err error)
 	// Held returns this node's claim on dir without waiting, if it has one.
 	Held(dir uint64) (Claim, bool)
-	// Adopt records that directory dir, made under claim c by a holder
-	// (its mkdir queued), is owned under c: the log makes it so when the
-	// mkdir applies.
-	Adopt(dir uint64, c Claim)
+	// Adopt records that directory dir (path "bucket/path"), made under
+	// claim c by a holder (its mkdir queued), is owned under c: the log
+	// makes it so when the mkdir applies.
+	Adopt(dir uint64, path string, c Claim)
 	// AddHolder registers h; the returned function unregisters it.
 	AddHolder(h Holder) (remove func())
 	// OwnerStats describes this node's ownership (status and metrics).
 	OwnerStats() OwnerStats
+	// OwnedDirs lists up to limit directories this node owns, by path.
+	OwnedDirs(limit int) []OwnedDir
+}
+
+// OwnedDir is a directory this node owns.
+type OwnedDir struct {
+	Dir   uint64    `json:"ino,string"`
+	Path  string    `json:"path"` // "bucket/path" as its holder named it ("" unknown)
+	Epoch uint64    `json:"epoch,string"`
+	Since time.Time `json:"since"`
 }
 
 var _ DirOwners = (*Local)(nil)
@@ -95,6 +106,7 @@ const recallRetry = 250 * time.Millisecond
 
 // ownedDir is one directory this node owns.
 type ownedDir struct {
+	path    string
 	epoch   uint64
 	session uint64
 	rw      sync.RWMutex // R: a holder deciding; W: a release or a command decided in the log
@@ -180,17 +192,30 @@ func (s *Local) Held(dir uint64) (Claim, bool) {
 }
 
 // Adopt implements DirOwners.
-func (s *Local) Adopt(dir uint64, c Claim) {
+func (s *Local) Adopt(dir uint64, path string, c Claim) {
 	o := s.owners
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if p := o.dirs[c.Dir]; p != nil && p.epoch == c.Epoch && o.dirs[dir] == nil {
-		o.dirs[dir] = &ownedDir{epoch: c.Epoch, session: p.session, since: s.cfg.Clock.Now()}
+		o.dirs[dir] = &ownedDir{path: path, epoch: c.Epoch, session: p.session, since: s.cfg.Clock.Now()}
 	}
 }
 
+// OwnedDirs implements DirOwners: by path.
+func (s *Local) OwnedDirs(limit int) []OwnedDir {
+	o := s.owners
+	o.mu.Lock()
+	out := make([]OwnedDir, 0, min(len(o.dirs), limit))
+	for dir, d := range o.dirs {
+		out = append(out, OwnedDir{Dir: dir, Path: d.path, Epoch: d.epoch, Since: d.since})
+	}
+	o.mu.Unlock()
+	slices.SortFunc(out, func(a, b OwnedDir) int { return cmp.Or(cmp.Compare(a.Path, b.Path), cmp.Compare(a.Dir, b.Dir)) })
+	return out[:min(len(out), limit)]
+}
+
 // Own implements DirOwners.
-func (s *Local) Own(ctx context.Context, dir uint64) (Claim, func(), error) {
+func (s *Local) Own(ctx context.Context, dir uint64, path string) (Claim, func(), error) {
 	o := s.owners
 	for {
 		o.mu.Lock()
@@ -215,7 +240,7 @@ func (s *Local) Own(ctx context.Context, dir uint64) (Claim, func(), error) {
 			}
 			continue
 		}
-		granted, err := s.claim(ctx, dir, false)
+		granted, err := s.claim(ctx, dir, path, false)
 		if err != nil {
 			return Claim{}, nil, err
 		}
@@ -246,7 +271,7 @@ func (s *Local) waitOwner(ctx context.Context, changed chan struct{}) error {
 
 // claim proposes OpOwn for dir (a recall when recall): whether it was
 // granted. A claim refused by another owner is that owner's recall.
-func (s *Local) claim(ctx context.Context, dir uint64, recall bool) (bool, error) {
+func (s *Local) claim(ctx context.Context, dir uint64, path string, recall bool) (bool, error) {
 	ls := s.locks
 	ls.mu.Lock()
 	session := ls.epoch
@@ -276,8 +301,10 @@ func (s *Local) claim(ctx context.Context, dir uint64, recall bool) (bool, error
 		w := res.Own.Owner
 		o := s.owners
 		o.mu.Lock()
-		if o.dirs[dir] == nil {
-			o.dirs[dir] = &ownedDir{epoch: w.Epoch, session: w.Session, since: s.cfg.Clock.Now()}
+		if d := o.dirs[dir]; d == nil {
+			o.dirs[dir] = &ownedDir{path: path, epoch: w.Epoch, session: w.Session, since: s.cfg.Clock.Now()}
+		} else if d.path == "" {
+			d.path = path
 		}
 		o.mu.Unlock()
 		return true, nil
@@ -493,7 +520,7 @@ func (s *Local) proposeOwned(ctx context.Context, cmd meta.Command) (meta.Result
 		// recall without holding any write lock, then start over.
 		st.done()
 		wait := s.ownerChanged()
-		if _, err := s.claim(ctx, uint64(oe.Dir), true); err != nil {
+		if _, err := s.claim(ctx, uint64(oe.Dir), "", true); err != nil {
 			return res, err
 		}
 		if err := s.waitOwner(ctx, wait); err != nil {

@@ -99,7 +99,7 @@ func TestOwnAndRecall(t *testing.T) {
 	h1 := &flushes{}
 	defer n1.AddHolder(h1)()
 
-	c, done, err := n1.Own(ctx, d)
+	c, done, err := n1.Own(ctx, d, "bkt/d")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,13 +141,13 @@ func TestOwnAndRecall(t *testing.T) {
 
 	// Node 2 owns it and decides; node 1's claim waits for node 2's
 	// read hold, then gets a new epoch.
-	c2, done2, err := n2.Own(ctx, d)
+	c2, done2, err := n2.Own(ctx, d, "bkt/d")
 	if err != nil {
 		t.Fatal(err)
 	}
 	got := make(chan Claim, 1)
 	go func() {
-		c, done, err := n1.Own(ctx, d)
+		c, done, err := n1.Own(ctx, d, "bkt/d")
 		if err != nil {
 			t.Error(err)
 		} else {

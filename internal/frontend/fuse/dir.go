@@ -9,6 +9,7 @@ import (
 
 	"github.com/cairn-fs/cairn/internal/store"
 	"github.com/hanwen/go-fuse/v2/fs"
+	"golang.org/x/sys/unix"
 	gofuse "github.com/hanwen/go-fuse/v2/fuse"
 )
 
@@ -114,9 +115,6 @@ func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *gofuse.
 			return nil, syscall.EEXIST
 		}
 	}
-	if _, err := n.existing(ctx, p); err == nil {
-		return nil, syscall.EEXIST
-	}
 	uid, gid := caller(ctx)
 	mode &= 0o7777
 	xs, err := n.xattrs(ctx)
@@ -125,6 +123,16 @@ func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *gofuse.
 	}
 	if len(xs[aclDefault]) > 0 {
 		return n.mkdirNow(ctx, p, mode, uid, gid, out) // the default ACL, not the umask, narrows the mode
+	}
+	// Decided here, under the directory's claim (own.go): nobody else
+	// adds a name to n until the mkdir is published.
+	claim, done, e := n.own(ctx)
+	if e != 0 {
+		return nil, e
+	}
+	defer done()
+	if _, err := n.existing(ctx, p); err == nil {
+		return nil, syscall.EEXIST
 	}
 	mode &^= callerUmask(ctx)
 	ino, err := n.m.wb.newIno(ctx)
@@ -136,8 +144,9 @@ func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *gofuse.
 	c.fill(store.ObjectInfo{Ino: ino, IsDir: true, Mode: mode, UID: uid, GID: gid, ModTime: now}, &out.Attr)
 	ch := n.NewInode(ctx, c, fs.StableAttr{Mode: syscall.S_IFDIR, Ino: ino})
 	c.mu.Lock()
-	n.m.wb.enqueueOp(c, opMkdir, p)
+	n.m.wb.enqueueOp(c, opMkdir, p, claim)
 	c.mu.Unlock()
+	n.adopt(c, p, claim) // what the mount makes in it is decided here too
 	n.touchedDir(now)
 	return ch, 0
 }
@@ -145,7 +154,7 @@ func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *gofuse.
 // mkdirNow is Mkdir made at once (then given the parent's default ACL).
 func (n *node) mkdirNow(ctx context.Context, p string, mode, uid, gid uint32, out *gofuse.EntryOut) (*fs.Inode, syscall.Errno) {
 	n.m.wb.drain()
-	if err := n.m.cfg.Store.Mkdir(ctx, n.m.cfg.Bucket, p, store.Attrs{Mode: mode, UID: uid, GID: gid, Explicit: true}); err != nil {
+	if err := n.m.cfg.Store.Mkdir(ctx, n.m.cfg.Bucket, p, store.Attrs{Mode: mode, UID: uid, GID: gid, Explicit: true, Exclusive: true}); err != nil {
 		return nil, errno(err)
 	}
 	n.inheritACL(ctx, p, true, mode)
@@ -184,19 +193,28 @@ func (n *node) Unlink(ctx context.Context, name string) syscall.Errno {
 	if n.m.wb.queued(p) || (c != nil && c.uncommitted()) {
 		return n.unlinkNow(ctx, name, c)
 	}
+	// Decided here, under the directory's claim (own.go).
+	claim, done, e := n.own(ctx)
+	if e != 0 {
+		return e
+	}
 	info, err := n.m.cfg.Store.Stat(ctx, n.m.cfg.Bucket, p)
 	if err != nil {
+		done()
 		return errno(err)
 	}
 	if info.IsDir {
+		done()
 		return syscall.EISDIR
 	}
 	if info.Nlink > 1 {
 		// Another name of the file shows its link count: change it now.
+		done() // decided in the log, which may need the claim's write lock
 		return n.unlinkNow(ctx, name, c)
 	}
+	defer done()
 	c.pinNow(ctx)
-	n.m.wb.enqueueUnlink(c, p)
+	n.m.wb.enqueueUnlink(c, p, claim)
 	if c != nil && info.Nlink <= 1 {
 		c.unlinked(info)
 	}
@@ -263,6 +281,7 @@ func (n *node) unlinked(info store.ObjectInfo) {
 	info.Nlink = 0
 	n.goneInfo = &info
 	n.gone, n.fresh, n.local = true, false, nil
+	n.m.dropFresh(n)
 	if n.write != nil {
 		n.write.dirty = false
 	}
@@ -276,8 +295,10 @@ func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 	if !ok {
 		return syscall.EXDEV
 	}
-	if flags != 0 {
-		return syscall.EINVAL // RENAME_NOREPLACE / EXCHANGE: not yet
+	noReplace := flags == unix.RENAME_NOREPLACE
+	er, ok := n.m.cfg.Store.(store.ExclusiveRenamer)
+	if flags != 0 && !(noReplace && ok) {
+		return syscall.EINVAL // RENAME_EXCHANGE and RENAME_WHITEOUT: not supported
 	}
 	dst, e := np.newName(newName)
 	if e != 0 {
@@ -296,6 +317,10 @@ func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 		if err := c.takeErr(); err != nil {
 			return errno(err)
 		}
+	}
+	if noReplace {
+		// Decided in the log: one winner across the cluster.
+		return errno(er.RenameNoReplace(ctx, n.m.cfg.Bucket, n.child(name), dst))
 	}
 	return errno(n.m.cfg.Store.Rename(ctx, n.m.cfg.Bucket, n.child(name), dst))
 }

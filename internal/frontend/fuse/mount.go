@@ -103,6 +103,7 @@ type Mount struct {
 	// flockOnce logs once that a no-open mount refuses flock.
 	flockOnce sync.Once
 	calls     counters // FUSE calls per opcode (stats.go)
+	own       ownership // directory ownership (own.go)
 	wg        sync.WaitGroup
 	once      sync.Once
 }
@@ -131,6 +132,13 @@ func New(ctx context.Context, cfg Config) (*Mount, error) {
 		return nil, err
 	}
 	m := &Mount{cfg: cfg}
+	if o, ok := cfg.Store.(store.DirOwners); ok {
+		info, err := cfg.Store.Stat(ctx, cfg.Bucket, cfg.Prefix)
+		if err != nil {
+			return nil, fmt.Errorf("mount %s: %w", path.Join(cfg.Bucket, cfg.Prefix), err)
+		}
+		m.own.o, m.own.rootIno = o, info.Ino
+	}
 	m.inval.init()
 	m.wb = newWriteback(m)
 	m.root = &node{m: m}
@@ -195,6 +203,9 @@ func New(ctx context.Context, cfg Config) (*Mount, error) {
 		return nil, fmt.Errorf("mount %s on %s: %w", path.Join(cfg.Bucket, cfg.Prefix), cfg.Dir, err)
 	}
 	m.server = server
+	if m.own.o != nil {
+		m.own.unhold = m.own.o.AddHolder(m)
+	}
 	if cfg.NoOpen {
 		m.idle.start()
 	}
@@ -220,6 +231,9 @@ func (m *Mount) Close() error {
 		m.server.Wait()
 		m.idle.close() // no-open mode: what was written and not flushed is queued
 		m.wb.close()   // what was closed before the unmount is published
+		if m.own.unhold != nil {
+			m.own.unhold()
+		}
 		if m.cancel != nil {
 			m.cancel()
 		}

@@ -27,6 +27,7 @@ type node struct {
 	local    *attrs            // attributes not committed yet (a new file, a change while a version is pending), or nil
 	werr     error             // a failed publish, for the writer's next fsync or close
 	fresh    bool              // created through this mount and not committed yet
+	claim    store.Claim       // a fresh file: the directory claim its create was decided under (own.go)
 	gone     bool              // unlinked: what is written is never published
 	goneInfo *store.ObjectInfo // its description when it was unlinked
 	pin      store.Object      // no-open mode: the version last read, or unlinked or replaced here: open descriptors read it once it is gone
@@ -508,7 +509,7 @@ func (n *node) setLocal(ctx context.Context, set store.SetAttrs) error {
 	carried := (n.pend != nil && !n.pend.taken.Load()) || (n.pendOp != nil && !n.pendOp.taken.Load()) ||
 		(n.write != nil && n.write.dirty)
 	if !carried && !n.gone {
-		n.m.wb.enqueueOp(n, opAttrs, n.storePath())
+		n.m.wb.enqueueOp(n, opAttrs, n.storePath(), store.Claim{})
 	}
 	return nil
 }

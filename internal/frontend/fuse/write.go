@@ -25,14 +25,7 @@ func (n *node) Create(ctx context.Context, name string, flags, mode uint32, out 
 	if e != 0 {
 		return nil, nil, 0, e
 	}
-	if info, err := n.existing(ctx, p); err == nil {
-		if flags&syscall.O_EXCL != 0 {
-			return nil, nil, 0, syscall.EEXIST
-		}
-		if info.IsDir {
-			return nil, nil, 0, syscall.EISDIR
-		}
-	}
+	excl := flags&syscall.O_EXCL != 0
 	uid, gid := caller(ctx)
 	mode &= 0o7777
 	xs, err := n.xattrs(ctx)
@@ -40,7 +33,25 @@ func (n *node) Create(ctx context.Context, name string, flags, mode uint32, out 
 		return nil, nil, 0, errno(err)
 	}
 	if len(xs[aclDefault]) > 0 {
-		return n.createNow(ctx, p, mode, uid, gid, out) // the default ACL, not the umask, narrows the mode
+		if info, err := n.existing(ctx, p); err == nil && info.IsDir {
+			return nil, nil, 0, syscall.EISDIR
+		}
+		return n.createNow(ctx, p, mode, uid, gid, excl, out) // the default ACL, not the umask, narrows the mode
+	}
+	// Decided here, under the directory's claim (own.go): nobody else
+	// adds the name until the file is published.
+	claim, done, e := n.own(ctx)
+	if e != 0 {
+		return nil, nil, 0, e
+	}
+	defer done()
+	if info, err := n.existing(ctx, p); err == nil {
+		if excl {
+			return nil, nil, 0, syscall.EEXIST
+		}
+		if info.IsDir {
+			return nil, nil, 0, syscall.EISDIR
+		}
 	}
 	mode &^= callerUmask(ctx)
 	ino, err := n.m.wb.newIno(ctx)
@@ -50,9 +61,10 @@ func (n *node) Create(ctx context.Context, name string, flags, mode uint32, out 
 	w := newContent(n.m.cfg.TmpDir)
 	w.dirty, w.users = true, 1
 	now := time.Now()
-	c := &node{m: n.m, write: w, fresh: true, local: &attrs{mode: mode, uid: uid, gid: gid, mtime: now, ctime: now, atime: now}}
+	c := &node{m: n.m, write: w, fresh: true, claim: claim, local: &attrs{mode: mode, uid: uid, gid: gid, mtime: now, ctime: now, atime: now}}
 	c.fill(store.ObjectInfo{Ino: ino, Nlink: 1, Mode: mode, UID: uid, GID: gid, ModTime: now}, &out.Attr)
 	ch := n.NewInode(ctx, c, fs.StableAttr{Mode: syscall.S_IFREG, Ino: ino})
+	n.m.addFresh(c, n.dirIno()) // own.go: a recall of n publishes it
 	n.touchedDir(now)
 	if n.m.cfg.NoOpen {
 		n.m.idle.add(c) // dirty from the start (handle.content adds on a clean write)
@@ -62,10 +74,10 @@ func (n *node) Create(ctx context.Context, name string, flags, mode uint32, out 
 
 // createNow is Create publishing the empty file at once (then giving it
 // the directory's default ACL).
-func (n *node) createNow(ctx context.Context, p string, mode, uid, gid uint32, out *gofuse.EntryOut) (*fs.Inode, fs.FileHandle, uint32, syscall.Errno) {
+func (n *node) createNow(ctx context.Context, p string, mode, uid, gid uint32, excl bool, out *gofuse.EntryOut) (*fs.Inode, fs.FileHandle, uint32, syscall.Errno) {
 	n.m.wb.drain()
 	info, _, err := n.m.cfg.Store.Put(ctx, n.m.cfg.Bucket, p, strings.NewReader(""),
-		store.PutOptions{Size: 0, Mode: mode, UID: uid, GID: gid, Explicit: true})
+		store.PutOptions{Size: 0, Mode: mode, UID: uid, GID: gid, Explicit: true, IfNoneMatchAny: excl})
 	if err != nil {
 		return nil, nil, 0, errno(err)
 	}
@@ -318,6 +330,7 @@ func (n *node) published(ctx context.Context, p *pending, gen uint64, err error)
 		n.werr = err
 	} else if p.kind != opAttrs {
 		n.fresh = false
+		n.m.dropFresh(n) // own.go
 	}
 	if n.pend == p {
 		n.pend = nil

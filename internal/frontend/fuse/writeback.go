@@ -2,6 +2,7 @@ package fuse
 
 import (
 	"context"
+	"strings"
 	"errors"
 	"io"
 	"sync"
@@ -66,6 +67,8 @@ type pending struct {
 	size    int64
 	at      time.Time     // when it was queued
 	changed time.Time     // opPublish: the content\'s last change
+	claim   store.Claim   // the directory claim it was decided under (own.go), or zero
+	dir     uint64        // its directory's inode number (0: unknown)
 	done    chan struct{} // closed once published or failed
 	err     error         // set before done is closed
 	taken   atomic.Bool   // the publisher has started it
@@ -127,17 +130,33 @@ func (wb *writeback) newIno(ctx context.Context) (uint64, error) {
 // reads see the queued version until it is published.
 func (wb *writeback) enqueue(n *node, w *content) *pending {
 	p := &pending{kind: opPublish, n: n, path: n.storePath(), f: w.f, size: w.size(), at: time.Now(),
-		changed: w.changed, done: make(chan struct{})}
+		changed: w.changed, dir: n.parentIno(), done: make(chan struct{})}
+	if orphaned(p.path) {
+		wb.m.cfg.Logger.Warn("mount: a file lost its name in the mount before it was published; the change is dropped",
+			"ino", n.StableAttr().Ino, "fresh", n.fresh)
+	}
+	if n.fresh {
+		p.claim = n.claim // its create was decided under it
+	}
 	w.f, w.dirty = nil, false
 	n.pend = p
 	wb.push(p)
 	return p
 }
 
-// enqueueOp queues a new directory or attribute change of n at path (n.mu
-// held).
-func (wb *writeback) enqueueOp(n *node, kind opKind, path string) *pending {
-	p := &pending{kind: kind, n: n, path: path, at: time.Now(), done: make(chan struct{})}
+// errOrphan is the failure of a change queued for a node that had lost its
+// name (go-fuse's placeholder path for an orphaned inode): publishing it
+// would make a file of that name.
+var errOrphan = errors.New("fuse: the file lost its name in the mount before it was published")
+
+// orphaned reports whether path is go-fuse's placeholder for an inode
+// that lost its parent.
+func orphaned(path string) bool { return strings.Contains(path, ".go-fuse.") }
+
+// enqueueOp queues a new directory (decided under claim) or attribute
+// change of n at path (n.mu held).
+func (wb *writeback) enqueueOp(n *node, kind opKind, path string, claim store.Claim) *pending {
+	p := &pending{kind: kind, n: n, path: path, at: time.Now(), claim: claim, done: make(chan struct{})}
 	n.pendOp = p
 	wb.push(p)
 	return p
@@ -145,8 +164,8 @@ func (wb *writeback) enqueueOp(n *node, kind opKind, path string) *pending {
 
 // enqueueUnlink queues the removal of file name path (n: its node, or nil):
 // from now on the mount answers as if it were gone.
-func (wb *writeback) enqueueUnlink(n *node, path string) {
-	wb.push(&pending{kind: opUnlink, n: n, path: path, at: time.Now(), done: make(chan struct{})})
+func (wb *writeback) enqueueUnlink(n *node, path string, claim store.Claim) {
+	wb.push(&pending{kind: opUnlink, n: n, path: path, at: time.Now(), claim: claim, done: make(chan struct{})})
 }
 
 // unlinking reports whether an unlink of path is queued and not yet
@@ -326,7 +345,7 @@ func (wb *writeback) applyBatch(batch []*pending) {
 			a, gen := p.n.attrsNow()
 			gens[i] = gen
 			changes[i] = store.Change{Kind: store.ChangeMkdir, Path: p.path,
-				Attrs: store.Attrs{Mode: a.mode, UID: a.uid, GID: a.gid, Explicit: true, Ino: p.n.StableAttr().Ino}}
+				Attrs: store.Attrs{Mode: a.mode, UID: a.uid, GID: a.gid, Explicit: true, Exclusive: true, Ino: p.n.StableAttr().Ino}}
 			if gen > 0 { // changed since (tar sets a directory's times and owner)
 				later = append(later, i)
 			}
@@ -337,6 +356,7 @@ func (wb *writeback) applyBatch(batch []*pending) {
 		case opUnlink:
 			changes[i] = store.Change{Kind: store.ChangeDelete, Path: p.path}
 		}
+		changes[i].Decided, changes[i].Claims = true, wb.m.claims(p) // own.go
 	}
 	errs := wb.changeMany(ctx, changes)
 	if len(later) > 0 {
@@ -345,7 +365,7 @@ func (wb *writeback) applyBatch(batch []*pending) {
 		for _, i := range later {
 			if errs[i] == nil {
 				a, _ := batch[i].n.attrsNow()
-				more = append(more, store.Change{Kind: store.ChangeSetAttrs, Path: batch[i].path, Set: a.set()})
+				more = append(more, store.Change{Kind: store.ChangeSetAttrs, Path: batch[i].path, Set: a.set(), Decided: true})
 				at = append(at, i)
 			}
 		}
@@ -400,6 +420,7 @@ func (wb *writeback) publish(batch []*pending) {
 	gens := make([]uint64, len(batch))
 	for i, p := range batch {
 		opts[i], gens[i] = p.n.putOptions(p.size)
+		opts[i].Decided, opts[i].Claims = true, wb.m.claims(p) // own.go
 		bytes += p.size
 	}
 	// Bounded: a node without its write quorum fails the batch (and the
@@ -410,11 +431,20 @@ func (wb *writeback) publish(batch []*pending) {
 	bp, ok := cfg.Store.(store.BatchPutter)
 	if len(batch) == 1 || !ok {
 		for i, p := range batch {
+			if orphaned(p.path) {
+				errs[i] = errOrphan
+				continue
+			}
 			_, _, errs[i] = cfg.Store.Put(ctx, cfg.Bucket, p.path, io.NewSectionReader(p.f, 0, p.size), opts[i])
 		}
 	} else {
-		files := make([]store.FilePut, len(batch))
+		files := make([]store.FilePut, 0, len(batch))
+		at := make([]int, 0, len(batch))
 		for i, p := range batch {
+			if orphaned(p.path) {
+				errs[i] = errOrphan
+				continue
+			}
 			data, ok := p.f.Bytes()
 			if !ok {
 				data = make([]byte, p.size)
@@ -422,11 +452,12 @@ func (wb *writeback) publish(batch []*pending) {
 					errs[i] = err
 				}
 			}
-			files[i] = store.FilePut{Path: p.path, Data: data, Opts: opts[i]}
+			files = append(files, store.FilePut{Path: p.path, Data: data, Opts: opts[i]})
+			at = append(at, i)
 		}
-		for i, r := range bp.PutFiles(ctx, cfg.Bucket, files) {
-			if errs[i] == nil {
-				errs[i] = r.Err
+		for k, r := range bp.PutFiles(ctx, cfg.Bucket, files) {
+			if errs[at[k]] == nil {
+				errs[at[k]] = r.Err
 			}
 		}
 	}

@@ -1,0 +1,184 @@
+package e2e
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// raceOp is one exclusive operation: prepare makes what side s of the
+// race needs for name i (in its own mount m), take tries to take the
+// name through mount m.
+type raceOp struct {
+	name    string
+	prepare func(m string, side, i int) error
+	take    func(m, dir string, side, i int) error
+}
+
+var raceOps = []raceOp{
+	{name: "mkdir", take: func(m, dir string, side, i int) error {
+		return syscall.Mkdir(filepath.Join(m, dir, "n"+strconv.Itoa(i)), 0o755)
+	}},
+	{name: "O_EXCL", take: func(m, dir string, side, i int) error {
+		fd, err := syscall.Open(filepath.Join(m, dir, "n"+strconv.Itoa(i)), syscall.O_CREAT|syscall.O_EXCL|syscall.O_WRONLY, 0o644)
+		if err == nil {
+			syscall.Write(fd, []byte(strconv.Itoa(side)))
+			syscall.Close(fd)
+		}
+		return err
+	}},
+	{name: "link", prepare: func(m string, side, i int) error {
+		if i > 0 {
+			return nil
+		}
+		return os.WriteFile(filepath.Join(m, "src-link", strconv.Itoa(side)), []byte(strconv.Itoa(side)), 0o644)
+	}, take: func(m, dir string, side, i int) error {
+		return syscall.Link(filepath.Join(m, "src-link", strconv.Itoa(side)), filepath.Join(m, dir, "n"+strconv.Itoa(i)))
+	}},
+	{name: "symlink", take: func(m, dir string, side, i int) error {
+		return syscall.Symlink("side"+strconv.Itoa(side), filepath.Join(m, dir, "n"+strconv.Itoa(i)))
+	}},
+	{name: "RENAME_NOREPLACE", prepare: func(m string, side, i int) error {
+		return os.WriteFile(filepath.Join(m, "src-rename", fmt.Sprintf("%d-%d", side, i)), []byte(strconv.Itoa(side)), 0o644)
+	}, take: func(m, dir string, side, i int) error {
+		return unix.Renameat2(unix.AT_FDCWD, filepath.Join(m, "src-rename", fmt.Sprintf("%d-%d", side, i)),
+			unix.AT_FDCWD, filepath.Join(m, dir, "n"+strconv.Itoa(i)), unix.RENAME_NOREPLACE)
+	}},
+}
+
+// race runs op on every mount of mnts at once for names 0..n-1 in
+// directory dir: each side takes the names in the same order, starting
+// together. It returns, per name, the sides that won, and fails on an
+// error other than EEXIST.
+func race(t *testing.T, nodes []*server, mnts []string, dir string, op raceOp, n int) [][]int {
+	t.Helper()
+	for s, m := range mnts {
+		if op.prepare == nil {
+			break
+		}
+		for i := range n {
+			if err := op.prepare(m, s, i); err != nil {
+				t.Fatalf("%s: prepare side %d name %d: %v", op.name, s, i, err)
+			}
+		}
+	}
+	wins := make([][]int, n)
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	errs := make(chan error, len(mnts))
+	for s, m := range mnts {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			for i := range n {
+				err := op.take(m, dir, s, i)
+				switch {
+				case err == nil:
+					mu.Lock()
+					wins[i] = append(wins[i], s)
+					mu.Unlock()
+				case errors.Is(err, syscall.EEXIST):
+				default:
+					errs <- fmt.Errorf("%s: side %d name %d: %w", op.name, s, i, err)
+					return
+				}
+			}
+		}()
+	}
+	close(start)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		for _, s := range nodes {
+			t.Logf("%s DEBUG:\n%s", s.addr, s.logs.String()[max(0, strings.Index(s.logs.String(), "DEBUG orphan")-2000):][:min(12000, len(s.logs.String())-max(0, strings.Index(s.logs.String(), "DEBUG orphan")-2000))])
+			for _, ln := range strings.Split(s.logs.String(), "\n") {
+				if strings.Contains(ln, "WARN") || strings.Contains(ln, "ERROR") {
+					t.Logf("%s: %s", s.addr, ln)
+				}
+			}
+		}
+		t.Fatal(err)
+	}
+	return wins
+}
+
+// TestMountExclusiveRace: processes on two nodes (and, with fewer names,
+// three) race for the same names with mkdir, O_CREAT|O_EXCL, link,
+// symlink and RENAME_NOREPLACE: every name has exactly one winner, the
+// others get EEXIST, and every name is there afterwards on every node.
+func TestMountExclusiveRace(t *testing.T) {
+	needFuse(t)
+	nodes, mnts := startMountCluster(t, 3)
+	for _, d := range []string{"src-link", "src-rename"} {
+		if err := os.Mkdir(filepath.Join(mnts[0], d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range []struct {
+		mnts []string
+		n    int
+	}{{[]string{mnts[0], mnts[2]}, 2000}, {mnts, 500}} {
+		for _, op := range raceOps {
+			if os.Getenv("RACE_OPS") != "" && !strings.Contains(os.Getenv("RACE_OPS"), op.name) {
+				continue
+			}
+			dir := fmt.Sprintf("race-%s-%d", op.name, len(tc.mnts))
+			if err := os.Mkdir(filepath.Join(mnts[1], dir), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			// Every node sees the directory before the race.
+			for _, m := range tc.mnts {
+				waitFor(t, 10*time.Second, dir+" on "+m, func() bool {
+					_, err := os.Stat(filepath.Join(m, dir))
+					return err == nil
+				}, nodes...)
+			}
+			began := time.Now()
+			wins := race(t, nodes, tc.mnts, dir, op, tc.n)
+			took := time.Since(began)
+			double, none := 0, 0
+			for i, w := range wins {
+				switch {
+				case len(w) > 1:
+					if double < 5 {
+						t.Errorf("%s on %d nodes: name %d won by sides %v", op.name, len(tc.mnts), i, w)
+					}
+					double++
+				case len(w) == 0:
+					if none < 5 {
+						t.Errorf("%s on %d nodes: name %d won by nobody", op.name, len(tc.mnts), i)
+					}
+					none++
+				}
+			}
+			t.Logf("%s on %d nodes, %d names: %d won twice, %d by nobody, in %v (%v a name)",
+				op.name, len(tc.mnts), tc.n, double, none, took.Round(time.Millisecond), (took / time.Duration(tc.n)).Round(time.Microsecond))
+			// Nothing lost: every node lists every name once published.
+			for _, m := range mnts {
+				d, err := os.Open(filepath.Join(m, dir))
+				if err != nil {
+					t.Fatal(err)
+				}
+				d.Sync() // the mount's queue is published (fsync of a directory)
+				d.Close()
+			}
+			for _, m := range mnts {
+				waitFor(t, 10*time.Second, fmt.Sprintf("%d names of %s on %s", tc.n, dir, m), func() bool {
+					es, err := os.ReadDir(filepath.Join(m, dir))
+					return err == nil && len(es) == tc.n
+				}, nodes...)
+			}
+		}
+	}
+}
