@@ -9,8 +9,8 @@ import (
 
 	"github.com/cairn-fs/cairn/internal/store"
 	"github.com/hanwen/go-fuse/v2/fs"
-	"golang.org/x/sys/unix"
 	gofuse "github.com/hanwen/go-fuse/v2/fuse"
+	"golang.org/x/sys/unix"
 )
 
 // OpendirHandle opens directory n with the kernel's readdir cache on

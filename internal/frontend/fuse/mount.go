@@ -102,7 +102,7 @@ type Mount struct {
 	owners handleOwners // lock owners per open handle (locks.go)
 	// flockOnce logs once that a no-open mount refuses flock.
 	flockOnce sync.Once
-	calls     counters // FUSE calls per opcode (stats.go)
+	calls     counters  // FUSE calls per opcode (stats.go)
 	own       ownership // directory ownership (own.go)
 	wg        sync.WaitGroup
 	once      sync.Once

@@ -2,9 +2,9 @@ package fuse
 
 import (
 	"context"
-	"strings"
 	"errors"
 	"io"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
