@@ -182,3 +182,156 @@ func TestMountExclusiveRace(t *testing.T) {
 		}
 	}
 }
+
+// TestMountRmdirCreateRace: node 1 creates a file in a directory while
+// node 3 removes the directory, for 300 directories: either the rmdir
+// fails (ENOTEMPTY) and the file is there, or the create fails (ENOENT)
+// and the directory is gone. Never both, so no file is lost. Then two
+// nodes move two directories into each other at once, 100 times: one
+// move fails, and no cycle is made.
+func TestMountRmdirCreateRace(t *testing.T) {
+	needFuse(t)
+	nodes, mnts := startMountCluster(t, 3)
+	a, b := mnts[0], mnts[2]
+	const n = 300
+	if err := os.Mkdir(filepath.Join(a, "rc"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for i := range n {
+		if err := os.Mkdir(filepath.Join(a, "rc", strconv.Itoa(i)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, 10*time.Second, "the directories on node 3", func() bool {
+		es, err := os.ReadDir(filepath.Join(b, "rc"))
+		return err == nil && len(es) == n
+	}, nodes...)
+	created := make([]error, n)
+	removed := make([]error, n)
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		<-start
+		for i := range n {
+			created[i] = os.WriteFile(filepath.Join(a, "rc", strconv.Itoa(i), "f"), []byte("kept"), 0o644)
+		}
+	}()
+	go func() {
+		defer wg.Done()
+		<-start
+		for i := range n {
+			removed[i] = syscall.Rmdir(filepath.Join(b, "rc", strconv.Itoa(i)))
+		}
+	}()
+	close(start)
+	wg.Wait()
+	for _, m := range mnts {
+		d, _ := os.Open(filepath.Join(m, "rc"))
+		d.Sync()
+		d.Close()
+	}
+	both, kept, gone := 0, 0, 0
+	for i := range n {
+		c, r := created[i], removed[i]
+		switch {
+		case c == nil && r == nil:
+			both++
+			t.Errorf("dir %d: the create and the rmdir both succeeded: the file is lost", i)
+		case c == nil:
+			if !errors.Is(r, syscall.ENOTEMPTY) {
+				t.Errorf("dir %d: rmdir failed with %v, want ENOTEMPTY", i, r)
+			}
+			kept++
+		case r == nil:
+			if !errors.Is(c, syscall.ENOENT) {
+				t.Errorf("dir %d: create failed with %v, want ENOENT", i, c)
+			}
+			gone++
+		default:
+			t.Errorf("dir %d: both failed: create %v, rmdir %v", i, c, r)
+		}
+	}
+	t.Logf("rmdir against create, %d directories: %d files kept (rmdir ENOTEMPTY), %d directories removed (create ENOENT), %d both", n, kept, gone, both)
+	for _, m := range mnts {
+		waitFor(t, 10*time.Second, "every kept file on "+m, func() bool {
+			for i := range n {
+				_, err := os.Stat(filepath.Join(m, "rc", strconv.Itoa(i), "f"))
+				if (created[i] == nil) != (err == nil) {
+					return false
+				}
+			}
+			return true
+		}, nodes...)
+	}
+
+	// Cross renames: node 1 moves x into y while node 3 moves y into x.
+	const pairs = 100
+	for i := range pairs {
+		for _, d := range []string{"x", "y"} {
+			if err := os.MkdirAll(filepath.Join(a, "cr", strconv.Itoa(i), d), 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	waitFor(t, 10*time.Second, "the pairs on node 3", func() bool {
+		es, err := os.ReadDir(filepath.Join(b, "cr", strconv.Itoa(pairs-1)))
+		return err == nil && len(es) == 2
+	}, nodes...)
+	ab := make([]error, pairs)
+	ba := make([]error, pairs)
+	start = make(chan struct{})
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		<-start
+		for i := range pairs {
+			p := filepath.Join(a, "cr", strconv.Itoa(i))
+			ab[i] = os.Rename(filepath.Join(p, "x"), filepath.Join(p, "y", "x"))
+		}
+	}()
+	go func() {
+		defer wg.Done()
+		<-start
+		for i := range pairs {
+			p := filepath.Join(b, "cr", strconv.Itoa(i))
+			ba[i] = os.Rename(filepath.Join(p, "y"), filepath.Join(p, "x", "y"))
+		}
+	}()
+	close(start)
+	wg.Wait()
+	moved := [2]int{}
+	for i := range pairs {
+		if ab[i] == nil && ba[i] == nil {
+			t.Errorf("pair %d: both moves succeeded", i)
+			continue
+		}
+		if ab[i] == nil {
+			moved[0]++
+		} else if ba[i] == nil {
+			moved[1]++
+		}
+		// Whatever happened, the pair is a tree on every node: one of x
+		// and y at the top, the other inside it (or both at the top).
+		for _, m := range mnts {
+			waitFor(t, 10*time.Second, fmt.Sprintf("pair %d a tree on %s", i, m), func() bool {
+				p := filepath.Join(m, "cr", strconv.Itoa(i))
+				es, err := os.ReadDir(p)
+				if err != nil {
+					return false
+				}
+				switch {
+				case len(es) == 2:
+					return ab[i] != nil && ba[i] != nil
+				case len(es) != 1:
+					return false
+				}
+				top, other := es[0].Name(), map[string]string{"x": "y", "y": "x"}[es[0].Name()]
+				_, err = os.Stat(filepath.Join(p, top, other))
+				return err == nil
+			}, nodes...)
+		}
+	}
+	t.Logf("cross renames, %d pairs: node 1's move won %d, node 3's %d", pairs, moved[0], moved[1])
+}

@@ -170,7 +170,9 @@ func (s *Server) servePut(rs *reqState, t target) {
 	s.writeJSON(rs, status, info)
 }
 
-// serveMkdir creates a directory; an existing one answers 200.
+// serveMkdir creates a directory; an existing one answers 200, or 412
+// with If-None-Match: *. The creation is decided in the log: of clients
+// racing on several nodes, exactly one gets 201.
 func (s *Server) serveMkdir(rs *reqState, t target) {
 	ctx := rs.req.Context()
 	if rs.req.ContentLength > 0 {
@@ -178,9 +180,13 @@ func (s *Server) serveMkdir(rs *reqState, t target) {
 		return
 	}
 	status := http.StatusCreated
-	if err := s.store.Mkdir(ctx, t.bucket, t.path, store.Attrs{}); err != nil {
+	if err := s.store.Mkdir(ctx, t.bucket, t.path, store.Attrs{Exclusive: true}); err != nil {
 		if !errors.Is(err, store.ErrExists) {
 			s.writeError(rs, err)
+			return
+		}
+		if strings.TrimSpace(headerValue(rs.req.Header, "If-None-Match")) == "*" {
+			s.writeError(rs, fmt.Errorf("%w: %s/%s exists (If-None-Match: *)", store.ErrPrecondition, t.bucket, t.path))
 			return
 		}
 		if info, serr := s.store.Stat(ctx, t.bucket, t.path); serr != nil || !info.IsDir {

@@ -751,3 +751,13 @@ func TestAccessLogThroughServer(t *testing.T) {
 		t.Errorf("GET line %q", lines[1])
 	}
 }
+
+// TestMkdirExclusive: a directory PUT answers 201 once, then 200, or 412
+// with If-None-Match: *.
+func TestMkdirExclusive(t *testing.T) {
+	e := newEnv(t, nil)
+	expect(t, e.do("PUT", "/priv/d/", nil, "key: admin"), 201, "")
+	expect(t, e.do("PUT", "/priv/d/", nil, "key: admin"), 200, "")
+	expect(t, e.do("PUT", "/priv/d/", nil, "key: admin", "If-None-Match: *"), 412, "PreconditionFailed")
+	expect(t, e.do("PUT", "/priv/e/", nil, "key: admin", "If-None-Match: *"), 201, "")
+}

@@ -13,6 +13,7 @@ import (
 	"path"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	xwebdav "golang.org/x/net/webdav"
@@ -70,7 +71,9 @@ func (f *fileSystem) Mkdir(ctx context.Context, name string, _ os.FileMode) erro
 			return os.ErrNotExist
 		}
 	}
-	return fsErr(f.st.Mkdir(ctx, f.bucket, p, store.Attrs{}))
+	// Exclusive: two MKCOLs of one name on two nodes, one wins (the
+	// other gets 405), decided in the log.
+	return fsErr(f.st.Mkdir(ctx, f.bucket, p, store.Attrs{Exclusive: true}))
 }
 
 // OpenFile implements webdav.FileSystem.
@@ -98,7 +101,11 @@ func (f *fileSystem) OpenFile(ctx context.Context, name string, flag int, _ os.F
 		if n, ok := ctx.Value(bodySizeKey{}).(int64); ok {
 			size = n
 		}
-		return &writeFile{fs: f, ctx: context.WithoutCancel(ctx), path: p, size: size}, nil
+		// O_EXCL, or a PUT with If-None-Match: * (exclusiveKey): the
+		// store's Put refuses an existing file when it commits.
+		excl, _ := ctx.Value(exclusiveKey{}).(*exclusivePut)
+		return &writeFile{fs: f, ctx: context.WithoutCancel(ctx), path: p, size: size,
+			excl: flag&os.O_EXCL != 0 || excl != nil, exclPut: excl}, nil
 	}
 	info, err := f.stat(ctx, p)
 	if err != nil {
@@ -404,6 +411,8 @@ type writeFile struct {
 	n        int64
 	copyFrom *readFile
 	props    map[string][]byte // dead properties to set at Close
+	excl     bool              // the file must not exist (IfNoneMatchAny)
+	exclPut  *exclusivePut     // the PUT's, told when the file existed
 }
 
 func (w *writeFile) start() {
@@ -412,7 +421,10 @@ func (w *writeFile) start() {
 		w.pw, w.done = pw, make(chan error, 1)
 		ct := mime.TypeByExtension(path.Ext(w.path))
 		go func() {
-			_, _, err := w.fs.st.Put(w.ctx, w.fs.bucket, w.path, pr, store.PutOptions{Size: w.size, ContentType: ct})
+			_, _, err := w.fs.st.Put(w.ctx, w.fs.bucket, w.path, pr, store.PutOptions{Size: w.size, ContentType: ct, IfNoneMatchAny: w.excl})
+			if errors.Is(err, store.ErrPrecondition) && w.exclPut != nil {
+				w.exclPut.existed.Store(true)
+			}
 			pr.CloseWithError(err)
 			w.done <- err
 		}()
@@ -496,3 +508,10 @@ func (w *writeFile) Patch(patches []xwebdav.Proppatch) ([]xwebdav.Propstat, erro
 // which takes a body of known size faster (one hash pass for one blob)
 // and refuses one that ends early.
 type bodySizeKey struct{}
+
+// exclusiveKey marks a context carrying a PUT with If-None-Match: *
+// (x/net/webdav ignores the header): the write refuses an existing file,
+// decided in the log, and the handler answers 412 when it did.
+type exclusiveKey struct{}
+
+type exclusivePut struct{ existed atomic.Bool }

@@ -5,7 +5,10 @@ import (
 	"encoding/xml"
 	"errors"
 	"maps"
+	"net/http"
+	"net/http/httptest"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -179,5 +182,57 @@ func TestLocksReloadRace(t *testing.T) {
 	ls.Load(map[string][]byte{}, ls.Generation()) // another node released everything
 	if _, err := ls.Create(now, excl("/f.txt")); err != nil {
 		t.Fatalf("a lock released elsewhere still held here: %v", err)
+	}
+}
+
+// TestExclusiveCreates: MKCOL of an existing collection, and a create
+// with O_EXCL or If-None-Match: * whose file another client created
+// meanwhile, are refused when they commit (the log decides: one winner
+// across nodes), and the PUT's answer is 412.
+func TestExclusiveCreates(t *testing.T) {
+	ctx := context.Background()
+	st := newStore(t)
+	fsys := &fileSystem{st: st, bucket: "bkt"}
+	if err := fsys.Mkdir(ctx, "/d", 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := fsys.Mkdir(ctx, "/d", 0); !errors.Is(err, os.ErrExist) {
+		t.Fatalf("second MKCOL: %v, want ErrExist", err)
+	}
+	ex := &exclusivePut{}
+	for _, c := range []struct {
+		name string
+		ctx  context.Context
+		flag int
+	}{
+		{"O_EXCL", ctx, os.O_RDWR | os.O_CREATE | os.O_EXCL},
+		{"If-None-Match", context.WithValue(ctx, exclusiveKey{}, ex), os.O_RDWR | os.O_CREATE | os.O_TRUNC},
+	} {
+		p := "/" + c.name
+		f, err := fsys.OpenFile(c.ctx, p, c.flag, 0o644)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.Write([]byte("mine"))
+		// Another node's client creates it first.
+		if _, _, err := st.Put(ctx, "bkt", p[1:], strings.NewReader("theirs"), store.PutOptions{Size: 6}); err != nil {
+			t.Fatal(err)
+		}
+		if err := f.Close(); err == nil {
+			t.Fatalf("%s: the second create succeeded", c.name)
+		}
+		if obj, err := st.Open(ctx, "bkt", p[1:]); err != nil || obj.Info().Size != 6 {
+			t.Fatalf("%s: the first create's file was replaced: %v", c.name, err)
+		}
+	}
+	if !ex.existed.Load() {
+		t.Fatal("the exclusive PUT was not told the file existed")
+	}
+	rec := httptest.NewRecorder()
+	w := &preconditionWriter{ResponseWriter: rec, ex: ex}
+	w.WriteHeader(http.StatusMethodNotAllowed)
+	w.Write([]byte("Method Not Allowed"))
+	if rec.Code != http.StatusPreconditionFailed || strings.Contains(rec.Body.String(), "Method") {
+		t.Fatalf("answer %d %q, want 412", rec.Code, rec.Body.String())
 	}
 }

@@ -182,7 +182,46 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Method == http.MethodPut && r.ContentLength >= 0 {
 		r = r.WithContext(context.WithValue(r.Context(), bodySizeKey{}, r.ContentLength))
 	}
+	if r.Method == http.MethodPut && strings.TrimSpace(r.Header.Get("If-None-Match")) == "*" {
+		// Create only: refused in the log if the file exists, so that
+		// two clients on two nodes never both create it (x/net/webdav
+		// would answer 405: the answer is 412).
+		fsys := &fileSystem{st: h.cfg.Store, bucket: bucket}
+		if _, err := fsys.Stat(r.Context(), "/"+strings.Trim(p, "/")); err == nil {
+			http.Error(w, "Precondition Failed: the resource exists (If-None-Match: *)", http.StatusPreconditionFailed)
+			return
+		}
+		ex := &exclusivePut{}
+		r = r.WithContext(context.WithValue(r.Context(), exclusiveKey{}, ex))
+		w = &preconditionWriter{ResponseWriter: w, ex: ex}
+	}
 	h.bucketHandler(bucket).ServeHTTP(w, r)
+}
+
+// preconditionWriter answers 412 instead of x/net/webdav's 405 when an
+// exclusive PUT found the file created meanwhile.
+type preconditionWriter struct {
+	http.ResponseWriter
+	ex      *exclusivePut
+	rewrote bool
+}
+
+func (p *preconditionWriter) WriteHeader(code int) {
+	if code == http.StatusMethodNotAllowed && p.ex.existed.Load() {
+		p.rewrote = true
+		p.ResponseWriter.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		p.ResponseWriter.WriteHeader(http.StatusPreconditionFailed)
+		p.ResponseWriter.Write([]byte("Precondition Failed: the resource exists (If-None-Match: *)\n"))
+		return
+	}
+	p.ResponseWriter.WriteHeader(code)
+}
+
+func (p *preconditionWriter) Write(b []byte) (int, error) {
+	if p.rewrote {
+		return len(b), nil // x/net/webdav's "Method Not Allowed" text
+	}
+	return p.ResponseWriter.Write(b)
 }
 
 // lockInfo is a LOCK request's body.
