@@ -507,6 +507,10 @@ func (s *Local) proposeOwned(ctx context.Context, cmd meta.Command) (meta.Result
 		if deadline.IsZero() {
 			deadline = s.cfg.Clock.Now().Add(max(recallWait, 2*s.locks.lease+5*time.Second))
 		}
+		if errors.As(res.Err, &oe) && (attempt >= maxOwnRetries || s.cfg.Clock.Now().After(deadline)) {
+			s.cfg.Logger.Warn("a change waited too long for another node to hand a directory over",
+				"dir", oe.Dir, "owner", oe.Node, "attempts", attempt+1)
+		}
 		if !errors.As(res.Err, &oe) || attempt >= maxOwnRetries || s.cfg.Clock.Now().After(deadline) {
 			if errors.Is(res.Err, meta.ErrFenced) {
 				s.owners.fenced.Add(1)

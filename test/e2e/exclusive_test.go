@@ -101,7 +101,6 @@ func race(t *testing.T, nodes []*server, mnts []string, dir string, op raceOp, n
 	close(errs)
 	for err := range errs {
 		for _, s := range nodes {
-			t.Logf("%s DEBUG:\n%s", s.addr, s.logs.String()[max(0, strings.Index(s.logs.String(), "DEBUG orphan")-2000):][:min(12000, len(s.logs.String())-max(0, strings.Index(s.logs.String(), "DEBUG orphan")-2000))])
 			for _, ln := range strings.Split(s.logs.String(), "\n") {
 				if strings.Contains(ln, "WARN") || strings.Contains(ln, "ERROR") {
 					t.Logf("%s: %s", s.addr, ln)
@@ -113,7 +112,7 @@ func race(t *testing.T, nodes []*server, mnts []string, dir string, op raceOp, n
 	return wins
 }
 
-// TestMountExclusiveRace: processes on two nodes (and, with fewer names,
+// TestMountExclusiveRace (RACE_OPS=mkdir,link runs only those): processes on two nodes (and, with fewer names,
 // three) race for the same names with mkdir, O_CREAT|O_EXCL, link,
 // symlink and RENAME_NOREPLACE: every name has exactly one winner, the
 // others get EEXIST, and every name is there afterwards on every node.

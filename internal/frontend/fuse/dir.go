@@ -318,11 +318,14 @@ func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 			return errno(err)
 		}
 	}
+	var err error
 	if noReplace {
 		// Decided in the log: one winner across the cluster.
-		return errno(er.RenameNoReplace(ctx, n.m.cfg.Bucket, n.child(name), dst))
+		err = er.RenameNoReplace(ctx, n.m.cfg.Bucket, n.child(name), dst)
+	} else {
+		err = n.m.cfg.Store.Rename(ctx, n.m.cfg.Bucket, n.child(name), dst)
 	}
-	return errno(n.m.cfg.Store.Rename(ctx, n.m.cfg.Bucket, n.child(name), dst))
+	return n.m.failed("rename", n.child(name), err)
 }
 
 // fileType is the S_IFMT bits of info.

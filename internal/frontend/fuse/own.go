@@ -58,10 +58,19 @@ func (n *node) own(ctx context.Context) (store.Claim, func(), syscall.Errno) {
 	case errors.Is(err, store.ErrNotUpgraded):
 		return store.Claim{}, func() {}, 0
 	case err != nil:
-		n.m.cfg.Logger.Warn("mount: claiming a directory failed", "path", n.storePath(), "err", err)
-		return store.Claim{}, nil, errno(err)
+		return store.Claim{}, nil, n.m.failed("claim", n.storePath(), err)
 	}
 	return c, done, 0
+}
+
+// failed is the errno of a namespace change of path that returned err,
+// logged when it is EIO: the caller sees no more than that.
+func (m *Mount) failed(op, path string, err error) syscall.Errno {
+	e := errno(err)
+	if e == syscall.EIO {
+		m.cfg.Logger.Warn("mount: a change failed", "op", op, "path", path, "err", err)
+	}
+	return e
 }
 
 // adopt records that directory c, made in n under claim, is owned under
