@@ -113,6 +113,9 @@ type ownedDir struct {
 	since   time.Time
 	// releasing: a recall is being served; Own waits for it to finish.
 	releasing bool
+	// adopted: made by a holder under its parent's claim, and its mkdir
+	// not applied yet (the log has no record of it until then).
+	adopted bool
 }
 
 // owners is this node's table of owned directories.
@@ -197,7 +200,7 @@ func (s *Local) Adopt(dir uint64, path string, c Claim) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if p := o.dirs[c.Dir]; p != nil && p.epoch == c.Epoch && o.dirs[dir] == nil {
-		o.dirs[dir] = &ownedDir{path: path, epoch: c.Epoch, session: p.session, since: s.cfg.Clock.Now()}
+		o.dirs[dir] = &ownedDir{path: path, epoch: c.Epoch, session: p.session, since: s.cfg.Clock.Now(), adopted: true}
 	}
 }
 
@@ -227,7 +230,19 @@ func (s *Local) Own(ctx context.Context, dir uint64, path string) (Claim, func()
 			d.rw.RLock()
 			o.mu.Lock()
 			still := o.dirs[dir] == d && !d.releasing
+			adopted := d.adopted
 			o.mu.Unlock()
+			if still && !adopted && !s.inLog(dir, d.epoch) {
+				// The table outlived the log's record (it cannot, by design;
+				// this keeps a bug there from failing every decision).
+				s.cfg.Logger.Warn("directory ownership: this node's table named a claim the log does not hold; claiming again", "dir", dir, "epoch", d.epoch)
+				o.mu.Lock()
+				if o.dirs[dir] == d {
+					delete(o.dirs, dir)
+				}
+				o.mu.Unlock()
+				still = false
+			}
 			if still {
 				return Claim{Dir: dir, Epoch: d.epoch}, d.rw.RUnlock, nil
 			}
@@ -251,6 +266,13 @@ func (s *Local) Own(ctx context.Context, dir uint64, path string) (Claim, func()
 			return Claim{}, nil, err
 		}
 	}
+}
+
+// inLog reports whether the log records this node as dir's owner under
+// claim epoch.
+func (s *Local) inLog(dir, epoch uint64) bool {
+	rec, err := s.meta.DirOwner(meta.Ino(dir))
+	return err == nil && rec != nil && rec.Node == s.locks.node && rec.Epoch == epoch
 }
 
 // waitOwner waits until an owner changes in the log, recallRetry passes,
@@ -297,13 +319,13 @@ func (s *Local) claim(ctx context.Context, dir uint64, path string, recall bool)
 		ls.mu.Unlock()
 	}
 	if res.Own.Granted {
+		// The table has it: the apply put it there (appliedOwner), before
+		// the proposal returned. Not added here: a recall applied since
+		// may have given it up already.
 		s.owners.claims.Add(1)
-		w := res.Own.Owner
 		o := s.owners
 		o.mu.Lock()
-		if d := o.dirs[dir]; d == nil {
-			o.dirs[dir] = &ownedDir{path: path, epoch: w.Epoch, session: w.Session, since: s.cfg.Clock.Now()}
-		} else if d.path == "" {
+		if d := o.dirs[dir]; d != nil && d.epoch == res.Own.Owner.Epoch && d.path == "" {
 			d.path = path
 		}
 		o.mu.Unlock()
@@ -397,12 +419,15 @@ func (s *Local) appliedOwner(cmd *meta.Command, r *meta.Result) {
 			o.mu.Unlock()
 		}
 	case meta.OpMkdir:
-		// A directory adopted under a claim the log then refused is not
-		// this node's.
-		if r.Err != nil && cmd.Own != nil && cmd.Own.Node == self && cmd.File != nil && cmd.File.Ino != 0 {
+		// A directory adopted under a claim is the log's now, or, if the
+		// log refused the mkdir, not this node's.
+		if cmd.Own != nil && cmd.Own.Node == self && cmd.File != nil && cmd.File.Ino != 0 {
 			o.mu.Lock()
-			if d := o.dirs[uint64(cmd.File.Ino)]; d != nil && !d.releasing {
-				delete(o.dirs, uint64(cmd.File.Ino))
+			if d := o.dirs[uint64(cmd.File.Ino)]; d != nil && d.adopted {
+				if r.Err != nil && !d.releasing {
+					delete(o.dirs, uint64(cmd.File.Ino))
+				}
+				d.adopted = false
 			}
 			o.mu.Unlock()
 		}
@@ -425,14 +450,14 @@ func ownerOp(op meta.Op) bool {
 // stamp is a command's claims being gathered by proposeOwned: the write
 // locks it holds, to let go after the proposal.
 type stamp struct {
-	held   []meta.DirEpoch
-	unlock []func()
+	held   []meta.DirEpoch // sorted by Dir
+	unlock []func()        // unlock[i] lets held[i]'s write lock go
 }
 
 func (st *stamp) add(dir uint64, d *ownedDir) {
-	st.held = append(st.held, meta.DirEpoch{Dir: meta.Ino(dir), Epoch: d.epoch})
-	slices.SortFunc(st.held, func(a, b meta.DirEpoch) int { return cmp.Compare(a.Dir, b.Dir) })
-	st.unlock = append(st.unlock, d.rw.Unlock)
+	i, _ := slices.BinarySearchFunc(st.held, meta.Ino(dir), func(h meta.DirEpoch, x meta.Ino) int { return cmp.Compare(h.Dir, x) })
+	st.held = slices.Insert(st.held, i, meta.DirEpoch{Dir: meta.Ino(dir), Epoch: d.epoch})
+	st.unlock = slices.Insert(st.unlock, i, d.rw.Unlock)
 }
 
 func (st *stamp) has(dir uint64) bool {
@@ -496,12 +521,21 @@ func (s *Local) proposeOwned(ctx context.Context, cmd meta.Command) (meta.Result
 		}
 	}
 	for attempt := 0; ; attempt++ {
+		cmd.Own = nil
 		if len(st.held) > 0 {
-			cmd.Own = &meta.OwnCmd{Node: s.locks.node, Held: st.held}
+			cmd.Own = &meta.OwnCmd{Node: s.locks.node, Held: slices.Clone(st.held)}
 		}
 		res, err := s.log.Propose(ctx, cmd)
 		if err != nil {
 			return res, err
+		}
+		if errors.Is(res.Err, meta.ErrFenced) && len(st.held) > 0 && attempt < maxOwnRetries {
+			// This node's table named a claim the log no longer has (the
+			// command is decided in the log, so no decision of a holder is
+			// at stake): forget the stale claims and send it again.
+			if s.dropStale(&st) {
+				continue
+			}
 		}
 		var oe *meta.OwnedError
 		if deadline.IsZero() {
@@ -531,6 +565,32 @@ func (s *Local) proposeOwned(ctx context.Context, cmd meta.Command) (meta.Result
 			return res, err
 		}
 	}
+}
+
+// dropStale removes from st, and from the table, the claims the log does
+// not hold for this node; it reports whether it removed any.
+func (s *Local) dropStale(st *stamp) bool {
+	o := s.owners
+	var keep []meta.DirEpoch
+	var unlock []func()
+	dropped := false
+	for i, h := range st.held {
+		rec, err := s.meta.DirOwner(h.Dir)
+		if err == nil && rec != nil && rec.Node == s.locks.node && rec.Epoch == h.Epoch {
+			keep = append(keep, h)
+			unlock = append(unlock, st.unlock[i])
+			continue
+		}
+		dropped = true
+		o.mu.Lock()
+		if d := o.dirs[uint64(h.Dir)]; d != nil && d.epoch == h.Epoch {
+			delete(o.dirs, uint64(h.Dir))
+		}
+		o.mu.Unlock()
+		st.unlock[i]()
+	}
+	st.held, st.unlock = keep, unlock
+	return dropped
 }
 
 func (s *Local) ownerChanged() chan struct{} {
