@@ -68,6 +68,17 @@
 #   git     `git clone` of a local bare repository (GIT_FILES files of the
 #           kernel tree in one commit, made once under bench/.data) onto
 #           the mount, then `sync`. Node GIT_NODE. Target: Cairn/local <= 3.
+#   upload  PHP's upload pattern (bench/smallfiles -mode upload): UPLOAD_COUNT
+#           files of 200 KB to 5 MB, each written to a temporary name and
+#           renamed into place, then an fsync of the directory. Node
+#           UPLOAD_NODE. Target (issue 32): Cairn/local time <= 1.8.
+#   contend a contended directory (Cairn only: it takes two nodes): nodes
+#           1 and 3 each create CONTEND_COUNT files of 1 KB (O_EXCL, write,
+#           close) in one shared directory at the same time
+#           (bench/smallfiles -mode contend); all 2 x CONTEND_COUNT must be
+#           there. Records the total time and the p50 and p99 of a create
+#           (the rows "create p50/p99 (ms)": their seconds column holds
+#           milliseconds). Target (issue 32): p99 <= 20 ms.
 #
 # FUSE calls: around every timed run on the Cairn side, the node's
 # GET /_cairn/mounts is read before and after; calls.tsv has the calls of
@@ -110,6 +121,8 @@
 #          SMALL_MISSES=20000 SMALL_NODE=2 SMALL_MAX_S=300
 #   tree:  TREE_LIMIT=4000 TREE_NODE=1 TREE_MAX_S=1800
 #   git:   GIT_FILES=3000 GIT_NODE=1 GIT_MAX_S=900
+#   upload: UPLOAD_COUNT=200 UPLOAD_NODE=2 UPLOAD_MAX_S=900
+#   contend: CONTEND_COUNT=1000 CONTEND_MAX_S=600
 #   LOOPBACK=1 (0: no loopback column)
 #   LOCAL_DIR (use this directory as the local side; must be ext4)
 #   LOCAL_IMG_GB=16 (size of the loop image when bench/.data is not ext4)
@@ -127,7 +140,7 @@ set -euo pipefail
 SETTINGS="ROUNDS PHP_CONC PHP_REPS PHP_PAGE_REPS PHP_WORKERS PHP_NODE WP_POSTS WP_UPLOAD_SCALE READ_FILES READ_CONC READ_COUNT
 READ_BATCH READ_CACHE READ_NODE COLD_RESTART KERNEL_TAR KERNEL_PKG UNTAR_LIMIT UNTAR_NODE CHECK_NODE UNTAR_SAMPLE
 META_NODE LARGE_MB LARGE_NODE LOCAL_DIR LOCAL_IMG_GB BENCH_DATA SEED SERVER_ARGS CAIRN_BIN SMALL_FILES SMALL_THREADS
-SMALL_COUNT SMALL_MISSES SMALL_NODE TREE_LIMIT TREE_NODE GIT_FILES GIT_NODE LOOPBACK"
+SMALL_COUNT SMALL_MISSES SMALL_NODE TREE_LIMIT TREE_NODE GIT_FILES GIT_NODE LOOPBACK UPLOAD_COUNT UPLOAD_NODE CONTEND_COUNT"
 GIVEN=""
 for v in $SETTINGS; do
 	[ -z "${!v:-}" ] || GIVEN+="$v=$(printf '%q' "${!v}") "
@@ -135,7 +148,7 @@ done
 . "$(dirname "$0")/lib.sh"
 
 ROUNDS=${ROUNDS:-3}
-ALL_BENCHES="php reads small untar tree git meta large"
+ALL_BENCHES="php reads small untar tree git upload contend meta large"
 BENCHES=${*:-${BENCHES:-$ALL_BENCHES}}
 PHP_CONC=${PHP_CONC:-20}
 PHP_REPS=${PHP_REPS:-}
@@ -178,6 +191,11 @@ TREE_MAX_S=${TREE_MAX_S:-1800}
 GIT_FILES=${GIT_FILES:-3000}
 GIT_NODE=${GIT_NODE:-1}
 GIT_MAX_S=${GIT_MAX_S:-900}
+UPLOAD_COUNT=${UPLOAD_COUNT:-200}
+UPLOAD_NODE=${UPLOAD_NODE:-2}
+UPLOAD_MAX_S=${UPLOAD_MAX_S:-900}
+CONTEND_COUNT=${CONTEND_COUNT:-1000}
+CONTEND_MAX_S=${CONTEND_MAX_S:-600}
 LOOPBACK=${LOOPBACK:-1}
 SERVER_ARGS=${SERVER_ARGS:-}
 CLUSTER_SECRET=${CAIRN_CLUSTER_SECRET:-cairn-bench-cluster-secret-0000000000}
@@ -1012,12 +1030,11 @@ part_large() {
 
 # ---------------------------------------------------------------- small
 part_small() {
-	local scale side dir r node=$SMALL_NODE sf
+	local scale side dir r node=$SMALL_NODE
 	scale=$(awk -v n="$SMALL_FILES" 'BEGIN {printf "%.6g", n / 20000}')
 	SCALE=$scale ensure_corpus small
 	local corpus=$CORPUS_DIR/small
-	scratch_dir sf smallfiles
-	(cd "$REPO_DIR" && go build -o "$sf/smallfiles" ./bench/smallfiles) || die "building bench/smallfiles failed"
+	smallfiles_bin
 	for side in $SIDES; do
 		dir=$(side_dir "$side" "$node")/small
 		cp -r "$corpus" "$dir" || die "small: copying the corpus into $dir failed"
@@ -1030,7 +1047,7 @@ part_small() {
 		for side in $(sides "$r"); do
 			dir=$(side_dir "$side" "$node")/small
 			if [ "$side" = cairn ]; then calls_before "$node"; fi
-			bounded "$SMALL_MAX_S" "$sf/smallfiles" -mode read -dir "$dir" -list "$corpus/paths.txt" \
+			bounded "$SMALL_MAX_S" "$SF" -mode read -dir "$dir" -list "$corpus/paths.txt" \
 				-threads "$SMALL_THREADS" -count "$SMALL_COUNT" -seed "$((SEED + r))" >"$OUT/small-r$r-$side.txt" 2>&1
 			RUN_S=$(sed -n 's/.*mode=read .*seconds=\([0-9.]*\).*/\1/p' "$OUT/small-r$r-$side.txt")
 			[ -n "$RUN_S" ] || { RUN_S=0; RUN_STATUS="FAIL $(tail -n 1 "$OUT/small-r$r-$side.txt")"; }
@@ -1038,7 +1055,7 @@ part_small() {
 			if [ "$side" = cairn ]; then calls_after small "open+read+close warm" "$r" "$node" "$SMALL_COUNT"; fi
 			# Names that do not exist: a first stat of each, then again.
 			if [ "$side" = cairn ]; then calls_before "$node"; fi
-			bounded "$SMALL_MAX_S" "$sf/smallfiles" -mode miss -dir "$dir/probe-r$r" \
+			bounded "$SMALL_MAX_S" "$SF" -mode miss -dir "$dir/probe-r$r" \
 				-threads "$SMALL_THREADS" -count "$SMALL_MISSES" >"$OUT/small-miss-r$r-$side.txt" 2>&1
 			local first again st=$RUN_STATUS
 			first=$(sed -n 's/.*mode=miss-first .*seconds=\([0-9.]*\).*/\1/p' "$OUT/small-miss-r$r-$side.txt")
@@ -1121,6 +1138,59 @@ part_git() {
 			[ "$RUN_STATUS" != ok ] || [ "$(git -C "$dest" status --porcelain | wc -l)" = 0 ] || die "git: the clone on the $side side is not clean"
 			rm -rf -- "$dest"
 		done
+	done
+}
+
+# ---------------------------------------------------------------- upload
+# smallfiles_bin: bench/smallfiles built once for the run (its path in SF).
+smallfiles_bin() {
+	[ -n "${SF:-}" ] && return
+	scratch_dir SF smallfiles
+	(cd "$REPO_DIR" && go build -o "$SF/smallfiles" ./bench/smallfiles) || die "building bench/smallfiles failed"
+	SF=$SF/smallfiles
+}
+
+part_upload() {
+	local r side dir node=$UPLOAD_NODE
+	smallfiles_bin
+	for r in $(seq 1 "$ROUNDS"); do
+		for side in $(sides "$r"); do
+			dir=$(side_dir "$side" "$node")/upload-r$r
+			mkdir -p "$dir" && sync && sync "$dir"
+			if [ "$side" = cairn ]; then calls_before "$node"; fi
+			bounded "$UPLOAD_MAX_S" "$SF" -mode upload -dir "$dir" -count "$UPLOAD_COUNT" -seed "$((SEED + r))" >"$OUT/upload-r$r-$side.txt" 2>&1
+			[ "$RUN_STATUS" = ok ] || RUN_STATUS="$RUN_STATUS $(tail -n 1 "$OUT/upload-r$r-$side.txt")"
+			record upload "write a temporary name, rename into place, fsync the directory ($UPLOAD_COUNT files of 200 KB-5 MB)" "$r" "$side" "$RUN_S" "$UPLOAD_COUNT" "$RUN_STATUS"
+			if [ "$side" = cairn ]; then calls_after upload "temporary name + rename" "$r" "$node" "$UPLOAD_COUNT"; fi
+			rm -rf -- "$dir"
+		done
+	done
+}
+
+# ---------------------------------------------------------------- contend
+part_contend() {
+	local r dir a b line p50 p99
+	smallfiles_bin
+	for r in $(seq 1 "$ROUNDS"); do
+		dir=contend-r$r
+		mkdir "${MNT[1]}/$dir" && sync "${MNT[1]}"
+		a=${MNT[1]}/$dir b=${MNT[3]}/$dir
+		local deadline=$((SECONDS + 10))
+		until [ -d "$b" ]; do
+			[ $SECONDS -lt $deadline ] || die "contend: $dir not on node 3 after 10 s"
+			sleep 0.05
+		done
+		calls_before 1
+		bounded "$CONTEND_MAX_S" "$SF" -mode contend -dir "$a" -dir2 "$b" -count "$CONTEND_COUNT" >"$OUT/contend-r$r.txt" 2>&1
+		[ "$RUN_STATUS" = ok ] || RUN_STATUS="$RUN_STATUS $(tail -n 1 "$OUT/contend-r$r.txt")"
+		record contend "2 nodes x $CONTEND_COUNT creates in one directory, total" "$r" cairn "$RUN_S" "$((2 * CONTEND_COUNT))" "$RUN_STATUS"
+		calls_after contend "2 nodes x $CONTEND_COUNT creates in one directory" "$r" 1 "$CONTEND_COUNT"
+		line=$(grep 'mode=contend-latency' "$OUT/contend-r$r.txt" || true)
+		p50=$(sed -n 's/.*p50_ms=\([0-9.]*\).*/\1/p' <<<"$line")
+		p99=$(sed -n 's/.*p99_ms=\([0-9.]*\).*/\1/p' <<<"$line")
+		record contend "create p50 (ms)" "$r" cairn "${p50:-0}" 1 "$RUN_STATUS"
+		record contend "create p99 (ms)" "$r" cairn "${p99:-0}" 1 "$RUN_STATUS"
+		rm -rf -- "$a"
 	done
 }
 

@@ -160,14 +160,22 @@ func (s *Local) TrashRestore(ctx context.Context, bucket, path string, at time.T
 }
 
 // proposeAll proposes cmds in order: in one ProposeMany when the log
-// takes ordered proposals, else one by one.
+// takes ordered proposals, else one by one. A command refused because a
+// node owns a directory it changes goes again alone, with this node's
+// claim or after a recall (proposeOwned).
 func (s *Local) proposeAll(ctx context.Context, cmds []meta.Command) ([]meta.Result, []error) {
-	if op, ok := s.log.(consensus.OrderedProposer); ok {
-		return op.ProposeMany(ctx, cmds)
+	if op, ok := s.log.(consensus.OrderedProposer); ok && s.owners.count() == 0 {
+		res, errs := op.ProposeMany(ctx, cmds)
+		for i := range cmds {
+			if errs[i] == nil && errors.Is(res[i].Err, meta.ErrOwned) {
+				res[i], errs[i] = s.proposeOwned(ctx, cmds[i])
+			}
+		}
+		return res, errs
 	}
 	res, errs := make([]meta.Result, len(cmds)), make([]error, len(cmds))
 	for i := range cmds {
-		res[i], errs[i] = s.log.Propose(ctx, cmds[i])
+		res[i], errs[i] = s.proposeOwned(ctx, cmds[i])
 	}
 	return res, errs
 }

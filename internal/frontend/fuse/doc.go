@@ -67,6 +67,24 @@
 // version: a crash loses what was queued, never shows a torn or mixed
 // file.
 //
+// # Who decides a name: directory ownership (own.go, design 0008)
+//
+// Create, Mkdir and Unlink decide locally only in a directory this node
+// owns: they take the directory's claim first (store.DirOwners.Own: free
+// when the node owns it, one commit to claim it, a recall when another
+// node owns it), check the name against the namespace this node has
+// applied plus the mount's queue, queue the change stamped with the claim,
+// and let the claim go. A directory made under a claim is owned under the
+// same claim (Adopt): an untar claims once. The log refuses a queued
+// change whose claim has moved (ErrFenced, EIO at the next fsync or
+// close). A recall of a directory has the mount publish what it decided
+// there (FlushDir: its queue, and files created there and still open,
+// with the content they have) before the node gives it up. So mkdir,
+// O_EXCL, link, symlink and RENAME_NOREPLACE have one winner across the
+// cluster. Rmdir, rename, link and symlink are decided in the log (the
+// store stamps them with this node's claims after FlushDir, or recalls
+// the directories another node owns).
+//
 // unlink of a file name is queued too (opUnlink), unless the file has a
 // change queued, was never published, or has other names (its link
 // count shows through them: removed at once, after the queue): the call
