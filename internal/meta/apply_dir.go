@@ -234,7 +234,7 @@ func (a *applier) rename() (Result, error) {
 		return Result{}, err
 	}
 	dstComps, dstName := split(dst)
-	dstParent, err := a.walkDirs(bk.Ino, dstComps, true, n.UID, n.GID)
+	dstParent, err := a.walkDirs(bk.Ino, dstComps, !a.cmd.NoParents, n.UID, n.GID)
 	if err != nil {
 		return Result{}, err
 	}

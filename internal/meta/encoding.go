@@ -490,6 +490,7 @@ func EncodeCommands(cmds []Command) ([]byte, error) {
 				appendOwnCmd(&e, c.Own) // owners.go
 			}
 			e.bool1(c.Exclusive)
+			e.bool1(c.NoParents)
 		}
 	}
 	return e.b, nil
@@ -565,6 +566,7 @@ func DecodeCommands(p []byte) ([]Command, error) {
 				c.Own = decodeOwnCmd(&d)
 			}
 			c.Exclusive = d.bool1()
+			c.NoParents = d.bool1()
 		}
 		cmds = append(cmds, c)
 	}

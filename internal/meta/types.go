@@ -243,6 +243,10 @@ type Command struct {
 	// directory (not mkdir -p), and OpRename on an existing destination
 	// (RENAME_NOREPLACE). Log version 11.
 	Exclusive bool
+	// NoParents makes OpRename fail with ErrNotFound when the
+	// destination's parent directory is missing, as rename(2) does,
+	// instead of making it (mkdir -p). Log version 11.
+	NoParents bool
 }
 
 // Origin is where a change came from.

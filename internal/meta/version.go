@@ -63,7 +63,7 @@ func Fit(cmd Command, active byte) Command {
 	if active < ownVersion && cmd.Op != OpOwn && cmd.Op != OpDisown {
 		// No directory can be owned before version 11, so a claim is
 		// void, and an exclusive mkdir or rename is the old one.
-		cmd.Own, cmd.Exclusive = nil, false
+		cmd.Own, cmd.Exclusive, cmd.NoParents = nil, false, false
 	}
 	return cmd
 }
@@ -123,7 +123,7 @@ func payloadVersion(cmds []Command) byte {
 		case cmds[i].Lock != nil:
 			v = max(v, 8)
 		}
-		if c := &cmds[i]; c.Own != nil || c.Exclusive {
+		if c := &cmds[i]; c.Own != nil || c.Exclusive || c.NoParents {
 			v = max(v, ownVersion)
 		}
 		if c := &cmds[i]; c.Origin != nil || c.Trash != nil || c.Snap != nil || (c.Bucket != nil && bucketBodyVersion(c.Bucket) >= 6) ||

@@ -349,7 +349,9 @@ type Store interface {
 	Symlink(ctx context.Context, bucket, path, target string, attrs Attrs) (ObjectInfo, error)
 	// Delete removes a file or an empty directory.
 	Delete(ctx context.Context, bucket, path string, ifMatch string) error
-	// Rename moves a file or directory inside a bucket, replacing a file at dst.
+	// Rename moves a file or directory inside a bucket, replacing a file
+	// (or an empty directory) at dst. ErrNotFound if src or dst's parent
+	// directory does not exist, as rename(2).
 	Rename(ctx context.Context, bucket, src, dst string) error
 	// ReserveInos reserves n inode numbers (1..65536), [first, first+n),
 	// that nothing else will allocate: a front end that names a file

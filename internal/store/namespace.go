@@ -208,6 +208,9 @@ func (s *Local) rename(ctx context.Context, bucket, src, dst string, exclusive b
 	if src == "" || dst == "" {
 		return ErrInvalidName
 	}
-	_, err := s.propose(ctx, meta.Command{Op: meta.OpRename, BucketName: bucket, Path: src, DstPath: dst, Exclusive: exclusive})
+	// As rename(2): a missing destination directory is ENOENT (two nodes
+	// moving two directories into each other: the second finds its
+	// destination moved away).
+	_, err := s.propose(ctx, meta.Command{Op: meta.OpRename, BucketName: bucket, Path: src, DstPath: dst, Exclusive: exclusive, NoParents: true})
 	return err
 }

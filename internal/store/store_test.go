@@ -269,6 +269,13 @@ func TestDirsRenameDelete(t *testing.T) {
 	if err := e.s.Delete(ctx, "bkt", "d", ""); !errors.Is(err, ErrNotEmpty) {
 		t.Fatalf("rmdir non-empty: %v", err)
 	}
+	// As rename(2): the destination's directory must exist.
+	if err := e.s.Rename(ctx, "bkt", "d", "e/f"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("rename into a missing directory: %v, want ErrNotFound", err)
+	}
+	if err := e.s.Mkdir(ctx, "bkt", "e", Attrs{}); err != nil {
+		t.Fatal(err)
+	}
 	if err := e.s.Rename(ctx, "bkt", "d", "e/f"); err != nil {
 		t.Fatal(err)
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"path"
 	"strconv"
 	"strings"
 	"time"
@@ -266,6 +267,16 @@ func (s *Server) servePost(rs *reqState, t target) {
 	if len(t.bucket)+len(dst)+2 > MaxPathBytes {
 		s.writeError(rs, fmt.Errorf("%w: rename-to", ErrPathTooLong))
 		return
+	}
+	// The native API makes the destination's directories (rename(2), and
+	// the store's Rename, do not).
+	if parent := path.Dir(dst); parent != "." {
+		if info, err := s.store.Stat(ctx, t.bucket, parent); err != nil || !info.IsDir {
+			if err := s.store.Mkdir(ctx, t.bucket, parent, store.Attrs{}); err != nil {
+				s.writeError(rs, err)
+				return
+			}
+		}
 	}
 	if err := s.store.Rename(ctx, t.bucket, t.path, dst); err != nil {
 		s.writeError(rs, err)
