@@ -192,19 +192,22 @@ func TestMountRmdirCreateRace(t *testing.T) {
 	needFuse(t)
 	nodes, mnts := startMountCluster(t, 3)
 	a, b := mnts[0], mnts[2]
+	maker := mnts[1] // node 2 makes the directories: neither racer owns them
 	const n = 300
-	if err := os.Mkdir(filepath.Join(a, "rc"), 0o755); err != nil {
+	if err := os.Mkdir(filepath.Join(maker, "rc"), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	for i := range n {
-		if err := os.Mkdir(filepath.Join(a, "rc", strconv.Itoa(i)), 0o755); err != nil {
+		if err := os.Mkdir(filepath.Join(maker, "rc", strconv.Itoa(i)), 0o755); err != nil {
 			t.Fatal(err)
 		}
 	}
-	waitFor(t, 10*time.Second, "the directories on node 3", func() bool {
-		es, err := os.ReadDir(filepath.Join(b, "rc"))
-		return err == nil && len(es) == n
-	}, nodes...)
+	for _, m := range []string{a, b} {
+		waitFor(t, 10*time.Second, "the directories on "+m, func() bool {
+			es, err := os.ReadDir(filepath.Join(m, "rc"))
+			return err == nil && len(es) == n
+		}, nodes...)
+	}
 	created := make([]error, n)
 	removed := make([]error, n)
 	var wg sync.WaitGroup
@@ -269,15 +272,17 @@ func TestMountRmdirCreateRace(t *testing.T) {
 	const pairs = 100
 	for i := range pairs {
 		for _, d := range []string{"x", "y"} {
-			if err := os.MkdirAll(filepath.Join(a, "cr", strconv.Itoa(i), d), 0o755); err != nil {
+			if err := os.MkdirAll(filepath.Join(maker, "cr", strconv.Itoa(i), d), 0o755); err != nil {
 				t.Fatal(err)
 			}
 		}
 	}
-	waitFor(t, 10*time.Second, "the pairs on node 3", func() bool {
-		es, err := os.ReadDir(filepath.Join(b, "cr", strconv.Itoa(pairs-1)))
-		return err == nil && len(es) == 2
-	}, nodes...)
+	for _, m := range []string{a, b} {
+		waitFor(t, 10*time.Second, "the pairs on "+m, func() bool {
+			es, err := os.ReadDir(filepath.Join(m, "cr", strconv.Itoa(pairs-1)))
+			return err == nil && len(es) == 2
+		}, nodes...)
+	}
 	ab := make([]error, pairs)
 	ba := make([]error, pairs)
 	start = make(chan struct{})
