@@ -29,6 +29,9 @@ type Status struct {
 	// node's mounts (flock, fcntl and OFD locks: docs/operations.md,
 	// "File locks").
 	Locks []FileLock `json:"locks"`
+	// Owners is directory ownership (docs/design/0008): the answering
+	// node's counters and directories, and each node's count from the log.
+	Owners DirOwners `json:"owners"`
 	// Trash is the trash of every bucket that has one (a retention, or
 	// entries left), by bucket: the same on every node.
 	Trash []TrashUsage `json:"trash"`
@@ -49,6 +52,43 @@ type FileLock struct {
 	End     uint64    `json:"end,string"` // 18446744073709551615: to the end of the file
 	Since   time.Time `json:"since"`
 	Waiting bool      `json:"waiting"`
+}
+
+// DirOwners is directory ownership in Status: a mount decides the names
+// of a directory its node owns locally; another node's change there
+// recalls it first (docs/operations.md, "Directory ownership").
+type DirOwners struct {
+	// Node is the answering node (0: a lone node); the counters and Dirs
+	// are its own, since it started.
+	Node       uint64 `json:"node,string"`
+	Owned      int    `json:"owned"`       // directories it owns now
+	Claims     uint64 `json:"claims"`      // claims granted to it
+	Recalls    uint64 `json:"recalls"`     // recalls it sent (another node owned a directory it wanted)
+	HandedOver uint64 `json:"handed_over"` // directories it gave up on another node's recall
+	Fenced     uint64 `json:"fenced"`      // its changes the log refused because the claim had moved
+	Lost       uint64 `json:"lost"`        // directories lost with an expired lock session
+	// Dirs are up to 100 of its directories, by path.
+	Dirs []OwnedDir `json:"dirs"`
+	// ByNode is how many directories each node owns according to the log,
+	// by node: every member, and any other node the log names.
+	ByNode []NodeOwnedDirs `json:"by_node"`
+	// Error says why ByNode is empty.
+	Error string `json:"error,omitempty"`
+}
+
+// OwnedDir is a directory the answering node owns.
+type OwnedDir struct {
+	Ino   uint64    `json:"ino,string"`
+	Path  string    `json:"path"` // bucket/path ("" unknown)
+	Epoch uint64    `json:"epoch,string"`
+	Since time.Time `json:"since"`
+}
+
+// NodeOwnedDirs is how many directories a node owns according to the log.
+type NodeOwnedDirs struct {
+	Node uint64 `json:"node,string"`
+	Dirs int    `json:"dirs"`
+	More bool   `json:"more,omitempty"` // the count stopped at its limit (10,000): Dirs or more
 }
 
 // NodeStatus is one member in Status.

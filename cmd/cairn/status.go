@@ -92,7 +92,50 @@ func printStatus(out io.Writer, st client.Status) error {
 		printLogVersion(out, st)
 	}
 	printTrashUsage(out, st.Trash)
-	return printLocks(out, st.Locks)
+	if err := printLocks(out, st.Locks); err != nil {
+		return err
+	}
+	return printOwners(out, st.Cluster, st.Owners)
+}
+
+// printOwners prints the answering node's directory ownership (its
+// counters and directories) and, in a cluster, each node's count from the
+// log.
+func printOwners(out io.Writer, cluster bool, o client.DirOwners) error {
+	who := "this node"
+	if o.Node != 0 {
+		who = "node " + strconv.FormatUint(o.Node, 10)
+	}
+	fmt.Fprintf(out, "directory owners: %s owns %s; since start: %s, %s sent, %d handed over, %d fenced, %d lost\n",
+		who, count(o.Owned, "directory", "directories"), count(int(o.Claims), "claim", "claims"),
+		count(int(o.Recalls), "recall", "recalls"), o.HandedOver, o.Fenced, o.Lost)
+	if len(o.Dirs) > 0 {
+		tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "PATH\tINODE\tEPOCH\tSINCE")
+		for _, d := range o.Dirs {
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%s\n", orDash(d.Path), d.Ino, d.Epoch, d.Since.Local().Format("15:04:05"))
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+		if more := o.Owned - len(o.Dirs); more > 0 {
+			fmt.Fprintf(out, "(and %d more)\n", more)
+		}
+	}
+	switch {
+	case o.Error != "":
+		fmt.Fprintf(out, "directories owned per node: unknown (%s)\n", o.Error)
+	case cluster && len(o.ByNode) > 0:
+		parts := make([]string, len(o.ByNode))
+		for i, c := range o.ByNode {
+			parts[i] = fmt.Sprintf("%d: %d", c.Node, c.Dirs)
+			if c.More {
+				parts[i] += "+"
+			}
+		}
+		fmt.Fprintf(out, "directories owned per node (from the log): %s\n", strings.Join(parts, ", "))
+	}
+	return nil
 }
 
 // printTrashUsage prints a line per bucket with a trash: its retention,

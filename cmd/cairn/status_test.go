@@ -24,6 +24,9 @@ func TestPrintStatus(t *testing.T) {
 		{Ino: 42, Path: "web/sessions/sess_1", Node: 7, Pid: 311, Kind: "flock", Write: true, End: math.MaxUint64},
 		{Ino: 43, Path: "web/app.db", Node: 9, Pid: 12, Kind: "posix", Start: 1073741824, End: 1073741824},
 		{Ino: 43, Path: "web/app.db", Node: 11, Pid: 99, Kind: "posix", Write: true, Start: 10, End: math.MaxUint64, Waiting: true},
+	}, Owners: client.DirOwners{Node: 7, Owned: 102, Claims: 5, Recalls: 1, HandedOver: 2, Fenced: 3, Lost: 4,
+		Dirs:   []client.OwnedDir{{Ino: 31, Path: "web/uploads", Epoch: 12}, {Ino: 32, Epoch: 12}},
+		ByNode: []client.NodeOwnedDirs{{Node: 7, Dirs: 102}, {Node: 9}, {Node: 11, Dirs: 10000, More: true}},
 	}, Trash: []client.TrashUsage{
 		{Bucket: "old", Entries: 1, Bytes: 10},
 		{Bucket: "web", RetentionSeconds: 7 * 86400, Entries: 1234, Bytes: 5 << 20},
@@ -44,6 +47,9 @@ func TestPrintStatus(t *testing.T) {
 		"node 11: log stopped: entry 9 is newer",
 		"trash of old: off, still holds: 1 file, 10 B\n", "trash of web: keeps 7d: 1234 files, 5.0 MiB\n",
 		"file locks: 3", "web/sessions/sess_1", "flock", "whole file", "1073741824-1073741824", "10-  ", "waiting",
+		"directory owners: node 7 owns 102 directories; since start: 5 claims, 1 recall sent, 2 handed over, 3 fenced, 4 lost\n",
+		"PATH         INODE  EPOCH  SINCE", "web/uploads  31     12", "\n-            32     12", "(and 100 more)\n",
+		"directories owned per node (from the log): 7: 102, 9: 0, 11: 10000+\n",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("status output lacks %q:\n%s", want, out)
@@ -53,7 +59,9 @@ func TestPrintStatus(t *testing.T) {
 	if err := printStatus(&b, client.Status{Nodes: []client.NodeStatus{{URL: "http://127.0.0.1:8080", Liveness: "alive", Role: "none"}}}); err != nil {
 		t.Fatal(err)
 	}
-	if out := b.String(); !strings.Contains(out, "single node") || strings.Contains(out, "under-replicated") || strings.Contains(out, "trash") {
+	if out := b.String(); !strings.Contains(out, "single node") || strings.Contains(out, "under-replicated") || strings.Contains(out, "trash") ||
+		!strings.Contains(out, "directory owners: this node owns 0 directories; since start: 0 claims, 0 recalls sent, 0 handed over, 0 fenced, 0 lost\n") ||
+		strings.Contains(out, "PATH  ") || strings.Contains(out, "per node") {
 		t.Errorf("lone node status:\n%s", out)
 	}
 }

@@ -94,6 +94,9 @@ func (stubLocal) Report() admin.LocalStatus       { return admin.LocalStatus{} }
 func (stubLocal) Scrub() admin.Scrub              { return admin.Scrub{} }
 func (stubLocal) StartScrub() (admin.Scrub, bool) { return admin.Scrub{}, false }
 func (stubLocal) Mounts() []fuse.Stats            { return nil }
+func (stubLocal) Owners(int) (store.OwnerStats, []store.OwnedDir) {
+	return store.OwnerStats{}, nil
+}
 
 // TestTrashCommands runs cairn trash list, restore and empty, and the
 // trash lines of cairn status, against the real admin API over a real

@@ -211,6 +211,55 @@ func (r *Reader) DirOwners(after Ino, limit int) ([]DirOwner, error) {
 	return out, cmp.Or(err, derr)
 }
 
+// NodeDirCount is how many directories a node owns according to the
+// owner index.
+type NodeDirCount struct {
+	Node uint64
+	Dirs int
+	// More: the count stopped at the limit; the node owns more.
+	More bool
+}
+
+// DirOwnerCounts counts, for every node that owns a directory, its
+// directories by the owner index (Q node dir), by node. Each node's count
+// stops after limit directories (More): a status view stays cheap however
+// many directories an untar made. It reads at most limit+1 keys per node.
+func (r *Reader) DirOwnerCounts(limit int) ([]NodeDirCount, error) {
+	var out []NodeDirCount
+	lower, upper := []byte{pOwnerIdx}, []byte{pOwnerIdx + 1}
+	for {
+		var c *NodeDirCount
+		var derr error
+		err := r.r.Scan(lower, upper, func(k, v []byte) bool {
+			if len(k) != 17 {
+				derr = errCorrupt("owner index key of %d bytes", len(k))
+				return false
+			}
+			node := binary.BigEndian.Uint64(k[1:9])
+			switch {
+			case c == nil:
+				c = &NodeDirCount{Node: node}
+			case node != c.Node:
+				return false // the next node's: the next scan starts there
+			}
+			if c.Dirs == limit {
+				c.More = true
+				return false
+			}
+			c.Dirs++
+			return true
+		})
+		if err = cmp.Or(err, derr); err != nil || c == nil {
+			return out, err
+		}
+		out = append(out, *c)
+		lower = prefixEnd(ownerIdxPrefix(c.Node))
+		if lower == nil { // node 2^64-1: nothing after it
+			return out, nil
+		}
+	}
+}
+
 // --- apply ---
 
 // nameChange checks that the command may add or remove a name in

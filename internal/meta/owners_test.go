@@ -2,6 +2,7 @@ package meta
 
 import (
 	"errors"
+	"slices"
 	"testing"
 
 	"github.com/cairn-fs/cairn/internal/kv"
@@ -216,5 +217,37 @@ func TestOwnFit(t *testing.T) {
 	}
 	if err := Allowed([]Command{{Op: OpOwn, Own: &OwnCmd{Node: 1, Dir: 2}}}, trashVersion); !errors.Is(err, ErrLogVersion) {
 		t.Fatalf("OpOwn at version 10: %v", err)
+	}
+}
+
+// TestDirOwnerCounts: the owner index counted per node, each count
+// bounded by the limit.
+func TestDirOwnerCounts(t *testing.T) {
+	ot := newOwnTester(t)
+	if got, err := NewReader(ot.db).DirOwnerCounts(10); err != nil || len(got) != 0 {
+		t.Fatalf("no owner: %v %v", got, err)
+	}
+	for _, p := range []string{"a", "b", "c", "d"} {
+		if r := ot.do(Command{Op: OpMkdir, Path: p}); r.Err != nil {
+			t.Fatal(r.Err)
+		}
+	}
+	ot.claim(1, 100, ot.ino("a"))
+	ot.claim(1, 100, ot.ino("b"))
+	ot.claim(1, 100, ot.ino("c"))
+	ot.claim(3, 300, ot.ino("d"))
+	for _, tc := range []struct {
+		limit int
+		want  []NodeDirCount
+	}{
+		{10, []NodeDirCount{{Node: 1, Dirs: 3}, {Node: 3, Dirs: 1}}},
+		{3, []NodeDirCount{{Node: 1, Dirs: 3}, {Node: 3, Dirs: 1}}},
+		{2, []NodeDirCount{{Node: 1, Dirs: 2, More: true}, {Node: 3, Dirs: 1}}},
+		{1, []NodeDirCount{{Node: 1, Dirs: 1, More: true}, {Node: 3, Dirs: 1}}},
+	} {
+		got, err := NewReader(ot.db).DirOwnerCounts(tc.limit)
+		if err != nil || !slices.Equal(got, tc.want) {
+			t.Errorf("limit %d: %+v %v, want %+v", tc.limit, got, err, tc.want)
+		}
 	}
 }

@@ -94,6 +94,11 @@ func (l nodeLocal) StartScrub() (admin.Scrub, bool) {
 // Mounts implements admin.Local.
 func (l nodeLocal) Mounts() []fuse.Stats { return l.n.mountStats() }
 
+// Owners implements admin.Local: the store's directory ownership table.
+func (l nodeLocal) Owners(limit int) (store.OwnerStats, []store.OwnedDir) {
+	return l.n.store.OwnerStats(), l.n.store.OwnedDirs(limit)
+}
+
 func repairView(p replica.Progress) *admin.Repair {
 	return &admin.Repair{Active: p.Active, Passes: p.Passes, LastChecked: p.Last.Checked,
 		LastDuration: p.Last.Duration, Pending: repairPending(p),

@@ -15,9 +15,20 @@ package node
 //	cairn_fuse_read_zero_copy_bytes_total{mount}    bytes read spliced from a volume file, never copied
 //
 // mount is the mount point.
+//
+// And the node's directory ownership (design 0008; the mounts decide names
+// in the directories their node owns), from the store's counters:
+//
+//	cairn_owner_dirs                   directories this node owns now
+//	cairn_owner_claims_total           claims granted to this node
+//	cairn_owner_recalls_total          recalls this node sent (another node owned a directory it wanted)
+//	cairn_owner_handovers_total        directories this node gave up on another node's recall
+//	cairn_owner_fenced_total           changes the log refused because their directory's claim had moved
+//	cairn_owner_lost_dirs_total        directories lost with an expired lock session
 
 import (
 	"github.com/cairn-fs/cairn/internal/frontend/fuse"
+	"github.com/cairn-fs/cairn/internal/store"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -79,4 +90,41 @@ func (n *Node) mountStats() []fuse.Stats {
 		out[i] = m.Stats()
 	}
 	return out
+}
+
+var ownerDescs = struct {
+	dirs, claims, recalls, handovers, fenced, lost *prometheus.Desc
+}{
+	dirs:      prometheus.NewDesc("cairn_owner_dirs", "Directories this node owns: its mounts decide the names in them locally.", nil, nil),
+	claims:    prometheus.NewDesc("cairn_owner_claims_total", "Directory claims granted to this node.", nil, nil),
+	recalls:   prometheus.NewDesc("cairn_owner_recalls_total", "Recalls this node sent: another node owned a directory it wanted to change.", nil, nil),
+	handovers: prometheus.NewDesc("cairn_owner_handovers_total", "Directories this node gave up on another node's recall (after publishing what it decided there).", nil, nil),
+	fenced:    prometheus.NewDesc("cairn_owner_fenced_total", "Changes of this node the log refused because their directory's claim had moved (the writer got EIO).", nil, nil),
+	lost:      prometheus.NewDesc("cairn_owner_lost_dirs_total", "Directories this node lost with an expired lock session (it could not renew it).", nil, nil),
+}
+
+// ownerCollector exports the node's directory ownership counters at
+// scrape time.
+type ownerCollector struct {
+	st interface{ OwnerStats() store.OwnerStats }
+}
+
+// Describe implements prometheus.Collector.
+func (c ownerCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{ownerDescs.dirs, ownerDescs.claims, ownerDescs.recalls, ownerDescs.handovers,
+		ownerDescs.fenced, ownerDescs.lost} {
+		ch <- d
+	}
+}
+
+// Collect implements prometheus.Collector.
+func (c ownerCollector) Collect(ch chan<- prometheus.Metric) {
+	s := c.st.OwnerStats()
+	ctr := prometheus.CounterValue
+	ch <- prometheus.MustNewConstMetric(ownerDescs.dirs, prometheus.GaugeValue, float64(s.Owned))
+	ch <- prometheus.MustNewConstMetric(ownerDescs.claims, ctr, float64(s.Claims))
+	ch <- prometheus.MustNewConstMetric(ownerDescs.recalls, ctr, float64(s.Recalls))
+	ch <- prometheus.MustNewConstMetric(ownerDescs.handovers, ctr, float64(s.HandedOver))
+	ch <- prometheus.MustNewConstMetric(ownerDescs.fenced, ctr, float64(s.Fenced))
+	ch <- prometheus.MustNewConstMetric(ownerDescs.lost, ctr, float64(s.Lost))
 }

@@ -310,6 +310,7 @@ func Start(cfg Config) (_ *Node, err error) {
 	n.blobs, n.kv, n.log, n.store = n.core.Blobs, n.core.KV, n.core.Log, n.core.Store
 	reg.MustRegister(scrubCollector{n.blobs}) // scrub.go
 	reg.MustRegister(mountCollector{n})       // mountstats.go
+	reg.MustRegister(ownerCollector{n.store}) // directory ownership (mountstats.go)
 	reg.MustRegister(trashCollector{n.store}) // each bucket's trash (trash.go)
 	st := n.store
 	if n.cl != nil {

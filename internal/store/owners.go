@@ -69,6 +69,18 @@ type DirOwners interface {
 	OwnerStats() OwnerStats
 	// OwnedDirs lists up to limit directories this node owns, by path.
 	OwnedDirs(limit int) []OwnedDir
+	// DirOwnerCounts counts the directories each node owns according to
+	// the log (the same on every node), by node; only nodes that own one
+	// are listed. A node's count stops at limit (NodeDirs.More). It reads
+	// the applied namespace and does not block on the network.
+	DirOwnerCounts(ctx context.Context, limit int) ([]NodeDirs, error)
+}
+
+// NodeDirs is how many directories a node owns according to the log.
+type NodeDirs struct {
+	Node uint64 `json:"node,string"`
+	Dirs int    `json:"dirs"`
+	More bool   `json:"more,omitempty"` // the count stopped at its limit: Dirs or more
 }
 
 // OwnedDir is a directory this node owns.
@@ -215,6 +227,19 @@ func (s *Local) OwnedDirs(limit int) []OwnedDir {
 	o.mu.Unlock()
 	slices.SortFunc(out, func(a, b OwnedDir) int { return cmp.Or(cmp.Compare(a.Path, b.Path), cmp.Compare(a.Dir, b.Dir)) })
 	return out[:min(len(out), limit)]
+}
+
+// DirOwnerCounts implements DirOwners.
+func (s *Local) DirOwnerCounts(ctx context.Context, limit int) ([]NodeDirs, error) {
+	cs, err := s.meta.DirOwnerCounts(limit)
+	if err != nil {
+		return nil, mapErr(err)
+	}
+	out := make([]NodeDirs, len(cs))
+	for i, c := range cs {
+		out[i] = NodeDirs{Node: c.Node, Dirs: c.Dirs, More: c.More}
+	}
+	return out, nil
 }
 
 // Own implements DirOwners.

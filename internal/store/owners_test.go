@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -186,5 +187,73 @@ func TestExclusiveMkdir(t *testing.T) {
 	}
 	if err := st.Mkdir(ctx, "bkt", "d", Attrs{}); err != nil {
 		t.Fatalf("mkdir -p: %v", err)
+	}
+}
+
+// TestOwnerStatusViews: what status pages show of ownership: this node's
+// counters and directories (by path), and every node's count from the
+// log, which follows a recall.
+func TestOwnerStatusViews(t *testing.T) {
+	n1, n2 := twoNodes(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	inos := map[string]uint64{}
+	for _, p := range []string{"b", "a", "c"} {
+		if err := n1.Mkdir(ctx, "bkt", p, Attrs{}); err != nil {
+			t.Fatal(err)
+		}
+		info, err := n1.Stat(ctx, "bkt", p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		inos[p] = info.Ino
+	}
+	own := func(st *Local, p string) {
+		t.Helper()
+		_, done, err := st.Own(ctx, inos[p], "bkt/"+p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		done()
+	}
+	own(n1, "b")
+	own(n1, "a")
+	own(n2, "c")
+	if st := n1.OwnerStats(); st != (OwnerStats{Owned: 2, Claims: 2}) {
+		t.Fatalf("node 1 stats %+v", st)
+	}
+	dirs := n1.OwnedDirs(10)
+	if len(dirs) != 2 || dirs[0].Path != "bkt/a" || dirs[0].Dir != inos["a"] || dirs[0].Epoch == 0 || dirs[0].Since.IsZero() || dirs[1].Path != "bkt/b" {
+		t.Fatalf("node 1's directories: %+v", dirs)
+	}
+	if d := n1.OwnedDirs(1); len(d) != 1 || d[0].Path != "bkt/a" {
+		t.Fatalf("node 1's first directory: %+v", d)
+	}
+	counts := func(limit int) []NodeDirs {
+		t.Helper()
+		cs, err := n2.DirOwnerCounts(ctx, limit)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cs
+	}
+	if got, want := counts(100), []NodeDirs{{Node: 1, Dirs: 2}, {Node: 2, Dirs: 1}}; !slices.Equal(got, want) {
+		t.Fatalf("counts %+v, want %+v", got, want)
+	}
+	if got, want := counts(1), []NodeDirs{{Node: 1, Dirs: 1, More: true}, {Node: 2, Dirs: 1}}; !slices.Equal(got, want) {
+		t.Fatalf("bounded counts %+v, want %+v", got, want)
+	}
+	// Node 2 writes in a: a recall, and a hand-over on node 1.
+	if err := put(ctx, n2, "a/f", PutOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if st := n1.OwnerStats(); st.Owned != 1 || st.HandedOver != 1 {
+		t.Fatalf("node 1 stats after the recall %+v", st)
+	}
+	if st := n2.OwnerStats(); st.Owned != 1 || st.Recalls == 0 || st.Claims != 1 {
+		t.Fatalf("node 2 stats after its recall %+v", st)
+	}
+	if got, want := counts(100), []NodeDirs{{Node: 1, Dirs: 1}, {Node: 2, Dirs: 1}}; !slices.Equal(got, want) {
+		t.Fatalf("counts after the recall %+v, want %+v", got, want)
 	}
 }

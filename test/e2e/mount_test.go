@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -1064,8 +1065,41 @@ func TestMountMetrics(t *testing.T) {
 	if v := regexpFind(t, metrics, `cairn_fuse_read_zero_copy_bytes_total\{`+regexpQuote(lbl)+`\} ([0-9.e+]+)`); v == "" || v == "0" {
 		t.Errorf("cairn_fuse_read_zero_copy_bytes_total = %q, want the large file's bytes", v)
 	}
+	// Directory ownership: the mount claimed its root and made dir under
+	// that claim (2 directories, 1 claim at least); nobody recalled them.
+	if v := regexpFind(t, metrics, `\ncairn_owner_dirs ([0-9]+)\n`); v == "" || v == "0" || v == "1" {
+		t.Errorf("cairn_owner_dirs = %q, want the mount's root and dir", v)
+	}
+	if v := regexpFind(t, metrics, `\ncairn_owner_claims_total ([0-9]+)\n`); v == "" || v == "0" {
+		t.Errorf("cairn_owner_claims_total = %q, want the mount's claims", v)
+	}
+	for _, m := range []string{"cairn_owner_recalls_total", "cairn_owner_handovers_total", "cairn_owner_fenced_total", "cairn_owner_lost_dirs_total"} {
+		if v := regexpFind(t, metrics, `\n`+m+` ([0-9]+)\n`); v != "0" {
+			t.Errorf("%s = %q, want 0 (one node, no recall)", m, v)
+		}
+	}
+	resp, body := do(t, "GET", n.url+"/_cairn/status", nil, auth()...)
+	expect(t, resp, body, 200)
+	type ownedDir struct {
+		Path string `json:"path"`
+	}
+	var st struct {
+		Owners struct {
+			Owned  int        `json:"owned"`
+			Dirs   []ownedDir `json:"dirs"`
+			ByNode []struct {
+				Dirs int `json:"dirs"`
+			} `json:"by_node"`
+		} `json:"owners"`
+	}
+	if err := json.Unmarshal(body, &st); err != nil {
+		t.Fatal(err)
+	}
+	if o := st.Owners; o.Owned < 2 || !slices.Contains(o.Dirs, ownedDir{"web/dir"}) || len(o.ByNode) != 1 || o.ByNode[0].Dirs != o.Owned {
+		t.Errorf("the owners of /_cairn/status: %s", body)
+	}
 
-	resp, body := do(t, "GET", n.url+"/_cairn/mounts", nil)
+	resp, body = do(t, "GET", n.url+"/_cairn/mounts", nil)
 	expect(t, resp, body, 401)
 	resp, body = do(t, "GET", n.url+"/_cairn/mounts", nil, auth()...)
 	expect(t, resp, body, 200)

@@ -50,7 +50,9 @@ func uiBrowser(t *testing.T, root string) (nodeBin, chromium string) {
 // a 3-node cluster with some traffic: log in through the form, see three
 // nodes alive, SIGKILL one and see it dead in the page within 5 s, drain
 // another through the page and check through the API that it is draining;
-// the key never appears in a URL. With CAIRN_UI_SCREENSHOTS=DIR the script
+// the sections show their data (the Mounts, File locks and Directory
+// owners ones from node 1's mount where FUSE works); the key never appears
+// in a URL. With CAIRN_UI_SCREENSHOTS=DIR the script
 // also saves the screenshots of docs/admin-ui.md there.
 func TestUI(t *testing.T) {
 	root := repoRoot(t)
@@ -124,6 +126,14 @@ func TestUI(t *testing.T) {
 			t.Fatal(err)
 		}
 		if _, err := os.ReadFile(p); err != nil {
+			t.Fatal(err)
+		}
+		// A directory made through the mount, for the Directory owners
+		// section: node 1 owns it (and the mount's root).
+		if err := os.Mkdir(filepath.Join(mnt, "owned-here"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(mnt, "owned-here", "f.txt"), []byte("x"), 0o644); err != nil {
 			t.Fatal(err)
 		}
 		// A lock held through the mount, for the File locks section.

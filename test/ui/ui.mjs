@@ -160,9 +160,27 @@ async function main() {
     await page.waitForSelector('#locks tr[data-ino]', { timeout: 10000 });
     const lk = await page.textContent('#locks tbody');
     if (!/through-the-mount\.txt/.test(lk) || !/write/.test(lk) || !/held/.test(lk) || !/whole file/.test(lk)) throw new Error('the File locks section: ' + lk);
-  } else if (!(await page.$eval('#mounts-card', (c) => c.hidden))) {
-    throw new Error('the Mounts section shows without a mount');
+    // The Directory owners section: node 1 owns the mount's root and the
+    // directory Go made through it; the log's count says so too.
+    await page.waitForSelector('#owners tr[data-ino]', { timeout: 10000 });
+    const od = await page.textContent('#owners tbody');
+    if (!/site\/owned-here/.test(od)) throw new Error('the Directory owners section lists: ' + od);
+    const ostats = await page.textContent('#owners-stats');
+    const owned = /owns (\d+) directories/.exec(ostats);
+    if (!owned || Number(owned[1]) < 2 || !/\d+ claims?/.test(ostats)) throw new Error('the Directory owners counters: ' + ostats);
+    await page.waitForFunction(() => [...document.querySelectorAll('#owner-nodes tr[data-node-id]')].some((r) =>
+      /this node/.test(r.textContent) && Number(r.dataset.dirs) >= 2), null, { timeout: 10000 }).catch(async () => {
+      throw new Error('the Directory owners count by node: ' + await page.textContent('#owner-nodes tbody'));
+    });
+  } else {
+    if (!(await page.$eval('#mounts-card', (c) => c.hidden))) throw new Error('the Mounts section shows without a mount');
+    // The Directory owners section: nothing owned, every member at 0.
+    await page.waitForFunction(() => [...document.querySelectorAll('#owner-nodes tr[data-node-id]')].filter((r) =>
+      r.dataset.dirs === '0').length === 3, null, { timeout: 10000 });
+    if (await page.$eval('#owners-none', (p) => p.hidden)) throw new Error('the Directory owners section lists a directory without a mount');
   }
+  const owners = await page.$$eval('#owner-nodes tr[data-node-id]', (rs) => rs.length);
+  if (owners !== 3) throw new Error('the Directory owners section lists ' + owners + ' nodes, want 3');
 
   // Cancel really cancels: activate, then cancel, and the node stays draining.
   await page.click(`#nodes button[data-action="activate"][data-node="${drainID}"]`);

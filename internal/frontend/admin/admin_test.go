@@ -144,6 +144,8 @@ type fakeLocal struct {
 	report  LocalStatus
 	started bool
 	mounts  []fuse.Stats
+	owners  store.OwnerStats
+	owned   []store.OwnedDir
 }
 
 func (l *fakeLocal) Report() LocalStatus { return l.report }
@@ -154,16 +156,26 @@ func (l *fakeLocal) StartScrub() (Scrub, bool) {
 	return st, l.started
 }
 func (l *fakeLocal) Mounts() []fuse.Stats { return l.mounts }
+func (l *fakeLocal) Owners(limit int) (store.OwnerStats, []store.OwnedDir) {
+	return l.owners, l.owned[:min(limit, len(l.owned))]
+}
 
 // newTest makes the admin front end over a real in-memory store, local,
 // and c (nil: a lone node), served by a test server.
 func newTest(t *testing.T, c Cluster, local *fakeLocal) (*Handler, *httptest.Server, *store.Local) {
 	t.Helper()
+	st := storetest.New(t)
+	h, srv := newTestOver(t, st, c, local)
+	return h, srv, st
+}
+
+// newTestOver is newTest over the store st.
+func newTestOver(t *testing.T, st Store, c Cluster, local *fakeLocal) (*Handler, *httptest.Server) {
+	t.Helper()
 	auth, err := access.New(access.Config{AdminKey: testKey})
 	if err != nil {
 		t.Fatal(err)
 	}
-	st := storetest.New(t)
 	if local == nil {
 		local = &fakeLocal{}
 	}
@@ -183,7 +195,7 @@ func newTest(t *testing.T, c Cluster, local *fakeLocal) (*Handler, *httptest.Ser
 	}
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
-	return h, srv, st
+	return h, srv
 }
 
 func call(t *testing.T, srv *httptest.Server, method, path, key, body string) (int, http.Header, string) {
@@ -429,6 +441,98 @@ func TestStatus(t *testing.T) {
 		n3.Report != nil || !strings.Contains(n3.Error, "unreachable: connection refused") || n3.Live != "dead" ||
 		n9.Error != "no URL in the cluster map" {
 		t.Errorf("members: %s", body)
+	}
+}
+
+// countsStore is a store whose owner counts are given.
+type countsStore struct {
+	*store.Local
+	counts []store.NodeDirs
+	err    error
+	limit  int // the last limit asked for
+}
+
+func (s *countsStore) DirOwnerCounts(ctx context.Context, limit int) ([]store.NodeDirs, error) {
+	s.limit = limit
+	return s.counts, s.err
+}
+
+// TestStatusOwners: the owners section of the status view: this node's
+// counters and its first directories (from Local), and each node's count
+// from the log: every member listed, 0 for one without a directory, a
+// node the log names that is no member, a bounded count marked "more".
+func TestStatusOwners(t *testing.T) {
+	owners := func(body string) string {
+		t.Helper()
+		var v struct {
+			Owners json.RawMessage `json:"owners"`
+		}
+		if err := json.Unmarshal([]byte(body), &v); err != nil {
+			t.Fatalf("%v: %s", err, body)
+		}
+		return string(v.Owners)
+	}
+	// A lone node, nothing owned: empty lists.
+	_, srv, st := newTest(t, nil, nil)
+	code, _, body := call(t, srv, "GET", StatusPath, testKey, "")
+	if want := `{"node":"0","owned":0,"claims":0,"recalls":0,"handed_over":0,"fenced":0,"lost":0,"dirs":[],"by_node":[]}`; code != 200 || owners(body) != want {
+		t.Fatalf("nothing owned: %d\n got %s\nwant %s", code, owners(body), want)
+	}
+	// A lone node owning a directory: the log's count is the real store's.
+	ctx := context.Background()
+	if err := st.CreateBucket(ctx, store.BucketInfo{Name: "web"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Mkdir(ctx, "web", "d", store.Attrs{}); err != nil {
+		t.Fatal(err)
+	}
+	info, err := st.Stat(ctx, "web", "d")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, done, err := st.Own(ctx, info.Ino, "web/d")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done()
+	since := time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
+	local := &fakeLocal{owners: store.OwnerStats{Owned: 1, Claims: 2, Recalls: 3, HandedOver: 4, Fenced: 5, Lost: 6},
+		owned: []store.OwnedDir{{Dir: info.Ino, Path: "web/d", Epoch: 9, Since: since}}}
+	_, srv = newTestOver(t, st, nil, local)
+	_, _, body = call(t, srv, "GET", StatusPath, testKey, "")
+	want := fmt.Sprintf(`{"node":"0","owned":1,"claims":2,"recalls":3,"handed_over":4,"fenced":5,"lost":6,`+
+		`"dirs":[{"ino":"%d","path":"web/d","epoch":"9","since":"2025-01-02T03:04:05Z"}],"by_node":[{"node":"1","dirs":1}]}`, info.Ino)
+	if got := owners(body); got != want {
+		t.Errorf("lone node:\n got %s\nwant %s", got, want)
+	}
+
+	// A cluster: members 1, 2, 3 and 9; the log also names node 7.
+	local = &fakeLocal{report: LocalStatus{ID: 1}, owners: store.OwnerStats{Owned: 150, Claims: 1}}
+	for i := range 150 {
+		local.owned = append(local.owned, store.OwnedDir{Dir: uint64(100 + i), Path: fmt.Sprintf("web/d%03d", i), Epoch: 1, Since: since})
+	}
+	cs := &countsStore{Local: st, counts: []store.NodeDirs{{Node: 1, Dirs: 150}, {Node: 3, Dirs: ownerCountLimit, More: true}, {Node: 7, Dirs: 1}}}
+	_, srv = newTestOver(t, cs, threeNodes(), local)
+	_, _, body = call(t, srv, "GET", StatusPath, testKey, "")
+	var v statusJSON
+	if err := json.Unmarshal([]byte(body), &v); err != nil {
+		t.Fatal(err)
+	}
+	o := v.Owners
+	if o.Node != 1 || o.Owned != 150 || len(o.Dirs) != ownedDirsShown || o.Dirs[0].Path != "web/d000" || cs.limit != ownerCountLimit {
+		t.Errorf("cluster owners: node %d, owned %d, %d dirs, count limit %d: %s", o.Node, o.Owned, len(o.Dirs), cs.limit, owners(body))
+	}
+	if got, want := o.ByNode, []store.NodeDirs{{Node: 1, Dirs: 150}, {Node: 2}, {Node: 3, Dirs: ownerCountLimit, More: true}, {Node: 7, Dirs: 1}, {Node: 9}}; !slices.Equal(got, want) {
+		t.Errorf("by node %+v, want %+v", got, want)
+	}
+	if !strings.Contains(body, `{"node":"3","dirs":10000,"more":true}`) || !strings.Contains(body, `{"node":"2","dirs":0}`) {
+		t.Errorf("by node JSON: %s", owners(body))
+	}
+	// The log cannot be read: said, and no count shown.
+	cs.err = errors.New("store: corrupt")
+	_, _, body = call(t, srv, "GET", StatusPath, testKey, "")
+	if got := owners(body); !strings.Contains(got, `"by_node":[],"error":"counting the directories of each node: store: corrupt"`) {
+		t.Errorf("counts failing: %s", got)
 	}
 }
 

@@ -20,12 +20,14 @@ import (
 // Store is what the admin API reads and writes of the namespace: buckets
 // and their listings (GET /_cairn/usage), the records holding access keys
 // and abuse rules (/_cairn/keys, /_cairn/rules), the file lock table
-// (GET /_cairn/status), and the buckets' trash (/_cairn/trash, and its
-// usage in GET /_cairn/status). store.Local implements it.
+// (GET /_cairn/status), the directory owners the log records (their count
+// per node in GET /_cairn/status), and the buckets' trash (/_cairn/trash,
+// and its usage in GET /_cairn/status). store.Local implements it.
 type Store interface {
 	Buckets(ctx context.Context) ([]store.BucketInfo, error)
 	List(ctx context.Context, bucket string, opts store.ListOptions) (store.ListResult, error)
 	Locks(ctx context.Context) ([]store.LockInfo, error)
+	DirOwnerCounts(ctx context.Context, limit int) ([]store.NodeDirs, error)
 	store.Records
 	store.Trash
 }
@@ -43,6 +45,9 @@ type Local interface {
 	// Mounts returns the counters of the node's POSIX mounts (GET
 	// /_cairn/mounts).
 	Mounts() []fuse.Stats
+	// Owners returns this node's directory ownership counters and up to
+	// limit of the directories it owns, by path (GET /_cairn/status).
+	Owners(limit int) (store.OwnerStats, []store.OwnedDir)
 }
 
 // Cluster is the cluster a node is a member of, as the admin API manages

@@ -14,8 +14,8 @@
 //
 // It works over interfaces it declares (api.go): the namespace through
 // the store API (Store: buckets, listings, store.Records, the lock table,
-// store.Trash), this node's own state (Local: status report, scrub,
-// mounts) and the cluster (Cluster: the cluster map, Raft's configuration
+// the directory owners counted per node, store.Trash), this node's own
+// state (Local: status report, scrub, mounts, the directories it owns) and the cluster (Cluster: the cluster map, Raft's configuration
 // and status, membership changes, calls to other members). internal/node
 // implements Local and Cluster and converts its types to the ones
 // declared here.

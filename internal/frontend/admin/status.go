@@ -13,10 +13,12 @@ package admin
 // and role still come from this node's failure detector and Raft view.
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 
@@ -43,10 +45,69 @@ type statusJSON struct {
 	// Locks are the file locks held and waited for through the mounts
 	// of every node (the same on every node: the table is in the log).
 	Locks []store.LockInfo `json:"locks"`
+	// Owners is directory ownership (design 0008): this node's counters
+	// and directories, and every node's count from the log.
+	Owners ownersJSON `json:"owners"`
 	// Trash is the trash of every bucket that has one (trash.go; the
 	// same on every node: the counts are in the namespace).
 	Trash []TrashUsage `json:"trash"`
 	Time  time.Time    `json:"time"`
+}
+
+// Bounds of the owners section: the directories of this node listed, and
+// where a node's count from the log stops (a status view reads at most
+// that many index keys per node, however many directories an untar made).
+const (
+	ownedDirsShown  = 100
+	ownerCountLimit = 10000
+)
+
+// ownersJSON is the "owners" section of GET /_cairn/status.
+type ownersJSON struct {
+	// Node is the answering node's ID (0: a lone node); the counters and
+	// the directories are its own.
+	Node uint64 `json:"node,string"`
+	// owned, claims, recalls, handed_over, fenced, lost: this node's
+	// counters since it started (owned: now).
+	store.OwnerStats
+	// Dirs are the first ownedDirsShown of this node's directories, by
+	// path; Owned counts them all.
+	Dirs []store.OwnedDir `json:"dirs"`
+	// ByNode is how many directories each node owns according to the
+	// log (the same on every node), by node: every member (0 when it owns
+	// none) and any other node the log still names. A count stops at
+	// ownerCountLimit, with more set.
+	ByNode []store.NodeDirs `json:"by_node"`
+	// Error says why ByNode is empty: the log's records could not be read.
+	Error string `json:"error,omitempty"`
+}
+
+// ownersView makes the owners section; members are the cluster's IDs (nil
+// for a lone node: only the log's nodes are listed).
+func (h *Handler) ownersView(ctx context.Context, self uint64, members []uint64) ownersJSON {
+	v := ownersJSON{Node: self, Dirs: []store.OwnedDir{}, ByNode: []store.NodeDirs{}}
+	var dirs []store.OwnedDir
+	v.OwnerStats, dirs = h.local.Owners(ownedDirsShown)
+	if dirs != nil {
+		v.Dirs = dirs
+	}
+	counts, err := h.store.DirOwnerCounts(ctx, ownerCountLimit)
+	if err != nil {
+		v.Error = "counting the directories of each node: " + err.Error()
+		return v
+	}
+	byNode := map[uint64]store.NodeDirs{}
+	for _, id := range members {
+		byNode[id] = store.NodeDirs{Node: id}
+	}
+	for _, c := range counts {
+		byNode[c.Node] = c
+	}
+	for _, c := range byNode {
+		v.ByNode = append(v.ByNode, c)
+	}
+	slices.SortFunc(v.ByNode, func(a, b store.NodeDirs) int { return cmp.Compare(a.Node, b.Node) })
+	return v
 }
 
 // nodeStatusJSON is one member in the status view.
@@ -148,6 +209,7 @@ func (h *Handler) serveStatus(w http.ResponseWriter, r *http.Request) {
 	}
 	c := h.cluster
 	if c == nil {
+		v.Owners = h.ownersView(r.Context(), local.ID, nil)
 		v.Nodes = []nodeStatusJSON{{URL: h.url, State: "active", Live: "alive", Role: "none", Self: true, Report: &local}}
 		h.writeJSON(w, r, http.StatusOK, v)
 		return
@@ -162,6 +224,11 @@ func (h *Handler) serveStatus(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	v.Leader, v.Term = cv.Leader, cv.Term
+	ids := make([]uint64, len(cv.Nodes))
+	for i, nd := range cv.Nodes {
+		ids[i] = nd.ID
+	}
+	v.Owners = h.ownersView(r.Context(), local.ID, ids)
 	v.Nodes = make([]nodeStatusJSON, len(cv.Nodes))
 	var wg sync.WaitGroup
 	for i, nd := range cv.Nodes {

@@ -239,6 +239,7 @@
     renderMaintenance(last.status);
     renderMounts(last.mounts);
     renderLocks(last.status);
+    renderOwners(last.status);
     renderLogs(last.logs);
     renderKeys(last.keys);
     renderRules(last.rules);
@@ -444,6 +445,46 @@
         td('Range', range),
         td('Since', ago(l.since)),
         td('State', badge(l.waiting ? 'waiting' : 'held'))));
+    }
+  }
+
+  // Directory owners: this node's counters and directories, and each
+  // node's count from the log (the same on every node).
+  function renderOwners(s) {
+    const o = (s && s.owners) || null;
+    const stats = $('#owners-stats');
+    const nb = $('#owner-nodes tbody');
+    const tb = $('#owners tbody');
+    stats.replaceChildren();
+    nb.replaceChildren();
+    tb.replaceChildren();
+    const dirs = (o && o.dirs) || [];
+    const byNode = o && s.cluster ? (o.by_node || []) : []; // a lone node: its own count says it all
+    const more = o ? o.owned - dirs.length : 0;
+    $('#owners').hidden = dirs.length === 0;
+    $('#owners-none').hidden = dirs.length > 0;
+    $('#owners-more').hidden = more <= 0;
+    $('#owners-more').textContent = more > 0 ? 'and ' + num(more) + ' more (the first ' + num(dirs.length) + ' by path are shown)' : '';
+    $('#owner-nodes-wrap').hidden = byNode.length === 0;
+    $('#owners-grid').classList.toggle('single', byNode.length === 0);
+    if (!o) return;
+    const plural = (n, one, many) => num(n) + ' ' + (Number(n) === 1 ? one : many);
+    stats.append(
+      el('strong', { text: (s.cluster ? 'Node ' + shortID(o.node) : 'This node') + ' owns ' + plural(o.owned, 'directory', 'directories') }),
+      el('span', { class: 'muted', text: ' · since start: ' + plural(o.claims, 'claim', 'claims') + ', ' + plural(o.recalls, 'recall', 'recalls') +
+        ' sent, ' + num(o.handed_over) + ' handed over, ' + num(o.fenced) + ' fenced, ' + num(o.lost) + ' lost' }));
+    if (o.error) stats.append(el('div', { class: 'error small', text: o.error }));
+    for (const c of byNode) {
+      nb.append(el('tr', { 'data-node-id': String(c.node), 'data-dirs': String(c.dirs) },
+        td('Node', shortID(c.node) + (c.node === o.node ? ' (this node)' : '')),
+        td('Directories owned', el('span', { class: 'num', text: num(c.dirs) + (c.more ? '+' : '') }))));
+    }
+    for (const d of dirs) {
+      tb.append(el('tr', { 'data-ino': String(d.ino) },
+        td('Path', el('code', { text: d.path || 'inode ' + d.ino })),
+        td('Inode', String(d.ino)),
+        td('Epoch', String(d.epoch)),
+        td('Since', ago(d.since))));
     }
   }
 
