@@ -72,9 +72,12 @@ func (d *dirHandle) Releasedir(ctx context.Context, flags uint32) {
 	}
 }
 
-// Readdir lists directory n.
+// Readdir lists directory n: the store's entries, with the mount's own
+// changes not published yet laid over them (names created here, whose
+// nodes are n's children, and names whose removal is queued), so that a
+// listing never waits for the write-back queue (chmod -R, rm -rf and find
+// list every directory they walk).
 func (n *node) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
-	n.m.wb.drain() // the files written here are listed
 	prefix := n.storePath()
 	if prefix != "" {
 		prefix += "/"
@@ -97,7 +100,34 @@ func (n *node) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
 		}
 		opts.StartAfter = res.NextToken
 	}
-	return fs.NewListDirStream(entries), 0
+	return fs.NewListDirStream(n.overlay(prefix, entries)), 0
+}
+
+// overlay lays the mount's unpublished changes in directory n (store
+// prefix prefix) over entries from the store: names whose removal is
+// queued go, names created here and not published yet come.
+func (n *node) overlay(prefix string, entries []gofuse.DirEntry) []gofuse.DirEntry {
+	seen := make(map[string]bool, len(entries))
+	out := entries[:0]
+	for _, e := range entries {
+		if n.m.wb.unlinking(prefix + e.Name) {
+			continue
+		}
+		seen[e.Name] = true
+		out = append(out, e)
+	}
+	for name, ch := range n.Children() {
+		c, ok := ch.Operations().(*node)
+		if !ok || seen[name] || !c.isFresh() {
+			continue
+		}
+		mode := uint32(syscall.S_IFREG)
+		if ch.IsDir() {
+			mode = syscall.S_IFDIR
+		}
+		out = append(out, gofuse.DirEntry{Name: name, Ino: ch.StableAttr().Ino, Mode: mode})
+	}
+	return out
 }
 
 // Mkdir creates directory name in n: the mount's at once (a reserved
@@ -165,10 +195,16 @@ func (n *node) mkdirNow(ctx context.Context, p string, mode, uid, gid uint32, ou
 	return n.newChild(ctx, info, out), 0
 }
 
-// Rmdir removes the empty directory name.
+// Rmdir removes the empty directory name. When this node owns both n and
+// the directory (it made them, as an rm -rf of a tree it wrote), the
+// removal is decided here and queued like an unlink; otherwise it is
+// decided in the log.
 func (n *node) Rmdir(ctx context.Context, name string) syscall.Errno {
 	ctx, cancel := bounded(ctx)
 	defer cancel()
+	if e, done := n.rmdirQueued(ctx, name); done {
+		return e
+	}
 	n.m.wb.drain()
 	info, err := n.m.cfg.Store.Stat(ctx, n.m.cfg.Bucket, n.child(name))
 	if err != nil {
@@ -178,6 +214,74 @@ func (n *node) Rmdir(ctx context.Context, name string) syscall.Errno {
 		return syscall.ENOTDIR
 	}
 	return errno(n.m.cfg.Store.Delete(ctx, n.m.cfg.Bucket, n.child(name), ""))
+}
+
+// maxQueuedRmdir bounds the entries Rmdir looks at to find a directory
+// empty once the queued unlinks are published; a larger one is removed in
+// the log.
+const maxQueuedRmdir = 1024
+
+// rmdirQueued queues the removal of directory name when this node owns n
+// and the directory, and finds the directory empty in its own view (the
+// store's names all being removed by the queue, none created here);
+// done is false when it did not decide (the caller removes it in the
+// log).
+func (n *node) rmdirQueued(ctx context.Context, name string) (syscall.Errno, bool) {
+	o := n.m.own.o
+	ch := n.GetChild(name)
+	if o == nil || ch == nil || !ch.IsDir() {
+		return 0, false
+	}
+	c, ok := ch.Operations().(*node)
+	if !ok {
+		return 0, false
+	}
+	if _, held := o.Held(c.dirIno()); !held {
+		return 0, false
+	}
+	if _, held := o.Held(n.dirIno()); !held {
+		return 0, false
+	}
+	pc, pdone, e := n.own(ctx)
+	if e != 0 {
+		return 0, false
+	}
+	defer pdone()
+	cc, cdone, e := c.own(ctx)
+	if e != 0 {
+		return 0, false
+	}
+	defer cdone()
+	if pc.Dir == 0 || cc.Dir == 0 {
+		return 0, false
+	}
+	p := n.child(name)
+	for _, gc := range c.Children() {
+		if g, ok := gc.Operations().(*node); ok && g.isFresh() {
+			return syscall.ENOTEMPTY, true
+		}
+	}
+	if !c.isFresh() {
+		res, err := n.m.cfg.Store.List(ctx, n.m.cfg.Bucket, store.ListOptions{Prefix: p + "/", Delimiter: "/", Limit: maxQueuedRmdir})
+		if err != nil || res.Truncated {
+			return 0, false
+		}
+		// A name listed and not being removed may have had its removal
+		// published since the listing: the log decides then.
+		for _, e := range res.Entries {
+			if !n.m.wb.unlinking(e.Path) {
+				return 0, false
+			}
+		}
+		for _, sub := range res.CommonPrefixes {
+			if !n.m.wb.unlinking(strings.TrimSuffix(sub, "/")) {
+				return 0, false
+			}
+		}
+	}
+	n.m.wb.enqueueRmdir(p, pc, cc)
+	n.touchedDir(time.Now())
+	return 0, true
 }
 
 // Unlink removes file name. The removal joins the write-back queue (an

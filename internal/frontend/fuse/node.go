@@ -283,6 +283,14 @@ func (n *node) uncommitted() bool {
 	return n.fresh || n.pend != nil || n.pendOp != nil || n.local != nil || (n.write != nil && n.write.dirty)
 }
 
+// isFresh reports whether n was created through this mount, is not
+// published yet, and was not removed.
+func (n *node) isFresh() bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.fresh && !n.gone
+}
+
 func (n *node) newChild(ctx context.Context, info store.ObjectInfo, out *gofuse.EntryOut) *fs.Inode {
 	c := &node{m: n.m}
 	c.fill(info, &out.Attr)

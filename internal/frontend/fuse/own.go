@@ -123,6 +123,9 @@ func (m *Mount) FlushDir(ctx context.Context, dir uint64) {
 // one that another node removed meanwhile is created again).
 func (m *Mount) claims(p *pending) []store.Claim {
 	if p.claim.Dir != 0 {
+		if p.claim2.Dir != 0 {
+			return []store.Claim{p.claim, p.claim2}
+		}
 		return []store.Claim{p.claim}
 	}
 	if o := m.own.o; o != nil && p.dir != 0 {

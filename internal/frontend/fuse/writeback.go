@@ -68,6 +68,7 @@ type pending struct {
 	at      time.Time     // when it was queued
 	changed time.Time     // opPublish: the content\'s last change
 	claim   store.Claim   // the directory claim it was decided under (own.go), or zero
+	claim2  store.Claim   // a removed directory's own claim (rmdir), or zero
 	dir     uint64        // its directory's inode number (0: unknown)
 	done    chan struct{} // closed once published or failed
 	err     error         // set before done is closed
@@ -166,6 +167,13 @@ func (wb *writeback) enqueueOp(n *node, kind opKind, path string, claim store.Cl
 // from now on the mount answers as if it were gone.
 func (wb *writeback) enqueueUnlink(n *node, path string, claim store.Claim) {
 	wb.push(&pending{kind: opUnlink, n: n, path: path, at: time.Now(), claim: claim, done: make(chan struct{})})
+}
+
+// enqueueRmdir queues the removal of empty directory path, decided under
+// its parent's claim and its own: from now on the mount answers as if it
+// were gone.
+func (wb *writeback) enqueueRmdir(path string, parent, own store.Claim) {
+	wb.push(&pending{kind: opUnlink, path: path, at: time.Now(), claim: parent, claim2: own, done: make(chan struct{})})
 }
 
 // unlinking reports whether an unlink of path is queued and not yet
