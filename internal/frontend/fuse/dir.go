@@ -25,21 +25,46 @@ func (n *node) OpendirHandle(ctx context.Context, flags uint32) (fs.FileHandle, 
 type dirHandle struct {
 	n  *node
 	ds fs.DirStream
+	// infos are the listing's files as the store described them:
+	// READDIRPLUS's lookup of each answers from them (Lookup).
+	infos map[string]store.ObjectInfo
 }
 
 var (
 	_ fs.FileReaddirenter = (*dirHandle)(nil)
 	_ fs.FileSeekdirer    = (*dirHandle)(nil)
 	_ fs.FileReleasedirer = (*dirHandle)(nil)
+	_ fs.FileLookuper     = (*dirHandle)(nil)
 )
 
 func (d *dirHandle) stream(ctx context.Context) syscall.Errno {
 	if d.ds != nil {
 		return 0
 	}
-	ds, e := d.n.Readdir(ctx)
-	d.ds = ds
-	return e
+	entries, infos, e := d.n.list(ctx)
+	if e != 0 {
+		return e
+	}
+	d.ds, d.infos = fs.NewListDirStream(entries), infos
+	return 0
+}
+
+// Lookup answers READDIRPLUS's look-up of an entry the listing just read
+// from the store's description of it (a listing of a directory of files
+// is then one store call, not one per file); the node's Lookup answers
+// the others (directories, names changed here).
+func (d *dirHandle) Lookup(ctx context.Context, name string, out *gofuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	n := d.n
+	info, ok := d.infos[name]
+	if !ok || n.m.wb.queued(info.Path) {
+		return n.Lookup(ctx, name, out)
+	}
+	if ch := n.GetChild(name); ch != nil {
+		if c, ok := ch.Operations().(*node); ok && c.uncommitted() {
+			return n.Lookup(ctx, name, out)
+		}
+	}
+	return n.newChild(ctx, info, out), 0
 }
 
 // Readdirent returns the next entry (nil at the end).
@@ -78,19 +103,32 @@ func (d *dirHandle) Releasedir(ctx context.Context, flags uint32) {
 // listing never waits for the write-back queue (chmod -R, rm -rf and find
 // list every directory they walk).
 func (n *node) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
+	entries, _, e := n.list(ctx)
+	if e != 0 {
+		return nil, e
+	}
+	return fs.NewListDirStream(entries), 0
+}
+
+// list is Readdir's listing, and the store's description of each file in
+// it by name.
+func (n *node) list(ctx context.Context) ([]gofuse.DirEntry, map[string]store.ObjectInfo, syscall.Errno) {
 	prefix := n.storePath()
 	if prefix != "" {
 		prefix += "/"
 	}
 	var entries []gofuse.DirEntry
+	infos := map[string]store.ObjectInfo{}
 	opts := store.ListOptions{Prefix: prefix, Delimiter: "/", Limit: 1000}
 	for {
 		res, err := n.m.cfg.Store.List(ctx, n.m.cfg.Bucket, opts)
 		if err != nil {
-			return nil, errno(err)
+			return nil, nil, errno(err)
 		}
 		for _, e := range res.Entries {
-			entries = append(entries, gofuse.DirEntry{Name: path.Base(e.Path), Ino: e.Ino, Mode: fileType(e)})
+			name := path.Base(e.Path)
+			entries = append(entries, gofuse.DirEntry{Name: name, Ino: e.Ino, Mode: fileType(e)})
+			infos[name] = e
 		}
 		for _, p := range res.CommonPrefixes {
 			entries = append(entries, gofuse.DirEntry{Name: path.Base(strings.TrimSuffix(p, "/")), Mode: syscall.S_IFDIR})
@@ -100,7 +138,7 @@ func (n *node) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
 		}
 		opts.StartAfter = res.NextToken
 	}
-	return fs.NewListDirStream(n.overlay(prefix, entries)), 0
+	return n.overlay(prefix, entries), infos, 0
 }
 
 // overlay lays the mount's unpublished changes in directory n (store

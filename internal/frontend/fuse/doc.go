@@ -81,9 +81,12 @@
 // there (FlushDir: its queue, and files created there and still open,
 // with the content they have) before the node gives it up. So mkdir,
 // O_EXCL, link, symlink and RENAME_NOREPLACE have one winner across the
-// cluster. Rmdir, rename, link and symlink are decided in the log (the
-// store stamps them with this node's claims after FlushDir, or recalls
-// the directories another node owns).
+// cluster. Rmdir is queued too when the node owns the directory and its
+// parent and finds it empty in its own view; rename, link and symlink
+// (and other rmdirs) are decided in the log (the store stamps them with
+// this node's claims after FlushDir, or recalls the directories another
+// node owns). A listing never waits for the queue: it lays the mount's
+// unpublished creates and removals over the store's entries (overlay).
 //
 // unlink of a file name is queued too (opUnlink), unless the file has a
 // change queued, was never published, or has other names (its link
@@ -94,8 +97,8 @@
 // mkdir or attribute change whose node has no writer left to tell, is
 // returned by the next fsync of a directory of the mount; a removal that
 // finds the name gone already (another node removed it) succeeded. Every
-// other change through the mount (rmdir, rename, link, symlink, xattrs,
-// readdir, and a lookup of a queued name the kernel forgot) first waits
+// other change through the mount (an rmdir decided in the log, rename,
+// link, symlink, xattrs, and a lookup of a queued name the kernel forgot) first waits
 // for the queue to be empty, so one mount's changes reach the cluster in
 // the order they were made.
 //
