@@ -576,7 +576,19 @@ func (s *Local) proposeOwned(ctx context.Context, cmd meta.Command) (meta.Result
 			}
 			return res, nil
 		}
-		if oe.Node == s.locks.node && s.lockOwned(ctx, &st, uint64(oe.Dir)) {
+		if oe.Node == s.locks.node {
+			if s.lockOwned(ctx, &st, uint64(oe.Dir)) {
+				continue
+			}
+			// The log names this node, but not under its table: a claim
+			// of a session this node has since given up (it could not
+			// renew in time). Claiming it with the current session
+			// replaces that session, and the directory is this node's
+			// again; the next round stamps it.
+			st.done()
+			if _, err := s.claim(ctx, uint64(oe.Dir), "", false); err != nil {
+				return res, err
+			}
 			continue
 		}
 		// Another node owns it (or this node's table has not caught up):

@@ -257,3 +257,44 @@ func TestOwnerStatusViews(t *testing.T) {
 		t.Fatalf("counts after the recall %+v, want %+v", got, want)
 	}
 }
+
+// TestOwnAfterSessionLost: a node that gave its session up (it could not
+// renew in time) while the log still names it as a directory's owner
+// takes the directory back with its new session, for its own changes and
+// its holders' decisions, instead of waiting for the leader to expire the
+// old session.
+func TestOwnAfterSessionLost(t *testing.T) {
+	n1, _ := twoNodes(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	if err := n1.Mkdir(ctx, "bkt", "d", Attrs{}); err != nil {
+		t.Fatal(err)
+	}
+	info, _ := n1.Stat(ctx, "bkt", "d")
+	c, done, err := n1.Own(ctx, info.Ino, "bkt/d")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done()
+	n1.locks.mu.Lock()
+	epoch := n1.locks.epoch
+	n1.locks.mu.Unlock()
+	n1.loseLocks(epoch, nil) // as renewLocks does when it cannot renew
+	if _, ok := n1.Held(info.Ino); ok {
+		t.Fatal("the directory is still held after the session was lost")
+	}
+	if err := put(ctx, n1, "d/http", PutOptions{}); err != nil {
+		t.Fatalf("an undecided write after the session was lost: %v", err)
+	}
+	c2, done, err := n1.Own(ctx, info.Ino, "bkt/d")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done()
+	if c2.Epoch == c.Epoch {
+		t.Fatalf("the new claim %+v reuses the old session's epoch", c2)
+	}
+	if err := put(ctx, n1, "d/late", PutOptions{Decided: true, Claims: []Claim{c}}); !errors.Is(err, ErrFenced) {
+		t.Fatalf("a decision under the lost session's claim: %v, want ErrFenced", err)
+	}
+}
