@@ -122,6 +122,10 @@ type applier struct {
 	index uint64
 	cmd   *Command
 	now   int64
+	// made are the directories this command made under a claim it holds,
+	// with the claim's epoch: its later name changes in them pass
+	// (owners.go).
+	made map[Ino]uint64
 }
 
 func (a *applier) apply() (Result, error) {

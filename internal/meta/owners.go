@@ -273,6 +273,9 @@ func (a *applier) nameChange(dir Ino) (*DirOwner, error) {
 	}
 	c := a.cmd.Own
 	epoch, held := c.held(dir)
+	if e, ok := a.made[dir]; ok {
+		epoch, held = e, true // made by this command under a claim it holds (adopt)
+	}
 	switch {
 	case o == nil && !held:
 		return nil, nil
@@ -292,6 +295,10 @@ func (a *applier) adopt(dir Ino, parent *DirOwner) {
 		return
 	}
 	a.setOwner(&DirOwner{Dir: dir, Node: parent.Node, Session: parent.Session, Epoch: parent.Epoch, SinceNs: a.now})
+	if a.made == nil {
+		a.made = map[Ino]uint64{}
+	}
+	a.made[dir] = parent.Epoch
 }
 
 func (a *applier) setOwner(o *DirOwner) {

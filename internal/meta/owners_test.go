@@ -251,3 +251,19 @@ func TestDirOwnerCounts(t *testing.T) {
 		}
 	}
 }
+
+// TestOwnershipMkdirP: a command stamped with a directory's claim that
+// makes missing directories below it (a PUT's mkdir -p) creates its file
+// in the directory it just made.
+func TestOwnershipMkdirP(t *testing.T) {
+	ot := newOwnTester(t)
+	root := ot.ino("")
+	a := ot.claim(1, 5, root)
+	r := ot.do(Command{Op: OpPutFile, Path: "new/deeper/f", File: &Inode{}, Own: held(1, DirEpoch{root, a.Owner.Epoch})})
+	if r.Err != nil {
+		t.Fatalf("a stamped put that makes its directories: %v", r.Err)
+	}
+	if o, _ := NewReader(ot.db).DirOwner(ot.ino("new/deeper")); o == nil || o.Node != 1 || o.Epoch != a.Owner.Epoch {
+		t.Fatalf("owner of a directory made under the claim: %+v", o)
+	}
+}
