@@ -71,6 +71,14 @@ type OwnCmd struct {
 	// Recall, on OpOwn, asks the owner to give the directory up without
 	// claiming it.
 	Recall bool
+	// Continues, on OpOwn, is the session this one replaces in the same
+	// process (its node gave it up by its own clock, fearing expiry): if
+	// the log has not expired it, its directories pass to the new
+	// session with their claims unchanged, so the changes the process
+	// queued under them still apply. A restarted node does not set it:
+	// its old session's directories go (their queued changes died with
+	// the process, and any of them still in flight must be fenced).
+	Continues uint64
 	// Held are, on a namespace command, the directories the proposer owns
 	// and decided the command's names in, with their claim epochs
 	// (sorted by Dir). A directory with an owner accepts a name change
@@ -150,6 +158,7 @@ func appendOwnCmd(e *encoder, c *OwnCmd) {
 	e.uvarint(uint64(c.Dir))
 	e.uvarint(c.Epoch)
 	e.bool1(c.Recall)
+	e.uvarint(c.Continues)
 	e.uvarint(uint64(len(c.Held)))
 	for _, h := range c.Held {
 		e.uvarint(uint64(h.Dir))
@@ -159,7 +168,7 @@ func appendOwnCmd(e *encoder, c *OwnCmd) {
 
 func decodeOwnCmd(d *decoder) *OwnCmd {
 	c := &OwnCmd{Node: d.uvarint(), Session: d.uvarint(), LeaseNs: d.varint(), Dir: Ino(d.uvarint()),
-		Epoch: d.uvarint(), Recall: d.bool1()}
+		Epoch: d.uvarint(), Recall: d.bool1(), Continues: d.uvarint()}
 	n := d.count(1 << 10)
 	for i := 0; i < n && d.err == nil; i++ {
 		c.Held = append(c.Held, DirEpoch{Dir: Ino(d.uvarint()), Epoch: d.uvarint()})
@@ -366,6 +375,24 @@ func (a *applier) checkOwnCmd() (*OwnCmd, error) {
 // result names the owner, whose node gives the directory up when it
 // applies the entry.
 func (a *applier) own() (Result, error) {
+	if c := a.cmd.Own; c != nil && c.Node != 0 && c.Dir == 0 && c.Continues != 0 && !c.Recall {
+		// A session continued, no claim.
+		if c.Continues < c.Session {
+			if err := a.continueSession(c.Node, c.Continues, c.Session); err != nil {
+				return Result{}, err
+			}
+		}
+		s, grants, err := a.lockSession(c.Node, c.Session, c.LeaseNs)
+		if err != nil {
+			return Result{}, err
+		}
+		a.putSession(s)
+		res := Result{Own: &OwnResult{}}
+		if len(grants) > 0 {
+			res.Lock = &LockResult{Granted: true, Grants: grants}
+		}
+		return res, nil
+	}
 	c, err := a.checkOwnCmd()
 	if err != nil {
 		return Result{}, err
@@ -378,6 +405,11 @@ func (a *applier) own() (Result, error) {
 		return Result{}, fmt.Errorf("own inode %d: %w", c.Dir, ErrNotDir)
 	}
 	var res Result
+	if !c.Recall && c.Continues != 0 && c.Continues < c.Session {
+		if err := a.continueSession(c.Node, c.Continues, c.Session); err != nil {
+			return Result{}, err
+		}
+	}
 	if !c.Recall {
 		s, grants, err := a.lockSession(c.Node, c.Session, c.LeaseNs) // apply_lock.go
 		if err != nil {
@@ -411,6 +443,41 @@ func (a *applier) own() (Result, error) {
 		res.Own = &OwnResult{Owner: o}
 	}
 	return res, nil
+}
+
+// continueSession passes the directories of node's session from to
+// session to, claims unchanged, when from is the node's live session in
+// the log (not expired, not replaced).
+func (a *applier) continueSession(node, from, to uint64) error {
+	s, err := a.r.LockSession(node)
+	if err != nil || s == nil || s.Epoch != from || s.Expired {
+		return err
+	}
+	p := ownerIdxPrefix(node)
+	var dirs []Ino
+	var derr error
+	err = a.r.r.Scan(p, prefixEnd(p), func(k, v []byte) bool {
+		if len(k) != 17 {
+			derr = errCorrupt("owner index key of %d bytes", len(k))
+			return false
+		}
+		dirs = append(dirs, Ino(binary.BigEndian.Uint64(k[9:])))
+		return true
+	})
+	if err = cmp.Or(err, derr); err != nil {
+		return err
+	}
+	for _, dir := range dirs {
+		o, err := a.r.DirOwner(dir)
+		if err != nil {
+			return err
+		}
+		if o != nil && o.Node == node && o.Session == from {
+			o.Session = to
+			a.setOwner(o)
+		}
+	}
+	return nil
 }
 
 // disown applies OpDisown: the owner gives c.Dir up (ErrPrecondition if

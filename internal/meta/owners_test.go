@@ -267,3 +267,34 @@ func TestOwnershipMkdirP(t *testing.T) {
 		t.Fatalf("owner of a directory made under the claim: %+v", o)
 	}
 }
+
+// TestOwnershipContinues: a process that replaces its own session (it
+// gave it up by its clock) keeps its directories and their claims when
+// the log has not expired the old session; a restarted node (no
+// Continues) loses them, and an expired session is not continued.
+func TestOwnershipContinues(t *testing.T) {
+	ot := newOwnTester(t)
+	ot.do(Command{Op: OpMkdir, Path: "a"})
+	ot.do(Command{Op: OpMkdir, Path: "b"})
+	a, b := ot.ino("a"), ot.ino("b")
+	ca := ot.claim(1, 10, a)
+	ot.claim(1, 10, b)
+	if r := ot.do(Command{Op: OpOwn, Own: &OwnCmd{Node: 1, Session: 11, Continues: 10, LeaseNs: 5e9}}); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	if o, _ := NewReader(ot.db).DirOwner(a); o == nil || o.Session != 11 || o.Epoch != ca.Owner.Epoch {
+		t.Fatalf("owner of a after the session continued: %+v", o)
+	}
+	// A change decided under the old session's claim still applies.
+	if r := ot.do(Command{Op: OpPutFile, Path: "a/f", File: &Inode{}, Own: held(1, DirEpoch{a, ca.Owner.Epoch})}); r.Err != nil {
+		t.Fatalf("a change under the continued claim: %v", r.Err)
+	}
+	// A restart (a newer session, no Continues) drops them.
+	ot.claim(1, 12, a)
+	if o, _ := NewReader(ot.db).DirOwner(b); o != nil {
+		t.Fatalf("owner of b after a restart: %+v", o)
+	}
+	if r := ot.do(Command{Op: OpPutFile, Path: "a/g", File: &Inode{}, Own: held(1, DirEpoch{a, ca.Owner.Epoch})}); !errors.Is(r.Err, ErrFenced) {
+		t.Fatalf("a change under the old claim after a restart: %v, want ErrFenced", r.Err)
+	}
+}

@@ -139,6 +139,9 @@ type lockSessions struct {
 	anyLost atomic.Bool
 	// renewing: a renewal is in flight (renewLocks)
 	renewing atomic.Bool
+	// prev is the session this process gave up last (loseLocks), which the
+	// next claim continues if the log has not expired it (owners.go).
+	prev uint64
 
 	// leader side: the last renewal seen of each session, and when
 	seen       map[uint64]seenRenewal
@@ -377,9 +380,19 @@ func (s *Local) loseLocks(epoch uint64, inos []meta.Ino) {
 	if sess, err := s.meta.LockSession(ls.node); err == nil && sess != nil {
 		next = max(next, sess.Epoch+1)
 	}
+	ls.prev = ls.epoch
 	ls.epoch = max(next, ls.epoch+1)
 	ls.renewed = time.Time{}
-	s.loseDirs() // owners.go: the directories went with the session
+	s.loseDirs() // owners.go: this node decides in them again only under a new claim
+	if s.owners.everOwned.Load() {
+		// Continue the session at once, so that what the mount queued under
+		// its claims still applies if the log has not expired it.
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			s.continueSession()
+		}()
+	}
 	if n > 0 {
 		s.cfg.Logger.Warn("file locks lost: the lock session expired; writes to the files answer EIO until they are locked again",
 			"files", n, "lease", ls.lease)

@@ -139,6 +139,9 @@ type owners struct {
 	nextH   int
 
 	claims, recalls, handedOver, fenced, lost atomic.Uint64
+	// everOwned: this node has claimed a directory (its lost sessions are
+	// worth continuing).
+	everOwned atomic.Bool
 }
 
 func newOwners() *owners {
@@ -321,11 +324,14 @@ func (s *Local) waitOwner(ctx context.Context, changed chan struct{}) error {
 func (s *Local) claim(ctx context.Context, dir uint64, path string, recall bool) (bool, error) {
 	ls := s.locks
 	ls.mu.Lock()
-	session := ls.epoch
+	session, prev := ls.epoch, ls.prev
 	ls.mu.Unlock()
+	if recall {
+		prev = 0
+	}
 	start := s.cfg.Clock.Now()
 	res, err := s.log.Propose(ctx, meta.Command{Op: meta.OpOwn, TimeNs: s.cfg.Now().UnixNano(),
-		Own: &meta.OwnCmd{Node: ls.node, Session: session, LeaseNs: int64(ls.lease), Dir: meta.Ino(dir), Recall: recall}})
+		Own: &meta.OwnCmd{Node: ls.node, Session: session, LeaseNs: int64(ls.lease), Dir: meta.Ino(dir), Recall: recall, Continues: prev}})
 	if err == nil {
 		err = res.Err
 	}
@@ -341,7 +347,11 @@ func (s *Local) claim(ctx context.Context, dir uint64, path string, recall bool)
 		if session == ls.epoch && start.After(ls.renewed) {
 			ls.renewed = start
 		}
+		if ls.prev == prev {
+			ls.prev = 0
+		}
 		ls.mu.Unlock()
+		s.owners.everOwned.Store(true)
 	}
 	if res.Own.Granted {
 		// The table has it: the apply put it there (appliedOwner), before
@@ -360,6 +370,42 @@ func (s *Local) claim(ctx context.Context, dir uint64, path string, recall bool)
 		s.owners.recalls.Add(1)
 	}
 	return false, nil
+}
+
+// continueSession proposes the continuation of the session this process
+// gave up (meta's OwnCmd.Continues): if the log has not expired it, the
+// directories it owned pass to the new session with their claims, and
+// what the mount queued under them still applies.
+func (s *Local) continueSession() {
+	ls := s.locks
+	ls.mu.Lock()
+	session, prev := ls.epoch, ls.prev
+	ls.mu.Unlock()
+	if prev == 0 {
+		return
+	}
+	ctx, cancel := clock.WithTimeout(context.Background(), s.cfg.Clock, ls.lease)
+	defer cancel()
+	start := s.cfg.Clock.Now()
+	res, err := s.log.Propose(ctx, meta.Command{Op: meta.OpOwn, TimeNs: s.cfg.Now().UnixNano(),
+		Own: &meta.OwnCmd{Node: ls.node, Session: session, LeaseNs: int64(ls.lease), Continues: prev}})
+	if err == nil {
+		err = res.Err
+	}
+	if err != nil {
+		s.cfg.Logger.Warn("continue the lock session", "err", err)
+		return
+	}
+	ls.mu.Lock()
+	if session == ls.epoch {
+		if start.After(ls.renewed) {
+			ls.renewed = start
+		}
+		if ls.prev == prev {
+			ls.prev = 0
+		}
+	}
+	ls.mu.Unlock()
 }
 
 // release gives dir up on another node's recall: no holder decides in it

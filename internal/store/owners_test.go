@@ -258,11 +258,12 @@ func TestOwnerStatusViews(t *testing.T) {
 	}
 }
 
-// TestOwnAfterSessionLost: a node that gave its session up (it could not
-// renew in time) while the log still names it as a directory's owner
-// takes the directory back with its new session, for its own changes and
-// its holders' decisions, instead of waiting for the leader to expire the
-// old session.
+// TestOwnAfterSessionLost: a node that gave its session up by its own
+// clock (it could not renew in time) while the log still names it as a
+// directory's owner continues that session: its changes and its holders'
+// decisions go on under the same claims, instead of waiting for the
+// leader to expire the old session (or being fenced). Once the log
+// expires a session, its claims are fenced and a new claim is needed.
 func TestOwnAfterSessionLost(t *testing.T) {
 	n1, _ := twoNodes(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
@@ -276,25 +277,47 @@ func TestOwnAfterSessionLost(t *testing.T) {
 		t.Fatal(err)
 	}
 	done()
-	n1.locks.mu.Lock()
-	epoch := n1.locks.epoch
-	n1.locks.mu.Unlock()
-	n1.loseLocks(epoch, nil) // as renewLocks does when it cannot renew
+	epoch := func() uint64 {
+		n1.locks.mu.Lock()
+		defer n1.locks.mu.Unlock()
+		return n1.locks.epoch
+	}
+	n1.loseLocks(epoch(), nil) // as renewLocks does when it cannot renew
 	if _, ok := n1.Held(info.Ino); ok {
 		t.Fatal("the directory is still held after the session was lost")
 	}
 	if err := put(ctx, n1, "d/http", PutOptions{}); err != nil {
 		t.Fatalf("an undecided write after the session was lost: %v", err)
 	}
+	if err := put(ctx, n1, "d/queued", PutOptions{Decided: true, Claims: []Claim{c}}); err != nil {
+		t.Fatalf("a decision queued under the claim before the loss: %v", err)
+	}
 	c2, done, err := n1.Own(ctx, info.Ino, "bkt/d")
 	if err != nil {
 		t.Fatal(err)
 	}
 	done()
-	if c2.Epoch == c.Epoch {
-		t.Fatalf("the new claim %+v reuses the old session's epoch", c2)
+	if c2 != c {
+		t.Fatalf("the claim after the session continued: %+v, want %+v", c2, c)
+	}
+	// The log expires the session: the claim is fenced from then on.
+	sess, err := n1.meta.LockSession(1)
+	if err != nil || sess == nil {
+		t.Fatalf("session: %+v %v", sess, err)
+	}
+	if _, err := n1.log.Propose(ctx, meta.Command{Op: meta.OpLockExpire, Lock: &meta.LockCmd{
+		Lock: meta.Lock{Owner: meta.LockOwner{Node: 1, Epoch: sess.Epoch}}, RenewNs: sess.RenewNs}}); err != nil {
+		t.Fatal(err)
 	}
 	if err := put(ctx, n1, "d/late", PutOptions{Decided: true, Claims: []Claim{c}}); !errors.Is(err, ErrFenced) {
-		t.Fatalf("a decision under the lost session's claim: %v, want ErrFenced", err)
+		t.Fatalf("a decision under the expired session's claim: %v, want ErrFenced", err)
+	}
+	c3, done, err := n1.Own(ctx, info.Ino, "bkt/d")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done()
+	if c3.Epoch <= c.Epoch {
+		t.Fatalf("the claim after the expiry %+v is not newer than %+v", c3, c)
 	}
 }

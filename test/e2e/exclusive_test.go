@@ -100,16 +100,21 @@ func race(t *testing.T, nodes []*server, mnts []string, dir string, op raceOp, n
 	wg.Wait()
 	close(errs)
 	for err := range errs {
-		for _, s := range nodes {
-			for _, ln := range strings.Split(s.logs.String(), "\n") {
-				if strings.Contains(ln, "WARN") || strings.Contains(ln, "ERROR") {
-					t.Logf("%s: %s", s.addr, ln)
-				}
-			}
-		}
+		dumpWarnings(t, nodes)
 		t.Fatal(err)
 	}
 	return wins
+}
+
+// dumpWarnings logs the nodes' warnings and errors.
+func dumpWarnings(t *testing.T, nodes []*server) {
+	for _, s := range nodes {
+		for _, ln := range strings.Split(s.logs.String(), "\n") {
+			if strings.Contains(ln, "WARN") || strings.Contains(ln, "ERROR") {
+				t.Logf("%s: %s", s.addr, ln)
+			}
+		}
+	}
 }
 
 // TestMountExclusiveRace (RACE_OPS=mkdir,link runs only those): processes on two nodes (and, with fewer names,
@@ -160,6 +165,9 @@ func TestMountExclusiveRace(t *testing.T) {
 					}
 					none++
 				}
+			}
+			if double > 0 || none > 0 {
+				dumpWarnings(t, nodes)
 			}
 			t.Logf("%s on %d nodes, %d names: %d won twice, %d by nobody, in %v (%v a name)",
 				op.name, len(tc.mnts), tc.n, double, none, took.Round(time.Millisecond), (took / time.Duration(tc.n)).Round(time.Microsecond))
