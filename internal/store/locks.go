@@ -467,7 +467,14 @@ func (s *Local) renewLocks() {
 	busy := len(ls.mine) > 0 || len(ls.waits) > 0
 	epoch, renewed, last := ls.epoch, ls.renewed, ls.lastRenew
 	ls.mu.Unlock()
-	busy = busy || s.owners.count() > 0 // owned directories live with the session
+	if !busy {
+		// Owned directories live with the session: the table's, and those
+		// the log still names this node for (a session it continued).
+		busy = s.owners.count() > 0
+		if !busy {
+			busy, _ = s.meta.OwnsDirs(ls.node)
+		}
+	}
 	if !busy {
 		return
 	}

@@ -415,6 +415,15 @@ func (s *Local) release(dir uint64) {
 	o := s.owners
 	o.mu.Lock()
 	d := o.dirs[dir]
+	if d == nil {
+		// Not in the table, but the log names this node (a session it
+		// continued, or a claim it has not used since): give it up all
+		// the same, or the asker waits for the session to expire.
+		if rec, err := s.meta.DirOwner(meta.Ino(dir)); err == nil && rec != nil && rec.Node == s.locks.node {
+			d = &ownedDir{epoch: rec.Epoch, session: rec.Session, since: s.cfg.Clock.Now()}
+			o.dirs[dir] = d
+		}
+	}
 	if d == nil || d.releasing {
 		o.mu.Unlock()
 		return

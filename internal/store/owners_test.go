@@ -321,3 +321,36 @@ func TestOwnAfterSessionLost(t *testing.T) {
 		t.Fatalf("the claim after the expiry %+v is not newer than %+v", c3, c)
 	}
 }
+
+// TestRecallAfterSessionContinued: a node whose table forgot a directory
+// (its session was lost by its clock and continued) that the log still
+// names it the owner of gives it up on a recall at once.
+func TestRecallAfterSessionContinued(t *testing.T) {
+	n1, n2 := twoNodes(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := n1.Mkdir(ctx, "bkt", "d", Attrs{}); err != nil {
+		t.Fatal(err)
+	}
+	info, _ := n1.Stat(ctx, "bkt", "d")
+	if _, done, err := n1.Own(ctx, info.Ino, "bkt/d"); err != nil {
+		t.Fatal(err)
+	} else {
+		done()
+	}
+	n1.locks.mu.Lock()
+	epoch := n1.locks.epoch
+	n1.locks.mu.Unlock()
+	n1.loseLocks(epoch, nil)
+	n1.continueSession()
+	if rec, _ := n1.meta.DirOwner(meta.Ino(info.Ino)); rec == nil || rec.Node != 1 {
+		t.Fatalf("owner after the continuation: %+v", rec)
+	}
+	start := time.Now()
+	if err := put(ctx, n2, "d/x", PutOptions{}); err != nil {
+		t.Fatalf("node 2's write: %v", err)
+	}
+	if took := time.Since(start); took > 2*time.Second {
+		t.Fatalf("node 2 waited %v for the directory", took)
+	}
+}
