@@ -171,10 +171,20 @@ func contend(dirA, dirB string, count int) {
 			fail(err.Error())
 		}
 	}
+	// Each side's fsync returned once its creates were committed; the
+	// other node applies them (and its kernel drops its cached listing)
+	// a moment later: wait for that, 10 s at most.
 	for _, dir := range []string{dirA, dirB} {
-		es, err := os.ReadDir(dir)
-		if err != nil || len(es) != 2*count {
-			fail(fmt.Sprintf("%s lists %d names, want %d (%v)", dir, len(es), 2*count, err))
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			es, err := os.ReadDir(dir)
+			if err == nil && len(es) == 2*count {
+				break
+			}
+			if time.Now().After(deadline) {
+				fail(fmt.Sprintf("%s lists %d names 10 s after both fsyncs, want %d (%v)", dir, len(es), 2*count, err))
+			}
+			time.Sleep(20 * time.Millisecond)
 		}
 	}
 	all := append(lat[0], lat[1]...)
