@@ -346,4 +346,53 @@ func TestMountRmdirCreateRace(t *testing.T) {
 		}
 	}
 	t.Logf("cross renames, %d pairs: node 1's move won %d, node 3's %d", pairs, moved[0], moved[1])
+
+	// PHP's upload: a file written to a temporary name, then renamed into
+	// place (a rename the mount decides itself when the file is not
+	// published yet); one onto an existing name is renamed in the log.
+	if err := os.Mkdir(filepath.Join(a, "up"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(a, "up", "taken"), []byte("old"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	const uploads = 50
+	for i := range uploads {
+		tmp := filepath.Join(a, "up", fmt.Sprintf(".tmp-%d", i))
+		if err := os.WriteFile(tmp, []byte(fmt.Sprintf("upload %d", i)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		dst := filepath.Join(a, "up", fmt.Sprintf("u%d", i))
+		if i == uploads-1 {
+			dst = filepath.Join(a, "up", "taken")
+		}
+		if err := os.Rename(tmp, dst); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if d, err := os.Open(filepath.Join(a, "up")); err == nil {
+		if err := d.Sync(); err != nil {
+			t.Fatalf("fsync of the upload directory: %v", err)
+		}
+		d.Close()
+	}
+	for _, m := range []string{a, b} {
+		waitFor(t, 10*time.Second, "the uploads on "+m, func() bool {
+			es, err := os.ReadDir(filepath.Join(m, "up"))
+			if err != nil || len(es) != uploads {
+				return false
+			}
+			for i := range uploads {
+				name := fmt.Sprintf("u%d", i)
+				if i == uploads-1 {
+					name = "taken"
+				}
+				got, err := os.ReadFile(filepath.Join(m, "up", name))
+				if err != nil || string(got) != fmt.Sprintf("upload %d", i) {
+					return false
+				}
+			}
+			return true
+		}, nodes...)
+	}
 }

@@ -2,6 +2,7 @@ package fuse
 
 import (
 	"context"
+	"errors"
 	"path"
 	"strings"
 	"syscall"
@@ -446,6 +447,9 @@ func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 	if e != 0 {
 		return e
 	}
+	if e, done := n.renameFresh(ctx, name, np, dst); done {
+		return e
+	}
 	if c, ok := n.GetChild(name).Operations().(*node); ok {
 		c.queueDirty() // a file being written moves with its content
 	}
@@ -468,6 +472,62 @@ func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 		err = n.m.cfg.Store.Rename(ctx, n.m.cfg.Bucket, n.child(name), dst)
 	}
 	return n.m.failed("rename", n.child(name), err)
+}
+
+// renameFresh renames a file created here and never published (PHP's
+// upload: written to a temporary name, then renamed into place) without
+// waiting for anything, when this node owns both directories and the new
+// name is free in its view: the file is then published under its new
+// name, decided under the new directory's claim. done is false when it
+// did not decide (the caller renames in the log).
+func (n *node) renameFresh(ctx context.Context, name string, np *node, dst string) (syscall.Errno, bool) {
+	o := n.m.own.o
+	ch := n.GetChild(name)
+	if o == nil || ch == nil || ch.IsDir() {
+		return 0, false
+	}
+	c, ok := ch.Operations().(*node)
+	if !ok || !c.isFresh() {
+		return 0, false
+	}
+	if _, held := o.Held(n.dirIno()); !held {
+		return 0, false
+	}
+	if _, held := o.Held(np.dirIno()); !held {
+		return 0, false
+	}
+	_, sdone, e := n.own(ctx)
+	if e != 0 {
+		return 0, false
+	}
+	defer sdone()
+	claim := store.Claim{}
+	if np != n {
+		var ddone func()
+		claim, ddone, e = np.own(ctx)
+		if e != 0 {
+			return 0, false
+		}
+		defer ddone()
+	} else {
+		claim, _ = o.Held(n.dirIno())
+	}
+	if claim.Dir == 0 {
+		return 0, false
+	}
+	if dc := np.GetChild(path.Base(dst)); dc != nil {
+		return 0, false // a name the mount knows: replaced in the log
+	}
+	if _, err := np.existing(ctx, dst); !errors.Is(err, store.ErrNotFound) {
+		return 0, false
+	}
+	if !n.m.wb.move(c, dst, np.dirIno(), claim) {
+		return 0, false
+	}
+	now := time.Now()
+	n.touchedDir(now)
+	np.touchedDir(now)
+	return 0, true
 }
 
 // fileType is the S_IFMT bits of info.

@@ -82,6 +82,8 @@ type writeback struct {
 	cond  *sync.Cond // signalled when the queue or busy changes
 	q     []*pending
 	busy  int            // items the publisher has taken and not finished
+	// flying are those items (a fresh file among them cannot be moved).
+	flying []*pending
 	bytes int64          // queued bytes
 	paths map[string]int // queued items per path
 	// unlinks counts the queued unlinks per path: until they are
@@ -206,6 +208,42 @@ func (wb *writeback) push(p *pending) {
 	wb.mu.Unlock()
 }
 
+// move gives fresh file c (never published) the path dst in directory
+// dir, decided under claim: its queued version, if any, is published
+// there instead, and so is what it queues later. False when its version
+// is already being published (the caller renames in the log).
+func (wb *writeback) move(c *node, dst string, dir uint64, claim store.Claim) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.fresh || c.gone {
+		return false
+	}
+	wb.mu.Lock()
+	defer wb.mu.Unlock()
+	for _, p := range wb.flying {
+		if p.n == c {
+			return false // being published under its old name
+		}
+	}
+	for _, p := range wb.q {
+		if p.n != c {
+			continue
+		}
+		if wb.paths[p.path]--; wb.paths[p.path] <= 0 {
+			delete(wb.paths, p.path)
+		}
+		p.path, p.dir, p.claim = dst, dir, claim
+		wb.paths[p.path]++
+	}
+	c.claim = claim
+	wb.m.own.mu.Lock()
+	if _, ok := wb.m.own.fresh[c]; ok {
+		wb.m.own.fresh[c] = dir
+	}
+	wb.m.own.mu.Unlock()
+	return true
+}
+
 // queued reports whether a change of path is queued or being published.
 func (wb *writeback) queued(path string) bool {
 	wb.mu.Lock()
@@ -294,6 +332,7 @@ func (wb *writeback) run() {
 		batch := wb.q[:k:k]
 		wb.q = wb.q[k:]
 		wb.busy = k
+		wb.flying = batch
 		wb.busySince = batch[0].at
 		for _, p := range batch {
 			p.taken.Store(true)
@@ -308,6 +347,7 @@ func (wb *writeback) run() {
 
 		wb.mu.Lock()
 		wb.busy = 0
+		wb.flying = nil
 		wb.bytes -= bytes
 		for _, p := range batch {
 			if wb.paths[p.path]--; wb.paths[p.path] <= 0 {
