@@ -77,15 +77,15 @@ type pending struct {
 
 // writeback is a mount's queue of versions to publish.
 type writeback struct {
-	m     *Mount
-	mu    sync.Mutex
-	cond  *sync.Cond // signalled when the queue or busy changes
-	q     []*pending
-	busy  int            // items the publisher has taken and not finished
+	m    *Mount
+	mu   sync.Mutex
+	cond *sync.Cond // signalled when the queue or busy changes
+	q    []*pending
+	busy int // items the publisher has taken and not finished
 	// flying are those items (a fresh file among them cannot be moved).
 	flying []*pending
-	bytes int64          // queued bytes
-	paths map[string]int // queued items per path
+	bytes  int64          // queued bytes
+	paths  map[string]int // queued items per path
 	// unlinks counts the queued unlinks per path: until they are
 	// published, the mount answers as if the names were gone.
 	unlinks map[string]int
