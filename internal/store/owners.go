@@ -121,13 +121,90 @@ type ownedDir struct {
 	path    string
 	epoch   uint64
 	session uint64
-	rw      sync.RWMutex // R: a holder deciding; W: a release or a command decided in the log
+	rw      dirLock // R: a holder deciding; W: a release or a command decided in the log
 	since   time.Time
 	// releasing: a recall is being served; Own waits for it to finish.
 	releasing bool
 	// adopted: made by a holder under its parent's claim, and its mkdir
 	// not applied yet (the log has no record of it until then).
 	adopted bool
+}
+
+// dirLock is a directory's read-write lock, with sync.RWMutex's rules (a
+// writer waiting keeps new readers out). It is held across commits (a
+// holder's decided change, a release's publishing and hand-over), so its
+// waits are channel receives rather than a sync.RWMutex's semaphore: a
+// testing/synctest bubble (internal/sim) moves its fake clock only while
+// every goroutine is durably blocked, which a goroutine queued on a
+// mutex is not, and the simulator would stop for good as soon as two
+// commands met on one directory.
+type dirLock struct {
+	mu      sync.Mutex
+	readers int
+	writer  bool
+	writers int           // waiting for the lock
+	wake    chan struct{} // closed when the lock is let go (nil: nobody waits)
+}
+
+// wait lets l.mu go until the lock changes (l.mu held).
+func (l *dirLock) wait() {
+	if l.wake == nil {
+		l.wake = make(chan struct{})
+	}
+	ch := l.wake
+	l.mu.Unlock()
+	<-ch
+	l.mu.Lock()
+}
+
+// wakeAll wakes every waiter (l.mu held).
+func (l *dirLock) wakeAll() {
+	if l.wake != nil {
+		close(l.wake)
+		l.wake = nil
+	}
+}
+
+func (l *dirLock) RLock() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for l.writer || l.writers > 0 {
+		l.wait()
+	}
+	l.readers++
+}
+
+func (l *dirLock) RUnlock() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.readers <= 0 {
+		panic("store: RUnlock of a directory not read-locked")
+	}
+	l.readers--
+	if l.readers == 0 {
+		l.wakeAll()
+	}
+}
+
+func (l *dirLock) Lock() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.writers++
+	for l.writer || l.readers > 0 {
+		l.wait()
+	}
+	l.writers--
+	l.writer = true
+}
+
+func (l *dirLock) Unlock() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.writer {
+		panic("store: Unlock of a directory not locked")
+	}
+	l.writer = false
+	l.wakeAll()
 }
 
 // owners is this node's table of owned directories.

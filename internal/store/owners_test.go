@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/cairn-fs/cairn/internal/blob"
@@ -353,4 +354,57 @@ func TestRecallAfterSessionContinued(t *testing.T) {
 	if took := time.Since(start); took > 2*time.Second {
 		t.Fatalf("node 2 waited %v for the directory", took)
 	}
+}
+
+// TestDirLock: readers share a directory's lock, a writer excludes
+// everyone, and a writer waiting keeps new readers out (as
+// sync.RWMutex). In a synctest bubble: every wait must be durable (a
+// channel receive), or synctest.Wait would not return.
+func TestDirLock(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var l dirLock
+		got := func(ch chan struct{}) bool {
+			synctest.Wait()
+			select {
+			case <-ch:
+				return true
+			default:
+				return false
+			}
+		}
+		l.RLock()
+		l.RLock()
+		wrote := make(chan struct{})
+		go func() {
+			l.Lock()
+			close(wrote)
+		}()
+		synctest.Wait() // the writer waits for both readers
+		read := make(chan struct{})
+		go func() {
+			l.RLock()
+			close(read)
+		}()
+		l.RUnlock()
+		if got(wrote) {
+			t.Fatal("the writer got the lock while a reader held it")
+		}
+		if got(read) {
+			t.Fatal("a new reader got in ahead of a waiting writer")
+		}
+		l.RUnlock()
+		if !got(wrote) {
+			t.Fatal("the writer did not get the lock once the readers left")
+		}
+		if got(read) {
+			t.Fatal("a reader got in while the writer held the lock")
+		}
+		l.Unlock()
+		if !got(read) {
+			t.Fatal("the reader did not get the lock once the writer left")
+		}
+		l.RUnlock()
+		l.Lock() // free again
+		l.Unlock()
+	})
 }
