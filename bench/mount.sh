@@ -1183,7 +1183,7 @@ part_contend() {
 		calls_before 1
 		bounded "$CONTEND_MAX_S" "$SF" -mode contend -dir "$a" -dir2 "$b" -count "$CONTEND_COUNT" >"$OUT/contend-r$r.txt" 2>&1
 		[ "$RUN_STATUS" = ok ] || RUN_STATUS="$RUN_STATUS $(tail -n 1 "$OUT/contend-r$r.txt")"
-		record contend "2 nodes x $CONTEND_COUNT creates in one directory, total" "$r" cairn "$RUN_S" "$((2 * CONTEND_COUNT))" "$RUN_STATUS"
+		record contend "2 nodes x $CONTEND_COUNT creates in one directory (total)" "$r" cairn "$RUN_S" "$((2 * CONTEND_COUNT))" "$RUN_STATUS"
 		calls_after contend "2 nodes x $CONTEND_COUNT creates in one directory" "$r" 1 "$CONTEND_COUNT"
 		line=$(grep 'mode=contend-latency' "$OUT/contend-r$r.txt" || true)
 		p50=$(sed -n 's/.*p50_ms=\([0-9.]*\).*/\1/p' <<<"$line")
