@@ -125,6 +125,9 @@ type applier struct {
 }
 
 func (a *applier) apply() (Result, error) {
+	if err := a.checkHeld(); err != nil { // owners.go
+		return Result{}, err
+	}
 	switch a.cmd.Op {
 	case OpCreateBucket:
 		return a.createBucket()

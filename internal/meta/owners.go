@@ -16,7 +16,8 @@ import (
 // is checked here, in the apply, against the directory's owner:
 // nameChange. A claim's epoch comes from a counter in the log and is never
 // reused, so a command decided under a claim that has since moved is
-// refused (ErrFenced), however late it arrives.
+// refused (ErrFenced), however late it arrives, and whatever it changes
+// by then (checkHeld, before the command applies).
 
 // Owner keys: the owner record of a directory, and the index of a node's
 // directories.
@@ -233,6 +234,30 @@ func (a *applier) nameChange(dir Ino) (*DirOwner, error) {
 		return nil, fmt.Errorf("directory %d: the claim of node %d, epoch %d: %w", dir, c.Node, epoch, ErrFenced)
 	}
 	return nil, &OwnedError{Dir: dir, Node: o.Node}
+}
+
+// checkHeld refuses, whole, a command stamped with a directory claim that
+// is no longer that directory's (ErrFenced): it was decided under a claim
+// that has moved, whatever it changes by the time it applies. nameChange
+// alone would let such a command through when it adds no name: a create
+// decided under a moved claim, of a name another node made since under
+// its own claim, would replace that node's file (and both creates would
+// have succeeded); a mkdir -p of a directory made since would succeed.
+func (a *applier) checkHeld() error {
+	c := a.cmd.Own
+	if c == nil || len(c.Held) == 0 || a.cmd.Op == OpOwn || a.cmd.Op == OpDisown {
+		return nil
+	}
+	for _, h := range c.Held {
+		o, err := a.r.DirOwner(h.Dir)
+		if err != nil {
+			return err
+		}
+		if o == nil || o.Node != c.Node || o.Epoch != h.Epoch {
+			return fmt.Errorf("directory %d: the claim of node %d, epoch %d: %w", h.Dir, c.Node, h.Epoch, ErrFenced)
+		}
+	}
+	return nil
 }
 
 // adopt makes dir, just made in a directory whose claim the command holds

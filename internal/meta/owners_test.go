@@ -218,3 +218,41 @@ func TestOwnFit(t *testing.T) {
 		t.Fatalf("OpOwn at version 10: %v", err)
 	}
 }
+
+// TestOwnershipFencesStaleReplace: a create decided under a claim that
+// has since moved is refused even when the name exists by the time it
+// applies (another node made it under its own claim): applied, it would
+// replace that node's file, and both creates would have succeeded. Found
+// by internal/sim's fencing invariant (a late publish under a moved
+// claim onto a name another node had made since).
+func TestOwnershipFencesStaleReplace(t *testing.T) {
+	ot := newOwnTester(t)
+	ot.do(Command{Op: OpMkdir, Path: "d"})
+	d := ot.ino("d")
+	a := ot.claim(1, 100, d)
+	if r := ot.do(Command{Op: OpDisown, Own: &OwnCmd{Node: 1, Dir: d, Epoch: a.Owner.Epoch}}); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	b := ot.claim(2, 200, d)
+	theirs := held(2, DirEpoch{d, b.Owner.Epoch})
+	if r := ot.do(Command{Op: OpPutFile, Path: "d/f", File: &Inode{ETag: "theirs"}, Own: theirs}); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	if r := ot.do(Command{Op: OpMkdir, Path: "d/sub", Own: theirs}); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	stale := held(1, DirEpoch{d, a.Owner.Epoch})
+	if r := ot.do(Command{Op: OpPutFile, Path: "d/f", File: &Inode{ETag: "stale"}, Own: stale}); !errors.Is(r.Err, ErrFenced) {
+		t.Fatalf("a create under a moved claim onto a name made since: %v, want ErrFenced", r.Err)
+	}
+	if n, err := NewReader(ot.db).Lookup("own", "d/f"); err != nil || n.ETag != "theirs" {
+		t.Fatalf("d/f after the stale create: %+v %v, want the owner's file", n, err)
+	}
+	if r := ot.do(Command{Op: OpMkdir, Path: "d/sub", Own: stale}); !errors.Is(r.Err, ErrFenced) {
+		t.Fatalf("a mkdir -p under a moved claim onto a directory made since: %v, want ErrFenced", r.Err)
+	}
+	// The owner's own replace, stamped with its current claim, applies.
+	if r := ot.do(Command{Op: OpPutFile, Path: "d/f", File: &Inode{ETag: "again"}, Own: theirs}); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+}
