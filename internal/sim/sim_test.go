@@ -211,17 +211,26 @@ func TestSimDetects(t *testing.T) {
 		{"blob", "unreadable"},
 		{"blob-heal", "after heal 1 (mid-run), "},
 		{"stale-read", "overwritten for good before the read began"},
+		{"exclusive", "was created exclusively"},
+		{"durability", "durability, after healing: the "},
+		{"fencing", "applied while the directory's owner was"},
 	} {
 		t.Run(c.sabotage, func(t *testing.T) {
 			cfg := DefaultConfig(42)
 			if c.sabotage != "stale-read" { // a full run: keys written twice, then read
 				cfg.Duration, cfg.Ops, cfg.MaxBigFiles = 5*time.Second, 40, 0
 			}
+			switch c.sabotage {
+			case "exclusive", "durability", "fencing":
+				cfg.Ops, cfg.ExclOps = 20, 40 // races for names
+			}
 			cfg.sabotage = c.sabotage
 			_, err := Test(t, cfg)
 			if err == nil || !strings.Contains(err.Error(), c.want) {
 				t.Fatalf("sabotage %q: got %v, want an error containing %q", c.sabotage, err, c.want)
 			}
+			first, _, _ := strings.Cut(err.Error(), "\n")
+			t.Logf("sabotage %q caught: %s", c.sabotage, first)
 		})
 	}
 }
