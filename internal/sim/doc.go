@@ -185,11 +185,13 @@
 // CAIRN_SIM_LOG=1 sends every component's debug log to stderr;
 // CAIRN_SIM_STACKS=1 dumps all goroutines when a wait times out;
 // CAIRN_SIM_TRACE=FILE writes the run's event trace to FILE, to diff two
-// runs. `make test` runs seeds 1 to 40 (about 2 s each, each in a child
-// process over the deterministic runtime, whose first build takes a minute
-// or two); CAIRN_SOAK=1 (make soak) adds CAIRN_SOAK_SEEDS more (make soak
-// SOAK_SEEDS=n; default 2000) and TestSimCatchesLocalOrphanSweep; -short
-// runs two short ones in the test's own process (make test-race).
+// runs (a child always keeps its trace and prints it, after the run, only
+// when asked: asking does not change the run). `make test` runs seeds 1
+// to 40 (about 2 s each, each in a child process over the deterministic
+// runtime, whose first build takes a minute or two); CAIRN_SOAK=1 (make
+// soak) adds CAIRN_SOAK_SEEDS more (make soak SOAK_SEEDS=n; default 2000)
+// and TestSimCatchesLocalOrphanSweep; -short runs two short ones in the
+// test's own process (make test-race).
 //
 // # The event trace, and what replays
 //
@@ -222,12 +224,26 @@
 // instant ran in either order). Measured 2026-11-27: seeds 1–10 three
 // times and 11–40 twice, every run of a seed gave the same trace. (Before
 // those three fixes, 26 of 30 runs; without detrt, 0 of 12 seeds.)
-// TestSimReplays runs seeds 3, 7 and 23 twice and requires identical
-// traces; TestSimCatchesLocalOrphanSweep (make soak; GC grace 2 s so that
-// orphans outlive it while uploads of the same content run) finds the old
-// sweep's lost write at seed 1 and requires it to fail again with the
-// same trace (10 s grace: none in 300 seeds). A failing seed therefore
-// reproduces on every run of its one-line command.
+// TestSimReplays runs seeds 3, 7 and 23 twice, with and without their
+// traces, and requires identical traces; TestSimCatchesLocalOrphanSweep
+// (make soak; GC grace 2 s so that orphans outlive it while uploads of
+// the same content run) finds the old sweep's lost write at seed 1 and
+// requires it to fail again with the same trace (10 s grace: none in 300
+// seeds). A failing seed therefore reproduces on every run of its
+// one-line command.
+//
+// The heap's layout counts too. Goroutines woken at one instant run in an
+// order that can depend on addresses (a map keyed by pointers with more
+// than 8 entries iterates in their order even in detrt; the context
+// package keeps a context's children in one), and the directory-ownership
+// workload is the first whose outcome depends on that order (two holders
+// of one node woken together race to claim). A child's heap starts with
+// its environment and argv, so runChild gives it a fixed argv and an
+// environment rebuilt from a fixed list (childEnviron), and a child keeps
+// its trace whether or not it is asked for it. Measured 2026-11-28: seeds
+// 3 and 17, each with the parent's environment padded by 0, 100 or 300
+// bytes and with its trace asked for, gave one trace per seed; before,
+// seed 17 gave three different traces in three environments.
 //
 // # What it does not cover
 //
@@ -237,9 +253,9 @@
 // to replace a lost voter, force-new-cluster and witnesses; faults of the
 // Pebble disk other than crashes (the namespace's disk: EIO, ENOSPC); clock skew between
 // nodes (one fake clock); losing a disk for good; more than one node down
-// at once. The mount itself (the holder stands in for its ownership
-// side only: no open files published on a recall, no unlinks or names
-// decided in directories it made). The full linearizability of a recorded history (porcupine) is
-// checked by test/e2e on real processes under faults; here, consistent
-// reads get the stale-read check of (d).
+// at once. The mount itself (the holder stands in for its ownership side
+// only: no open files published on a recall, no unlinks, no names decided
+// in the directories it made). The full linearizability of a recorded
+// history (porcupine) is checked by test/e2e on real processes under
+// faults; here, consistent reads get the stale-read check of (d).
 package sim
