@@ -112,6 +112,12 @@ type RaftConfig struct {
 	DeferStart bool
 	// Logger; default slog.Default().
 	Logger *slog.Logger
+	// TestingUnfenced applies entries with meta.ApplyOptions'
+	// TestingUnfenced: a command stamped with a directory claim that has
+	// moved applies anyway. Only internal/sim sets it (its "fencing"
+	// sabotage), to show that its fencing invariant can fail; never set it
+	// elsewhere.
+	TestingUnfenced bool
 }
 
 // DefaultRaftConfig returns the defaults; set ID, KV and Transport.

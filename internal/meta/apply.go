@@ -47,11 +47,27 @@ func (e *kvFailure) Unwrap() error { return e.err }
 // value; the batch must then be discarded. Apply is deterministic: it reads
 // nothing but cmds and b. Not safe for concurrent use of the same b.
 func Apply(b kv.Batch, index uint64, cmds []Command) ([]Result, error) {
+	return ApplyOptions{}.Apply(b, index, cmds)
+}
+
+// ApplyOptions are the settings of an Apply. The zero value is the only
+// one a node uses.
+type ApplyOptions struct {
+	// TestingUnfenced lets a command stamped with a directory claim that
+	// is no longer current apply (no ErrFenced; owners.go). Only
+	// internal/sim sets it, through consensus.RaftConfig.TestingUnfenced,
+	// to show that its fencing invariant fails without the check; never
+	// set it elsewhere.
+	TestingUnfenced bool
+}
+
+// Apply is the package's Apply with these options.
+func (o ApplyOptions) Apply(b kv.Batch, index uint64, cmds []Command) ([]Result, error) {
 	if err := ensureRoot(b); err != nil {
 		return nil, err
 	}
 	results := make([]Result, len(cmds))
-	var st applyState
+	st := applyState{unfenced: o.TestingUnfenced}
 	for i := range cmds {
 		t := &txn{b: b, w: map[string][]byte{}}
 		a := &applier{t: t, r: NewReader(t), st: &st, index: index, cmd: &cmds[i], now: cmds[i].TimeNs}
@@ -112,6 +128,8 @@ type applyState struct {
 	// snapKnown caches each bucket's newest snapshot id (0: none) for
 	// copy on write; a snapshot command forgets it.
 	snapKnown map[string]uint64
+	// unfenced: ApplyOptions.TestingUnfenced.
+	unfenced bool
 }
 
 // applier applies one command through a txn.

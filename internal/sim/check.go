@@ -174,6 +174,9 @@ func (s *Sim) finish() error {
 	}
 	s.res.AppliedIndex = idx
 	s.checkFiles("after healing")
+	s.checkExclusive("after healing")
+	s.checkDurable("after healing")
+	s.checkReplay(idx)
 	// Blob deletions after the reap run off the apply goroutine: give them
 	// time, and repair a last time.
 	var perr error
@@ -281,16 +284,21 @@ func dump(inc *incarnation) (uint64, []byte, error) {
 	var buf []byte
 	for _, rg := range [][2][]byte{{nil, []byte("R")}, {[]byte("S"), nil}} {
 		if err := snap.Scan(rg[0], rg[1], func(k, v []byte) bool {
-			buf = binary.AppendUvarint(buf, uint64(len(k)))
-			buf = append(buf, k...)
-			buf = binary.AppendUvarint(buf, uint64(len(v)))
-			buf = append(buf, v...)
+			buf = appendRecord(buf, k, v)
 			return true
 		}); err != nil {
 			return 0, nil, err
 		}
 	}
 	return idx, buf, nil
+}
+
+// appendRecord appends one key and value to a dump.
+func appendRecord(buf, k, v []byte) []byte {
+	buf = binary.AppendUvarint(buf, uint64(len(k)))
+	buf = append(buf, k...)
+	buf = binary.AppendUvarint(buf, uint64(len(v)))
+	return append(buf, v...)
 }
 
 // firstDiff describes the first record where two dumps differ.
@@ -470,6 +478,10 @@ func (s *Sim) sabotage() {
 		}
 	case "blob": // every copy of a referenced blob lost
 		s.loseBlob()
+	case "durability": // a name an acknowledged exclusive create made, removed
+		s.sabotageDurable()
+	case "fencing": // a change decided under a moved claim, applied (the nodes apply unfenced)
+		s.sabotageFencing()
 	}
 }
 

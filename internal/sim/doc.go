@@ -45,6 +45,16 @@
 // Buckets: rep3 (R=3, W=2), rep1 (R=1), rep2 (R=2, W=1) and mirror (every
 // node). The GC loop of every store runs (grace 10 s of fake time,
 // interval 200 ms of real time: the store's ticker is not injectable).
+// Lock sessions (which directory ownership lives on) have the default 5 s
+// lease plus 370 µs, so that a node's lock loop (every lease/10) never
+// ticks at an instant of its GC loop.
+//
+// Each node has a holder (exclusive.go): what its mount would be, as far
+// as directory ownership goes (design 0008). It decides creates under a
+// directory's claim (store.Local.Own), as the mount does, and is
+// registered with the store (AddHolder), which has it publish its queued
+// creates in a directory (FlushDir) before it gives the directory up or
+// decides a change there. A crash loses its queue.
 //
 // # The schedule
 //
@@ -65,6 +75,26 @@
 // time. Execution skips an operation whose node is down or paused at that
 // moment, which the schedule itself decides.
 //
+// Exclusive creates (evExcl, exclusive.go, from an RNG of their own too):
+// Config.ExclOps (default Ops/5: 80) operations in bursts of 2 to 4,
+// through random nodes within 40 ms, on one name of directory x0 or x1 of
+// rep3 (a new name, or a quarter of the time one raced for before), of
+// random kinds: an exclusive mkdir (Attrs.Exclusive), an exclusive file
+// create (IfNoneMatchAny), a temporary file renamed onto the name with
+// RenameNoReplace — these three decided in the log, so the store recalls
+// the directory from its owner first — and the holder's: Own the
+// directory, look the name up in the node's view (and the holder's own
+// creates not yet answered), then a decided Put, or a decided mkdir
+// (ChangeMany, adopted first as the mount does), stamped with the claim,
+// then done; or the same create queued, and published after up to 1.5 s
+// (or at once by FlushDir on a recall) under the claim it was decided
+// under. A tenth are late creates: a decided Put of the name stamped with
+// a claim this node held on the directory and has lost since (its own
+// applied view says so; a create published late, or re-proposed), which
+// must be refused. Several nodes race for every name, so ownership moves
+// between them all the time (about 70 recalls and 25 hand-overs a run),
+// and sessions expire with crashes and long cuts.
+//
 // Disk faults (evDisk, drawn from an RNG of their own so that the rest of
 // a seed's schedule predates them): about one per 10 s, a node's blob
 // disk fails for 0.3 to 3 s through the vfs seam (vfs.Mem.SetFault):
@@ -80,8 +110,9 @@
 // Whenever the last fault in force ends during the workload (a heal), the
 // driver holds the schedule, waits for every operation in flight to be
 // answered and every node to apply the same index, and checks (a) below
-// through every node, without repair, on every bucket including R=1;
-// then the schedule resumes where it stopped (Result.Heals counts them).
+// through every node, without repair, on every bucket including R=1,
+// and (e), (f) and (g) up to the nodes' common index; then the schedule
+// resumes where it stopped (Result.Heals counts them).
 //
 // After the workload, everything heals: links restored, paused nodes
 // resumed, crashed nodes restarted. The driver waits for every operation
@@ -114,9 +145,35 @@
 //   - (c) Every blob the namespace references is on exactly the targets
 //     placement gives it (all nodes live), and no node keeps a blob nothing
 //     references once GC ran.
+//   - (e) Exclusivity: for every name, at most one exclusive create, of
+//     any kind, was acknowledged (returned nil; for a queued create, its
+//     publishing did).
+//   - (f) Durability of exclusive creates: every acknowledged one (nil
+//     means committed) is in every node's namespace, as the file it wrote
+//     (its SHA-256) or a directory. The names are never removed.
+//   - (g) Fencing (fencing.go): no command stamped with directory claims
+//     (Command.Own.Held) applied while one of those directories' owner
+//     record named another node or epoch. An entry's OnApply comes after
+//     its whole batch of entries is applied, so the records a command met
+//     are gone from the nodes: the sim keeps every applied command entry
+//     (the first node's copy) and replays the log, command by command,
+//     onto a namespace of its own with meta's Apply, reading the owner
+//     records right before each stamped command. The replay must give
+//     every command the outcome the nodes gave it and, at the end, node
+//     1's namespace byte for byte (Raft's "R" and the proposer sessions
+//     "P" aside). Every change of an owner record it sees (claims,
+//     hand-overs, expiries, adoptions) goes into the trace. A late create
+//     answered nil fails the run at once.
 //
 // TestSimDetects breaks each invariant on purpose to show the checks can
-// fail.
+// fail: for (e) the creates lose their exclusive flags and holders create
+// without looking ("exclusive"); for (f) a name an acknowledged create
+// made is removed through the log before the final checks
+// ("durability"); for (g) every node and the replay apply with
+// meta.ApplyOptions.TestingUnfenced, set through
+// consensus.RaftConfig.TestingUnfenced (the only seam: a field of the
+// config the sim already passes to each node's log), and node 1 sends a
+// create under a claim node 2 has taken over ("fencing").
 //
 // # Replaying
 //
@@ -128,11 +185,13 @@
 // CAIRN_SIM_LOG=1 sends every component's debug log to stderr;
 // CAIRN_SIM_STACKS=1 dumps all goroutines when a wait times out;
 // CAIRN_SIM_TRACE=FILE writes the run's event trace to FILE, to diff two
-// runs. `make test` runs seeds 1 to 40 (about 2 s each, each in a child
-// process over the deterministic runtime, whose first build takes a minute
-// or two); CAIRN_SOAK=1 (make soak) adds CAIRN_SOAK_SEEDS more (make soak
-// SOAK_SEEDS=n; default 2000) and TestSimCatchesLocalOrphanSweep; -short
-// runs two short ones in the test's own process (make test-race).
+// runs (a child always keeps its trace and prints it, after the run, only
+// when asked: asking does not change the run). `make test` runs seeds 1
+// to 40 (about 2 s each, each in a child process over the deterministic
+// runtime, whose first build takes a minute or two); CAIRN_SOAK=1 (make
+// soak) adds CAIRN_SOAK_SEEDS more (make soak SOAK_SEEDS=n; default 2000)
+// and TestSimCatchesLocalOrphanSweep; -short runs two short ones in the
+// test's own process (make test-race).
 //
 // # The event trace, and what replays
 //
@@ -165,12 +224,26 @@
 // instant ran in either order). Measured 2026-11-27: seeds 1–10 three
 // times and 11–40 twice, every run of a seed gave the same trace. (Before
 // those three fixes, 26 of 30 runs; without detrt, 0 of 12 seeds.)
-// TestSimReplays runs seeds 3, 7 and 23 twice and requires identical
-// traces; TestSimCatchesLocalOrphanSweep (make soak; GC grace 2 s so that
-// orphans outlive it while uploads of the same content run) finds the old
-// sweep's lost write at seed 1 and requires it to fail again with the
-// same trace (10 s grace: none in 300 seeds). A failing seed therefore
-// reproduces on every run of its one-line command.
+// TestSimReplays runs seeds 3, 7 and 23 twice, with and without their
+// traces, and requires identical traces; TestSimCatchesLocalOrphanSweep
+// (make soak; GC grace 2 s so that orphans outlive it while uploads of
+// the same content run) finds the old sweep's lost write at seed 1 and
+// requires it to fail again with the same trace (10 s grace: none in 300
+// seeds). A failing seed therefore reproduces on every run of its
+// one-line command.
+//
+// The heap's layout counts too. Goroutines woken at one instant run in an
+// order that can depend on addresses (a map keyed by pointers with more
+// than 8 entries iterates in their order even in detrt; the context
+// package keeps a context's children in one), and the directory-ownership
+// workload is the first whose outcome depends on that order (two holders
+// of one node woken together race to claim). A child's heap starts with
+// its environment and argv, so runChild gives it a fixed argv and an
+// environment rebuilt from a fixed list (childEnviron), and a child keeps
+// its trace whether or not it is asked for it. Measured 2026-11-28: seeds
+// 3 and 17, each with the parent's environment padded by 0, 100 or 300
+// bytes and with its trace asked for, gave one trace per seed; before,
+// seed 17 gave three different traces in three environments.
 //
 // # What it does not cover
 //
@@ -180,7 +253,9 @@
 // to replace a lost voter, force-new-cluster and witnesses; faults of the
 // Pebble disk other than crashes (the namespace's disk: EIO, ENOSPC); clock skew between
 // nodes (one fake clock); losing a disk for good; more than one node down
-// at once. The full linearizability of a recorded history (porcupine) is
-// checked by test/e2e on real processes under faults; here, consistent
-// reads get the stale-read check of (d).
+// at once. The mount itself (the holder stands in for its ownership side
+// only: no open files published on a recall, no unlinks, no names decided
+// in the directories it made). The full linearizability of a recorded
+// history (porcupine) is checked by test/e2e on real processes under
+// faults; here, consistent reads get the stale-read check of (d).
 package sim

@@ -243,6 +243,9 @@ func (s *Sim) apply(e event) {
 	case evPut, evDelete, evRead:
 		s.runOp(e)
 		return
+	case evExcl:
+		s.runExcl(e)
+		return
 	case evIsolate:
 		var pairs [][2]uint64
 		for _, o := range s.ids() {

@@ -56,6 +56,7 @@ type incarnation struct {
 	client transport.Client
 	tick   chan time.Time
 	core   *core.Core
+	holder *holder // its mount, as far as directory ownership goes (exclusive.go)
 	// raftP publishes raft to the network's unreachable callback, which
 	// may run before start has assigned it.
 	raftP atomic.Pointer[consensus.Raft]
@@ -78,6 +79,13 @@ const (
 	metaDir = "/meta"
 	// replicaPutWait is store.Config.ReplicaPutWait in the sim.
 	replicaPutWait = 100 * time.Millisecond
+	// lockLease is store.Config.LockLease in the sim: the default, plus
+	// 370 µs so that the lock loop's ticker (every lease/10) never fires at
+	// an instant of the GC ticker (every gcInterval) of the same node, as
+	// 500 ms and 200 ms would every second: a node that owns directories
+	// renews its session from that loop, and two proposals due at one
+	// instant reached the log in an order that did not replay.
+	lockLease = store.DefaultLockLease + 370*time.Microsecond
 )
 
 // start boots n over its disks: the node's own core (internal/core),
@@ -99,9 +107,10 @@ func (s *Sim) start(n *node) error {
 		rcfg.InitialVoters = s.voterIDs() // ignored once the store has Raft state
 	}
 	rcfg.CompactAfter, rcfg.CompactMargin = 100, 20 // lagging and crashed nodes catch up by snapshot
+	rcfg.TestingUnfenced = s.cfg.sabotage == "fencing"
 	// ReplicaPutWait: a replica cut off from the leader refuses a put
 	// soon, rather than hold the run for the default 5 s.
-	scfg := store.Config{GCGrace: s.cfg.GCGrace, GCInterval: gcInterval, ReplicaPutWait: replicaPutWait,
+	scfg := store.Config{GCGrace: s.cfg.GCGrace, GCInterval: gcInterval, ReplicaPutWait: replicaPutWait, LockLease: lockLease,
 		TestingLocalOrphanSweep: s.cfg.sabotage == "local-orphan-sweep"}
 	c, err := core.New(core.Config{
 		FS: inc.fence, BlobDir: blobDir,
@@ -130,6 +139,8 @@ func (s *Sim) start(n *node) error {
 	inc.core = c
 	inc.kv, inc.blobs, inc.raft, inc.st, inc.rep, inc.repair, inc.reader = c.KV, c.Blobs, c.Raft, c.Store, c.Rep, c.Repair, c.Reader
 	inc.raftP.Store(inc.raft)
+	inc.holder = newHolder(s, inc)
+	inc.st.AddHolder(inc.holder) // for the incarnation's life
 	n.inc = inc
 	s.net.Register(transport.NodeID(n.id), nodeURL(n.id), handler{inc: inc, RaftHandler: transport.RaftHandler{Log: inc.raft},
 		GuardedBlobServer: c.BlobServer()})
@@ -139,8 +150,10 @@ func (s *Sim) start(n *node) error {
 // noteApplied traces what every node applies and records, for failure
 // messages, what node 1 applied about blobs.
 func (s *Sim) noteApplied(id, index uint64, cmds []meta.Command, res []meta.Result) {
+	s.logs.record(index, cmds, res) // fencing.go
 	for i := range cmds {
-		s.tr.add("node %d applied %d: op %d %s/%s: %v", id, index, cmds[i].Op, cmds[i].BucketName, cmds[i].Path, res[i].Err)
+		s.tr.add("node %d applied %d: op %d %s/%s%s: %v", id, index, cmds[i].Op, cmds[i].BucketName, cmds[i].Path,
+			ownTrace(&cmds[i], &res[i]), res[i].Err)
 	}
 	if id != 1 {
 		return
@@ -403,4 +416,30 @@ func (f *fenceFile) Truncate(size int64) error {
 		return err
 	}
 	return f.File.Truncate(size)
+}
+
+// ownTrace describes what an applied command says of directory
+// ownership: a claim, recall or hand-over and its outcome, or the claims
+// a change was stamped with.
+func ownTrace(cmd *meta.Command, res *meta.Result) string {
+	c := cmd.Own
+	if c == nil {
+		return ""
+	}
+	out := ""
+	switch cmd.Op {
+	case meta.OpOwn:
+		out = fmt.Sprintf(" own dir %d by node %d session %d recall %v", c.Dir, c.Node, c.Session, c.Recall)
+	case meta.OpDisown:
+		out = fmt.Sprintf(" disown dir %d by node %d epoch %d", c.Dir, c.Node, c.Epoch)
+	default:
+		out = fmt.Sprintf(" stamped by node %d %v", c.Node, c.Held)
+	}
+	if r := res.Own; r != nil {
+		out += fmt.Sprintf(" granted %v", r.Granted)
+		if r.Owner != nil {
+			out += fmt.Sprintf(" owner node %d epoch %d", r.Owner.Node, r.Owner.Epoch)
+		}
+	}
+	return out
 }

@@ -30,9 +30,10 @@ const (
 	evLossy     // raise the message fault rates for dur
 	evRepairAll // run a repair pass on every up node
 	evDisk      // node a's blob disk fails (disk) for dur
+	evExcl      // an exclusive create or rename (xk) of bucket/path (exclusive.go)
 )
 
-var evNames = [...]string{"put", "delete", "read", "isolate", "split", "oneway", "heal", "crash", "pause", "lossy", "repair", "disk"}
+var evNames = [...]string{"put", "delete", "read", "isolate", "split", "oneway", "heal", "crash", "pause", "lossy", "repair", "disk", "excl"}
 
 // diskFault is what a failing blob disk does (evDisk), through the vfs
 // seam (vfs.Mem.SetFault), as Pebble's errorfs does for its files.
@@ -84,6 +85,8 @@ type event struct {
 	torn   bool // crash: torn tails on the blob disk
 	pct    int  // crash: % of unsynced Pebble data kept
 	disk   diskFault
+	xk     xKind // evExcl: which kind of exclusive create
+	id     int   // evExcl: the operation's number (names its temporary file)
 }
 
 func (e event) String() string {
@@ -94,6 +97,8 @@ func (e event) String() string {
 		return fmt.Sprintf("%v %v %s/%s via %d", e.at, e.kind, e.bucket, e.path, e.node)
 	case evDisk:
 		return fmt.Sprintf("%v disk of %d: %v for %v", e.at, e.node, e.disk, e.dur)
+	case evExcl:
+		return fmt.Sprintf("%v excl #%d %v %s/%s (%d B, %v) via %d", e.at, e.id, e.xk, e.bucket, e.path, e.body.size, e.dur, e.node)
 	default:
 		return fmt.Sprintf("%v %v %d %d for %v", e.at, e.kind, e.node, e.other, e.dur)
 	}
@@ -203,6 +208,7 @@ func makeSchedule(seed uint64, cfg Config, ids []uint64) []event {
 		t += d + time.Duration(200+rng.IntN(2000))*time.Millisecond
 	}
 	evs = append(evs, diskSchedule(seed, cfg, ids)...)
+	evs = append(evs, exclSchedule(seed, cfg, ids)...)
 	slices.SortStableFunc(evs, func(x, y event) int {
 		switch {
 		case x.at < y.at:

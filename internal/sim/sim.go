@@ -55,6 +55,9 @@ type Config struct {
 	MaxBigFiles int           // files of more than one blob (4 MiB each); default 3
 	Step        time.Duration // fake time per driver step; default 10 ms + 7 ns (stepJitter)
 	GCGrace     time.Duration // store.Config.GCGrace of every node; default 10 s
+	// ExclOps is the number of exclusive creates and renames racing for
+	// the same names (exclusive.go); 0: Ops/5, negative: none.
+	ExclOps int
 	// Logf, if set, receives progress lines (the schedule's faults as they
 	// happen, the summary).
 	Logf func(format string, args ...any)
@@ -65,7 +68,11 @@ type Config struct {
 	// final checks: "namespace", "history" or "blob"; "blob-heal" loses a
 	// blob before the first mid-run check; "stale-read" has consistent
 	// reads return a value overwritten before they began; "local-orphan-sweep" brings back
-	// the orphan sweep of before issue 18 (store.Config.TestingLocalOrphanSweep).
+	// the orphan sweep of before issue 18 (store.Config.TestingLocalOrphanSweep);
+	// "exclusive" has the exclusive creates lose their exclusive flags and
+	// holders create without looking; "durability" removes a name an
+	// acknowledged exclusive create made; "fencing" applies commands
+	// stamped with claims that moved (consensus.RaftConfig.TestingUnfenced).
 	sabotage string
 }
 
@@ -77,18 +84,29 @@ func DefaultConfig(seed uint64) Config {
 
 // Result summarizes a run that kept every invariant.
 type Result struct {
-	Acked, Unknown     int // writes
-	Refused            int // writes refused with ErrNoSpace (checked never to take effect)
-	Reads, ReadErrors  int
-	Crashes, Pauses    int
-	Partitions         int
-	Heals              int // mid-run checks of invariant (a), after every fault ended
-	DiskFaults         int // blob-disk fault windows (evDisk)
-	DiskRestarts       int // nodes restarted after their blob store turned read-only
-	AppliedIndex       uint64
-	ReferencedBlobs    int
-	Net                transport.MemStats
-	FakeTime, RealTime time.Duration
+	Acked, Unknown    int // writes
+	Refused           int // writes refused with ErrNoSpace (checked never to take effect)
+	Reads, ReadErrors int
+	Crashes, Pauses   int
+	Partitions        int
+	Heals             int // mid-run checks of invariant (a), after every fault ended
+	DiskFaults        int // blob-disk fault windows (evDisk)
+	DiskRestarts      int // nodes restarted after their blob store turned read-only
+	// Exclusive creates (exclusive.go): acknowledged, refused (the name
+	// existed, or the claim moved), unknown, and queued ones a crash lost.
+	ExclAcked, ExclRefused, ExclUnknown, ExclLost int
+	// Late creates under a moved claim (all refused), and how many with
+	// ErrFenced.
+	Late, LateFenced int
+	// Ownership as the replay of the log saw it (fencing.go): owner
+	// records set (claims and adoptions), recalls refused by an owner,
+	// hand-overs, records dropped (expired sessions, removed
+	// directories), and commands refused with ErrFenced.
+	Claims, Recalls, HandOvers, Dropped, Fenced int
+	AppliedIndex                                uint64
+	ReferencedBlobs                             int
+	Net                                         transport.MemStats
+	FakeTime, RealTime                          time.Duration
 	// Events and Trace: the number of lines of the event trace and their
 	// SHA-256 (trace.go); equal for two runs of one seed.
 	Events int
@@ -101,7 +119,10 @@ func (r Result) String() string {
 	return fmt.Sprintf("writes %d acked / %d unknown / %d refused, reads %d (%d failed), crashes %d, pauses %d, partitions %d, "+
 		"disk faults %d (%d restarts), checked after %d heals, applied index %d, %d referenced blobs, net %+v, fake %v, real %v",
 		r.Acked, r.Unknown, r.Refused, r.Reads, r.ReadErrors, r.Crashes, r.Pauses, r.Partitions, r.DiskFaults, r.DiskRestarts, r.Heals, r.AppliedIndex,
-		r.ReferencedBlobs, r.Net, r.FakeTime, r.RealTime.Round(time.Millisecond)) + fmt.Sprintf(", trace %d events %.12s", r.Events, r.Trace)
+		r.ReferencedBlobs, r.Net, r.FakeTime, r.RealTime.Round(time.Millisecond)) +
+		fmt.Sprintf(", exclusive %d acked / %d refused / %d unknown / %d lost, late %d (%d fenced), owners: %d claims, %d recalls, %d hand-overs, %d dropped, %d fenced",
+			r.ExclAcked, r.ExclRefused, r.ExclUnknown, r.ExclLost, r.Late, r.LateFenced, r.Claims, r.Recalls, r.HandOvers, r.Dropped, r.Fenced) +
+		fmt.Sprintf(", trace %d events %.12s", r.Events, r.Trace)
 }
 
 // netFaults are the message fault rates in force.
@@ -122,6 +143,8 @@ type Sim struct {
 	byID    map[uint64]*node
 	diskRNG *rand.Rand
 	hist    *history
+	xh      xhist      // exclusive creates (exclusive.go)
+	logs    *logReplay // the applied log and its replay (fencing.go)
 	res     Result
 
 	incMu   sync.Mutex // orders goUse against crash/stop
@@ -198,6 +221,9 @@ func Run(cfg Config) (Result, error) {
 	if cfg.GCGrace == 0 {
 		cfg.GCGrace = d.GCGrace
 	}
+	if cfg.ExclOps == 0 {
+		cfg.ExclOps = cfg.Ops / 5
+	}
 	if cfg.Logf == nil {
 		cfg.Logf = func(string, ...any) {}
 	}
@@ -207,6 +233,11 @@ func Run(cfg Config) (Result, error) {
 		faults:      netFaults{drop: 0.02, dup: 0.02, maxDelay: baseMaxDelay},
 		pausedUntil: map[uint64]time.Time{}, downSince: map[uint64]time.Time{}, cut: map[[2]uint64]time.Time{},
 		diskUntil: map[uint64]time.Time{}, faultRNG: rand.New(rand.NewPCG(cfg.Seed, 0xfa17))}
+	logs, err := newLogReplay(meta.ApplyOptions{TestingUnfenced: cfg.sabotage == "fencing"})
+	if err != nil {
+		return Result{}, err
+	}
+	s.logs = logs
 	s.net = transport.NewMemNetwork(transport.MemConfig{Seed: cfg.Seed, Fault: s.fault,
 		Schedule: func(d time.Duration, f func()) { time.AfterFunc(d, f) },
 		OnRaft: func(from, to transport.NodeID, m *raftpb.Message) {
@@ -220,8 +251,7 @@ func Run(cfg Config) (Result, error) {
 		s.nodes = append(s.nodes, n)
 		s.byID[id] = n
 	}
-	err := s.run()
-	if err != nil {
+	if err := s.run(); err != nil {
 		s.fail("%v", err)
 	}
 	for _, n := range s.nodes {
@@ -239,6 +269,12 @@ func Run(cfg Config) (Result, error) {
 	synctest.Wait()
 	s.res.Acked, s.res.Unknown, s.res.Reads, s.res.ReadErrors = s.hist.acked, s.hist.unknowns, s.hist.reads, s.hist.readErrs
 	s.res.Refused = s.hist.refused
+	s.xh.mu.Lock()
+	s.res.ExclAcked, s.res.ExclRefused, s.res.ExclUnknown, s.res.ExclLost = s.xh.acked, s.xh.refused, s.xh.unknown, s.xh.lost
+	s.res.Late, s.res.LateFenced = s.xh.late, s.xh.lateFenced
+	s.xh.mu.Unlock()
+	r := s.logs
+	s.res.Claims, s.res.Recalls, s.res.HandOvers, s.res.Dropped, s.res.Fenced = r.claims, r.recalls, r.handOvers, r.dropped, r.fenced
 	s.res.Net = s.net.Stats()
 	s.res.FakeTime = time.Since(start)
 	s.res.Events, s.res.Trace = s.tr.sum()
@@ -361,6 +397,9 @@ func (s *Sim) checkHealed() error {
 		s.loseBlob()
 	}
 	s.checkFiles(when)
+	s.checkExclusive(when)
+	s.checkDurable(when)
+	s.replay(s.nodes[0].inc.raft.AppliedIndex(), when)
 	s.fmu.Lock()
 	s.faults = saved
 	s.fmu.Unlock()
@@ -520,6 +559,13 @@ func (s *Sim) bootstrap() error {
 				return nil
 			}
 			return err
+		}); err != nil {
+			return err
+		}
+	}
+	for i := range exclDirs {
+		if err := s.await("make "+exclDir(i), 30*time.Second, func(ctx context.Context) error {
+			return s.nodes[0].inc.st.Mkdir(ctx, exclBucket, exclDir(i), store.Attrs{})
 		}); err != nil {
 			return err
 		}

@@ -1,10 +1,12 @@
 package sim
 
 import (
+	"bufio"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -72,7 +74,7 @@ func TestSim(t *testing.T) {
 	bin := deterministicBinary(t)
 	for _, seed := range seeds(t) {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
-			r := runChild(t, bin, seed)
+			r := runChild(t, bin, seed, os.Getenv("CAIRN_SIM_TRACE"))
 			if r.failed {
 				t.Fatalf("seed %d: invariant violated:\n%s\nreplay: CAIRN_SIM_SEED=%d go test ./internal/sim -run 'TestSim$' -v", seed, r.out, seed)
 			}
@@ -101,10 +103,23 @@ func runHere(t *testing.T, seed uint64) {
 		}
 		cfg.GCGrace = d
 	}
-	trace := os.Getenv("CAIRN_SIM_TRACE") // a file: the event trace, to diff two runs
-	cfg.KeepTrace = trace != ""
+	child := os.Getenv(childEnv) != ""
+	// In a child the lines are always kept, whether or not the parent
+	// asked for them (CAIRN_SIM_TRACE_OUT): keeping them changes the
+	// process's heap, and so, through the run's heap layout, the order of
+	// goroutines woken at one instant (see childEnviron).
+	trace := os.Getenv("CAIRN_SIM_TRACE") // not in a child: a file, the event trace
+	cfg.KeepTrace = child || trace != ""
 	res, err := Test(t, cfg)
-	if trace != "" {
+	switch {
+	case child && os.Getenv("CAIRN_SIM_TRACE_OUT") == "1":
+		// After the run: for the parent, which writes the file.
+		w := bufio.NewWriter(os.Stdout)
+		for _, line := range res.Lines {
+			fmt.Fprintf(w, "%s %s\n", traceTag, line)
+		}
+		w.Flush()
+	case !child && trace != "":
 		if werr := os.WriteFile(trace, []byte(strings.Join(res.Lines, "\n")+"\n"), 0o644); werr != nil {
 			t.Error(werr)
 		}
@@ -120,6 +135,7 @@ func runHere(t *testing.T, seed uint64) {
 const (
 	childEnv  = "CAIRN_SIM_CHILD"
 	resultTag = "cairn-sim-result"
+	traceTag  = "cairn-sim-trace"
 )
 
 var (
@@ -180,20 +196,68 @@ type childRun struct {
 	out     string // the child's whole output
 }
 
+// passedEnv are the variables of this process a child gets, when set.
+var passedEnv = []string{"CAIRN_SIM_LOG", "CAIRN_SIM_STACKS", "CAIRN_SIM_SABOTAGE", "CAIRN_SIM_GC_GRACE"}
+
+// childEnviron is the whole environment of a child: the deterministic
+// runtime's, the seed, whether to print the trace, passedEnv, then
+// extra ("KEY=value", overriding), sorted. Nothing else of this
+// process's environment goes in: the environment is copied into the
+// child's heap at start, and the heap's layout decides, through maps
+// keyed by pointers (the context package keeps a context's children in
+// one), the order in which goroutines woken at one instant run. A seed
+// then replays the same execution whatever the shell around it, with or
+// without its trace (its argv is fixed too: runChild).
+func childEnviron(seed uint64, trace bool, extra ...string) []string {
+	kv := map[string]string{childEnv: "1", "CAIRN_SIM_SEED": fmt.Sprint(seed), "CAIRN_SIM_TRACE_OUT": "0"}
+	if trace {
+		kv["CAIRN_SIM_TRACE_OUT"] = "1"
+	}
+	for _, k := range passedEnv {
+		if v, ok := os.LookupEnv(k); ok {
+			kv[k] = v
+		}
+	}
+	for _, e := range extra {
+		k, v, _ := strings.Cut(e, "=")
+		kv[k] = v
+	}
+	env := slices.Clone(detrt.Env)
+	for k, v := range kv {
+		env = append(env, k+"="+v)
+	}
+	slices.Sort(env)
+	return env
+}
+
 // runChild runs one seed in a child process of bin, in the deterministic
-// runtime's environment; extra adds environment variables.
-func runChild(t *testing.T, bin string, seed uint64, extra ...string) childRun {
+// runtime's environment (childEnviron; extra adds variables), and writes
+// the run's event trace to the file trace unless it is "".
+func runChild(t *testing.T, bin string, seed uint64, trace string, extra ...string) childRun {
 	t.Helper()
 	cmd := exec.Command(bin, "-test.run", "^TestSim$", "-test.timeout", "10m")
-	cmd.Env = append(append(append(os.Environ(), detrt.Env...), childEnv+"=1", fmt.Sprintf("CAIRN_SIM_SEED=%d", seed)), extra...)
+	cmd.Args[0] = "sim.test" // not the binary's temporary path: argv is in the heap too
+	cmd.Env = childEnviron(seed, trace != "", extra...)
 	out, err := cmd.CombinedOutput()
-	r := childRun{out: string(out), failed: err != nil}
+	r := childRun{failed: err != nil}
+	var lines, rest []string
 	found := false
-	for _, line := range strings.Split(r.out, "\n") {
+	for _, line := range strings.Split(string(out), "\n") {
+		if l, ok := strings.CutPrefix(line, traceTag+" "); ok {
+			lines = append(lines, l)
+			continue
+		}
+		rest = append(rest, line)
 		if f := strings.SplitN(line, " ", 5); len(f) == 5 && f[0] == resultTag && f[1] == fmt.Sprint(seed) {
 			r.trace, r.summary = f[2], f[4]
 			r.events, _ = strconv.Atoi(f[3])
 			found = true
+		}
+	}
+	r.out = strings.Join(rest, "\n")
+	if trace != "" {
+		if werr := os.WriteFile(trace, []byte(strings.Join(lines, "\n")+"\n"), 0o644); werr != nil {
+			t.Error(werr)
 		}
 	}
 	if !found {
@@ -211,26 +275,37 @@ func TestSimDetects(t *testing.T) {
 		{"blob", "unreadable"},
 		{"blob-heal", "after heal 1 (mid-run), "},
 		{"stale-read", "overwritten for good before the read began"},
+		{"exclusive", "was created exclusively"},
+		{"durability", "durability, after healing: the "},
+		{"fencing", "applied while the directory's owner was"},
 	} {
 		t.Run(c.sabotage, func(t *testing.T) {
 			cfg := DefaultConfig(42)
 			if c.sabotage != "stale-read" { // a full run: keys written twice, then read
 				cfg.Duration, cfg.Ops, cfg.MaxBigFiles = 5*time.Second, 40, 0
 			}
+			switch c.sabotage {
+			case "exclusive", "durability", "fencing":
+				cfg.Ops, cfg.ExclOps = 20, 40 // races for names
+			}
 			cfg.sabotage = c.sabotage
 			_, err := Test(t, cfg)
 			if err == nil || !strings.Contains(err.Error(), c.want) {
 				t.Fatalf("sabotage %q: got %v, want an error containing %q", c.sabotage, err, c.want)
 			}
+			first, _, _ := strings.Cut(err.Error(), "\n")
+			t.Logf("sabotage %q caught: %s", c.sabotage, first)
 		})
 	}
 }
 
 // TestSimReplays runs full seeds twice each, in separate processes over
-// the deterministic runtime, and expects the same event trace, line for
-// line: a seed replays its execution (every delivery, every applied entry,
-// every answer), not only its scenario. On a difference it shows where
-// the two runs part.
+// the deterministic runtime, the first time writing its event trace and
+// the second not, and expects the same event trace: a seed replays its
+// execution (every delivery, every applied entry, every answer), not only
+// its scenario, and asking for the trace changes nothing. On a difference
+// it runs the seed a third time with its trace and shows where the two
+// traced runs part.
 func TestSimReplays(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the deterministic runtime")
@@ -238,23 +313,28 @@ func TestSimReplays(t *testing.T) {
 	bin := deterministicBinary(t)
 	dir := t.TempDir()
 	for _, seed := range []uint64{3, 7, 23} {
-		fa, fb := filepath.Join(dir, fmt.Sprint(seed, "a")), filepath.Join(dir, fmt.Sprint(seed, "b"))
-		a, b := runChild(t, bin, seed, "CAIRN_SIM_TRACE="+fa), runChild(t, bin, seed, "CAIRN_SIM_TRACE="+fb)
+		fa, fc := filepath.Join(dir, fmt.Sprint(seed, "a")), filepath.Join(dir, fmt.Sprint(seed, "c"))
+		a, b := runChild(t, bin, seed, fa), runChild(t, bin, seed, "")
 		if a.trace == b.trace && a.events == b.events {
 			t.Logf("seed %d: %d events, trace %.16s, twice", seed, a.events, a.trace)
 			continue
 		}
+		c := runChild(t, bin, seed, fc)
+		if c.trace == a.trace {
+			t.Fatalf("seed %d: the run that wrote no trace differs (%d events, %.16s) from two that did (%d events, %.16s)",
+				seed, b.events, b.trace, a.events, a.trace)
+		}
 		la, _ := os.ReadFile(fa)
-		lb, _ := os.ReadFile(fb)
-		al, bl := strings.Split(string(la), "\n"), strings.Split(string(lb), "\n")
-		for i := range min(len(al), len(bl)) {
-			if al[i] != bl[i] {
+		lc, _ := os.ReadFile(fc)
+		al, cl := strings.Split(string(la), "\n"), strings.Split(string(lc), "\n")
+		for i := range min(len(al), len(cl)) {
+			if al[i] != cl[i] {
 				from := max(0, i-8)
-				t.Fatalf("seed %d: the runs part at event %d of %d/%d; before it:\n  %s\nthen\n  first:  %s\n  second: %s", seed, i, a.events, b.events,
-					strings.Join(al[from:i], "\n  "), al[i], bl[i])
+				t.Fatalf("seed %d: the runs part at event %d of %d/%d; before it:\n  %s\nthen\n  first:  %s\n  third: %s", seed, i, a.events, c.events,
+					strings.Join(al[from:i], "\n  "), al[i], cl[i])
 			}
 		}
-		t.Fatalf("seed %d: traces differ in length: %d and %d events", seed, a.events, b.events)
+		t.Fatalf("seed %d: traces differ in length: %d and %d events", seed, a.events, c.events)
 	}
 }
 
@@ -280,7 +360,7 @@ func TestSimCatchesLocalOrphanSweep(t *testing.T) {
 	// same content (a quarter of the puts reuse a body) are under way.
 	sab, grace := "CAIRN_SIM_SABOTAGE=local-orphan-sweep", "CAIRN_SIM_GC_GRACE=2s"
 	for seed := uint64(1); seed <= limit; seed++ {
-		r := runChild(t, bin, seed, sab, grace)
+		r := runChild(t, bin, seed, "", sab, grace)
 		if !r.failed {
 			continue
 		}
@@ -289,7 +369,7 @@ func TestSimCatchesLocalOrphanSweep(t *testing.T) {
 		}
 		t.Logf("the old orphan sweep loses a write at seed %d (trace %.16s)", seed, r.trace)
 		for range 2 {
-			again := runChild(t, bin, seed, sab, grace)
+			again := runChild(t, bin, seed, "", sab, grace)
 			if !again.failed || again.trace != r.trace {
 				t.Fatalf("seed %d did not replay: failed %v, trace %.16s (first run %.16s)", seed, again.failed, again.trace, r.trace)
 			}
