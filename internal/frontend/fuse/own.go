@@ -118,20 +118,16 @@ func (m *Mount) FlushDir(ctx context.Context, dir uint64) {
 }
 
 // claims are the directory claims a queued change p is published under:
-// the one it was decided under, else this node's current claim on its
-// directory (a content change of a file that exists changes no name, but
-// one that another node removed meanwhile is created again).
+// the ones it was decided under (a create, a mkdir, an unlink, an rmdir).
+// A new version of a file that exists changes no name and carries none:
+// the log fences a stamped command whole, and a claim that moved since
+// would refuse a mere content change.
 func (m *Mount) claims(p *pending) []store.Claim {
-	if p.claim.Dir != 0 {
-		if p.claim2.Dir != 0 {
-			return []store.Claim{p.claim, p.claim2}
-		}
+	switch {
+	case p.claim.Dir != 0 && p.claim2.Dir != 0:
+		return []store.Claim{p.claim, p.claim2}
+	case p.claim.Dir != 0:
 		return []store.Claim{p.claim}
-	}
-	if o := m.own.o; o != nil && p.dir != 0 {
-		if c, ok := o.Held(p.dir); ok {
-			return []store.Claim{c}
-		}
 	}
 	return nil
 }
