@@ -122,6 +122,10 @@ type applier struct {
 	index uint64
 	cmd   *Command
 	now   int64
+	// adopted: the directories this command made in directories whose
+	// claims it holds, with those claims' epochs (owners.go, adopt): its
+	// names in them are decided under the same claims.
+	adopted map[Ino]uint64
 }
 
 func (a *applier) apply() (Result, error) {

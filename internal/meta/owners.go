@@ -215,7 +215,8 @@ func (r *Reader) DirOwners(after Ino, limit int) ([]DirOwner, error) {
 
 // nameChange checks that the command may add or remove a name in
 // directory dir: dir has no owner and the command holds no claim on it,
-// or the command holds dir's current claim. It returns the owner record
+// or the command holds dir's current claim (or made dir itself, in a
+// directory whose claim it holds: adopt). It returns the owner record
 // when the command holds it (nil: nobody owns dir).
 func (a *applier) nameChange(dir Ino) (*DirOwner, error) {
 	o, err := a.r.DirOwner(dir)
@@ -224,6 +225,9 @@ func (a *applier) nameChange(dir Ino) (*DirOwner, error) {
 	}
 	c := a.cmd.Own
 	epoch, held := c.held(dir)
+	if e, ok := a.adopted[dir]; ok && !held {
+		epoch, held = e, true // made by this command under a claim it holds
+	}
 	switch {
 	case o == nil && !held:
 		return nil, nil
@@ -243,6 +247,10 @@ func (a *applier) adopt(dir Ino, parent *DirOwner) {
 		return
 	}
 	a.setOwner(&DirOwner{Dir: dir, Node: parent.Node, Session: parent.Session, Epoch: parent.Epoch, SinceNs: a.now})
+	if a.adopted == nil {
+		a.adopted = map[Ino]uint64{}
+	}
+	a.adopted[dir] = parent.Epoch
 }
 
 func (a *applier) setOwner(o *DirOwner) {

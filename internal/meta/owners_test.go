@@ -218,3 +218,36 @@ func TestOwnFit(t *testing.T) {
 		t.Fatalf("OpOwn at version 10: %v", err)
 	}
 }
+
+// TestOwnershipMadeParents: a command holding a directory's claim that
+// makes missing directories in it (a put or mkdir -p of a deeper path)
+// makes its names in them too: they are the same claim's (adopted) within
+// the command, not owned by someone it must recall. (The store otherwise
+// recalled an inode the refused command never made: an HTTP PUT of
+// uploads/a.jpg into a mounted bucket answered 404.)
+func TestOwnershipMadeParents(t *testing.T) {
+	ot := newOwnTester(t)
+	if r := ot.do(Command{Op: OpMkdir, Path: "d"}); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	d := ot.ino("d")
+	a := ot.claim(1, 100, d)
+	mine := held(1, DirEpoch{d, a.Owner.Epoch})
+	if r := ot.do(Command{Op: OpPutFile, Path: "d/new/deeper/f", File: &Inode{}, Own: mine}); r.Err != nil {
+		t.Fatalf("a put making its parents in an owned directory: %v", r.Err)
+	}
+	if r := ot.do(Command{Op: OpMkdir, Path: "d/p/q/r", Own: mine}); r.Err != nil {
+		t.Fatalf("mkdir -p in an owned directory: %v", r.Err)
+	}
+	for _, p := range []string{"d/new", "d/new/deeper", "d/p", "d/p/q", "d/p/q/r"} {
+		o, err := NewReader(ot.db).DirOwner(ot.ino(p))
+		if err != nil || o == nil || o.Node != 1 || o.Epoch != a.Owner.Epoch {
+			t.Errorf("%s: owner %+v (%v), want node 1's claim, epoch %d", p, o, err, a.Owner.Epoch)
+		}
+	}
+	// Another node's unstamped command is still refused there.
+	var oe *OwnedError
+	if r := ot.do(Command{Op: OpPutFile, Path: "d/new/g", File: &Inode{}}); !errors.As(r.Err, &oe) || oe.Node != 1 {
+		t.Errorf("an unstamped put in an adopted directory: %v, want owned by node 1", r.Err)
+	}
+}
