@@ -496,6 +496,10 @@ func (s *Local) proposeOwned(ctx context.Context, cmd meta.Command) (meta.Result
 		}
 	}
 	for attempt := 0; ; attempt++ {
+		// The claims held now, none once a recall let them go: a claim
+		// let go may have moved meanwhile (the log would refuse the
+		// command as fenced).
+		cmd.Own = nil
 		if len(st.held) > 0 {
 			cmd.Own = &meta.OwnCmd{Node: s.locks.node, Held: st.held}
 		}

@@ -188,3 +188,54 @@ func TestExclusiveMkdir(t *testing.T) {
 		t.Fatalf("mkdir -p: %v", err)
 	}
 }
+
+// TestProposeOwnedAfterRecall: a command decided in the log that held a
+// directory's claim, was refused for another directory, and let its
+// claim go to recall that one, is sent again without the claim it let
+// go: the directory may have moved meanwhile (issue 32: a rename through
+// the mount answered EIO, "the directory's ownership moved", in
+// TestMountExclusiveRace).
+func TestProposeOwnedAfterRecall(t *testing.T) {
+	n1, n2 := twoNodes(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	ino := func(p string) uint64 {
+		t.Helper()
+		if err := n1.Mkdir(ctx, "bkt", p, Attrs{}); err != nil {
+			t.Fatal(err)
+		}
+		info, err := n1.Stat(ctx, "bkt", p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return info.Ino
+	}
+	a, b := ino("a"), ino("b")
+	if err := put(ctx, n1, "a/x", PutOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	own := func(st *Local, dir uint64, name string) {
+		t.Helper()
+		_, done, err := st.Own(ctx, dir, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		done()
+	}
+	own(n1, a, "bkt/a")
+	own(n2, b, "bkt/b")
+	// When node 1's rename recalls b, node 2 takes a from node 1 before
+	// it hands b over: node 1's claim on a, which the rename held on its
+	// first try, has moved by its next.
+	var once sync.Once
+	h2 := &flushes{then: func() {
+		once.Do(func() { own(n2, a, "bkt/a") })
+	}}
+	defer n2.AddHolder(h2)()
+	if err := n1.Rename(ctx, "bkt", "a/x", "b/y"); err != nil {
+		t.Fatalf("rename across two directories owned by two nodes: %v", err)
+	}
+	if _, err := n1.Stat(ctx, "bkt", "b/y"); err != nil {
+		t.Fatal(err)
+	}
+}
