@@ -270,6 +270,22 @@ func (r *Reader) DirOwnerCounts(limit int) ([]NodeDirCount, error) {
 	}
 }
 
+// indexedDirs lists the directories the owner index files under node.
+func (r *Reader) indexedDirs(node uint64) ([]Ino, error) {
+	p := ownerIdxPrefix(node)
+	var dirs []Ino
+	var derr error
+	err := r.r.Scan(p, prefixEnd(p), func(k, v []byte) bool {
+		if len(k) != 17 {
+			derr = errCorrupt("owner index key of %d bytes", len(k))
+			return false
+		}
+		dirs = append(dirs, Ino(binary.BigEndian.Uint64(k[9:])))
+		return true
+	})
+	return dirs, cmp.Or(err, derr)
+}
+
 // --- apply ---
 
 // nameChange checks that the command may add or remove a name in
@@ -356,18 +372,8 @@ func (a *applier) dropOwner(dir Ino) error {
 // dropSessionDirs removes the owner records of node's session epoch (an
 // expired or replaced session), returning the directories.
 func (a *applier) dropSessionDirs(node, session uint64) ([]Ino, error) {
-	p := ownerIdxPrefix(node)
-	var dirs []Ino
-	var derr error
-	err := a.r.r.Scan(p, prefixEnd(p), func(k, v []byte) bool {
-		if len(k) != 17 {
-			derr = errCorrupt("owner index key of %d bytes", len(k))
-			return false
-		}
-		dirs = append(dirs, Ino(binary.BigEndian.Uint64(k[9:])))
-		return true
-	})
-	if err = cmp.Or(err, derr); err != nil {
+	dirs, err := a.r.indexedDirs(node)
+	if err != nil {
 		return nil, err
 	}
 	var dropped []Ino
@@ -480,18 +486,8 @@ func (a *applier) continueSession(node, from, to uint64) error {
 	if err != nil || s == nil || s.Epoch != from || s.Expired {
 		return err
 	}
-	p := ownerIdxPrefix(node)
-	var dirs []Ino
-	var derr error
-	err = a.r.r.Scan(p, prefixEnd(p), func(k, v []byte) bool {
-		if len(k) != 17 {
-			derr = errCorrupt("owner index key of %d bytes", len(k))
-			return false
-		}
-		dirs = append(dirs, Ino(binary.BigEndian.Uint64(k[9:])))
-		return true
-	})
-	if err = cmp.Or(err, derr); err != nil {
+	dirs, err := a.r.indexedDirs(node)
+	if err != nil {
 		return err
 	}
 	for _, dir := range dirs {
