@@ -10,8 +10,9 @@ import (
 
 // pathCache maps "bucket/path" to its resolved inode, so that serving a hot
 // file is a map lookup instead of one KV read per path component. Entries
-// are dropped when an applied command changes their path; gen makes a
-// lookup that raced with an apply unable to insert a stale inode.
+// are dropped when an applied command changes their path or a name below
+// them (a directory's times and link count); gen makes a lookup that
+// raced with an apply unable to insert a stale inode.
 //
 // An entry is the immutable *object Open returns (inode plus ObjectInfo),
 // so that opening a cached file neither allocates nor rebuilds its
@@ -112,18 +113,25 @@ func (c *pathCache) drop(key string) {
 	c.mu.Lock()
 	c.gen++
 	delete(c.paths, key)
-	if len(c.absent) > 0 {
-		// A command that creates a path creates its missing parent
-		// directories too, and lists only the path: its ancestors are no
-		// longer missing either.
-		for k := key; ; {
-			delete(c.absent, k)
-			i := strings.LastIndexByte(k, '/')
-			if i < 0 {
-				break
-			}
-			k = k[:i]
+	delete(c.absent, key)
+	// A command lists only the path it changes, but a name made or
+	// removed changes its directory too (mtime, ctime, link count), and
+	// one that creates its missing parent directories changes the
+	// nearest existing one: the ancestors' descriptions are dropped (a
+	// Stat of a directory then reads its inode again), and they are no
+	// longer missing either.
+	for k := key; ; {
+		i := strings.LastIndexByte(k, '/')
+		if i < 0 {
+			break
 		}
+		k = k[:i]
+		if strings.IndexByte(k, '/') < 0 {
+			delete(c.paths, k+"/") // the bucket's root, "bucket/"
+			break
+		}
+		delete(c.paths, k)
+		delete(c.absent, k)
 	}
 	c.mu.Unlock()
 }

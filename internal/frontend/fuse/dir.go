@@ -212,9 +212,7 @@ func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *gofuse.
 	c := &node{m: n.m, fresh: true, local: &attrs{mode: mode, uid: uid, gid: gid, mtime: now, ctime: now, atime: now}}
 	c.fill(store.ObjectInfo{Ino: ino, IsDir: true, Mode: mode, UID: uid, GID: gid, ModTime: now}, &out.Attr)
 	ch := n.NewInode(ctx, c, fs.StableAttr{Mode: syscall.S_IFDIR, Ino: ino})
-	c.mu.Lock()
-	n.m.wb.enqueueOp(c, opMkdir, p, claim)
-	c.mu.Unlock()
+	n.m.wb.enqueueMkdir(n, c, p, claim)
 	n.adopt(c, p, claim) // what the mount makes in it is decided here too
 	n.touchedDir(now)
 	return ch, 0
@@ -424,6 +422,7 @@ func (n *node) unlinked(info store.ObjectInfo) {
 	info.Nlink = 0
 	n.goneInfo = &info
 	n.gone, n.fresh, n.local = true, false, nil
+	n.settled++
 	n.m.dropFresh(n)
 	if n.write != nil {
 		n.write.dirty = false

@@ -48,7 +48,11 @@
 // take an inode number the mount reserved from the store
 // (store.ReserveInos, 1024 at a time) and keep its owner, mode and times
 // here. Reads, getattr and lookups through the mount see what was written
-// at once.
+// at once: a directory's link count counts the subdirectories whose mkdir
+// is queued (node.kids), a node keeps its uncommitted attributes until the
+// store has them (published), and a getattr whose store read raced a
+// publish of its node reads the store again (node.settled), so a stat
+// right after a change shows it whenever the queue publishes it.
 //
 // Closing the file (flush, release) queues that version — its buffer,
 // handed over — on the mount's write-back queue (writeback.go) and

@@ -32,6 +32,15 @@ type node struct {
 	goneInfo *store.ObjectInfo // its description when it was unlinked
 	pin      store.Object      // no-open mode: the version last read, or unlinked or replaced here: open descriptors read it once it is gone
 	dirTime  time.Time         // a directory: its last change here not committed yet (a create in it)
+	// kids: a directory, the mkdirs of subdirectories made in it that
+	// are queued and not settled yet: its link count counts them at
+	// once (store.ObjectInfo.Nlink does once they are published).
+	kids map[*pending]struct{}
+	// settled counts the times a queued change of n (or of a kid) was
+	// published or failed, and n's uncommitted state above dropped for
+	// the store's: Getattr reads the store again when it moved meanwhile
+	// (the store's answer may predate the change the dropped state held).
+	settled uint64
 }
 
 // attrs are a file's attributes changed through the mount and not
@@ -180,6 +189,15 @@ func errno(err error) syscall.Errno {
 // fill sets out from info (and the content being written, if any). The
 // access time is the one last set (utimensat); reads do not move it.
 func (n *node) fill(info store.ObjectInfo, out *gofuse.Attr) {
+	n.mu.Lock()
+	n.fillLocked(info, out)
+	n.mu.Unlock()
+}
+
+// fillLocked is fill with n.mu held: n's uncommitted attributes, size and
+// times replace info's, and a directory's link count counts the
+// subdirectories whose mkdir is queued (n.kids).
+func (n *node) fillLocked(info store.ObjectInfo, out *gofuse.Attr) {
 	out.Ino = info.Ino
 	out.Uid, out.Gid = info.UID, info.GID
 	mode := info.Mode & 0o7777 // 0 is a mode like any other (chmod 0)
@@ -196,23 +214,20 @@ func (n *node) fill(info store.ObjectInfo, out *gofuse.Attr) {
 		out.Mode = syscall.S_IFLNK | 0o777
 		out.Nlink = max(info.Nlink, 1)
 		out.Size = uint64(len(info.Symlink))
-		n.mu.Lock()
 		if a := n.local; a != nil { // lchown, utimensat with AT_SYMLINK_NOFOLLOW
 			out.Uid, out.Gid = a.uid, a.gid
 			mtime, ctime, atime = a.mtime, a.ctime, a.atime
 		}
-		n.mu.Unlock()
 		out.SetTimes(&atime, &mtime, &ctime)
 		return
 	case info.IsDir:
 		out.Mode = syscall.S_IFDIR | mode
-		out.Nlink = max(info.Nlink, 2)
+		out.Nlink = max(info.Nlink, 2) + uint32(len(n.kids))
 	default:
 		out.Mode = syscall.S_IFREG | mode
 		out.Nlink = max(info.Nlink, 1)
 	}
 	out.Size = uint64(info.Size)
-	n.mu.Lock()
 	if sz, ok := n.localSize(); ok {
 		out.Size = uint64(sz)
 	}
@@ -226,9 +241,40 @@ func (n *node) fill(info store.ObjectInfo, out *gofuse.Attr) {
 	if n.dirTime.After(mtime) {
 		mtime, ctime = n.dirTime, n.dirTime
 	}
-	n.mu.Unlock()
 	out.SetTimes(&atime, &mtime, &ctime)
 	out.Blocks = (out.Size + 511) / 512
+}
+
+// settledNow is n.settled.
+func (n *node) settledNow() uint64 {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.settled
+}
+
+// fillSettled fills out from info, a store answer read since n.settled
+// was settled, and reports true; false when it cannot: a queued change of
+// n or of a kid settled meanwhile (info may predate it, and the state
+// that showed it is dropped), or a kid's mkdir is being published (info
+// may count it or not; fillSettled waits until it settles). The caller
+// then reads the store again.
+func (n *node) fillSettled(info store.ObjectInfo, settled uint64, out *gofuse.Attr) bool {
+	n.mu.Lock()
+	if n.settled != settled {
+		n.mu.Unlock()
+		return false
+	}
+	for p := range n.kids {
+		if p.taken.Load() {
+			n.mu.Unlock()
+			<-p.done // bounded: the publisher's calls are
+			return false
+		}
+	}
+	// Every kid left is still queued: the store has not made it.
+	n.fillLocked(info, out)
+	n.mu.Unlock()
+	return true
 }
 
 // localSize is the size of n's uncommitted content, if any (n.mu held).
@@ -276,11 +322,11 @@ func (n *node) unlinkedInfo() *store.ObjectInfo {
 }
 
 // uncommitted reports whether n has a version or attributes the store
-// does not have yet.
+// does not have yet (a directory: a link count, kids).
 func (n *node) uncommitted() bool {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	return n.fresh || n.pend != nil || n.pendOp != nil || n.local != nil || (n.write != nil && n.write.dirty)
+	return n.fresh || n.pend != nil || n.pendOp != nil || n.local != nil || (n.write != nil && n.write.dirty) || len(n.kids) > 0
 }
 
 // isFresh reports whether n was created through this mount, is not
@@ -366,27 +412,34 @@ func (n *node) Getattr(ctx context.Context, f fs.FileHandle, out *gofuse.AttrOut
 		out.Nlink = 0
 		return 0
 	}
-	info, local, err := storeRead(n, func() (store.ObjectInfo, error) { return n.stat(ctx) })
-	switch h, _ := f.(*handle); {
-	case local: // created, not published yet
-		info = store.ObjectInfo{Ino: n.StableAttr().Ino, Nlink: 1, IsDir: n.IsDir()}
-	case errors.Is(err, store.ErrNotFound) && h != nil && h.obj != nil: // unlinked while open: the version it reads
-		n.fill(h.obj.Info(), &out.Attr)
-		out.Nlink = 0
-		return 0
-	case errors.Is(err, store.ErrNotFound) && h == nil && n.pinned() != nil: // no-open mode: unlinked or replaced while open
-		n.fill(n.pinned().Info(), &out.Attr)
-		out.Nlink = 0
-		return 0
-	case errors.Is(err, store.ErrNotFound) && n.unlinkedInfo() != nil: // unlinked while open for writing
-		n.fill(*n.unlinkedInfo(), &out.Attr)
-		out.Nlink = 0
-		return 0
-	case err != nil:
-		return errno(err)
+	for {
+		// The store's answer and n's uncommitted state must be of one
+		// moment: a publish that commits n's change and drops its state
+		// between the two would show the older committed attributes.
+		settled := n.settledNow()
+		info, local, err := storeRead(n, func() (store.ObjectInfo, error) { return n.stat(ctx) })
+		switch h, _ := f.(*handle); {
+		case local: // created, not published yet
+			info = store.ObjectInfo{Ino: n.StableAttr().Ino, Nlink: 1, IsDir: n.IsDir()}
+		case errors.Is(err, store.ErrNotFound) && h != nil && h.obj != nil: // unlinked while open: the version it reads
+			n.fill(h.obj.Info(), &out.Attr)
+			out.Nlink = 0
+			return 0
+		case errors.Is(err, store.ErrNotFound) && h == nil && n.pinned() != nil: // no-open mode: unlinked or replaced while open
+			n.fill(n.pinned().Info(), &out.Attr)
+			out.Nlink = 0
+			return 0
+		case errors.Is(err, store.ErrNotFound) && n.unlinkedInfo() != nil: // unlinked while open for writing
+			n.fill(*n.unlinkedInfo(), &out.Attr)
+			out.Nlink = 0
+			return 0
+		case err != nil:
+			return errno(err)
+		}
+		if n.fillSettled(info, settled, &out.Attr) {
+			return 0
+		}
 	}
-	n.fill(info, &out.Attr)
-	return 0
 }
 
 // caller is the user and group of the process making a FUSE call (the

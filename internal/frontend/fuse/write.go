@@ -322,10 +322,14 @@ func (n *node) putOptions(size int64) (store.PutOptions, uint64) {
 
 // published settles n's queued change p: its failure is kept for the
 // writer; once n has nothing else queued, attributes changed since the
-// change took them are committed now (still in the queue's order).
+// change took them are committed now (still in the queue's order), and
+// n's uncommitted attributes are dropped only once the store has them
+// (a getattr meanwhile must not answer the store's older ones). A
+// directory made (p an opMkdir) leaves its parent's kids.
 func (n *node) published(ctx context.Context, p *pending, gen uint64, err error) {
 	n.mu.Lock()
 	var set *store.SetAttrs
+	var setGen uint64
 	if err != nil {
 		n.werr = err
 	} else if p.kind != opAttrs {
@@ -338,27 +342,50 @@ func (n *node) published(ctx context.Context, p *pending, gen uint64, err error)
 	if n.pendOp == p {
 		n.pendOp = nil
 	}
-	if a := n.local; a != nil && n.pend == nil && n.pendOp == nil && (n.write == nil || !n.write.dirty) {
+	if a := n.local; a != nil && n.idleLocked() {
 		if a.gen != gen && err == nil && !n.gone {
 			s := a.set()
-			set = &s
+			set, setGen = &s, a.gen
+		} else {
+			n.local = nil
 		}
-		n.local = nil
 	}
+	n.settled++
 	n.mu.Unlock()
 	if p.f != nil {
 		p.f.Close()
 	}
 	if set != nil {
-		if _, err := n.m.cfg.Store.SetAttrs(ctx, n.m.cfg.Bucket, p.path, *set); err != nil {
-			n.m.cfg.Logger.Warn("mount: changing a written file's attributes failed", "path", p.path, "err", err)
-			n.mu.Lock()
-			n.werr = err
-			n.mu.Unlock()
+		_, serr := n.m.cfg.Store.SetAttrs(ctx, n.m.cfg.Bucket, p.path, *set)
+		if serr != nil {
+			n.m.cfg.Logger.Warn("mount: changing a written file's attributes failed", "path", p.path, "err", serr)
 		}
+		n.mu.Lock()
+		if serr != nil {
+			n.werr = serr
+		}
+		// Unless they changed again meanwhile (then queued, or carried
+		// by a version being written).
+		if a := n.local; a != nil && a.gen == setGen && n.idleLocked() {
+			n.local = nil
+		}
+		n.settled++
+		n.mu.Unlock()
+	}
+	if d := p.parent; d != nil {
+		d.mu.Lock()
+		delete(d.kids, p)
+		d.settled++
+		d.mu.Unlock()
 	}
 	p.err = err
 	close(p.done)
+}
+
+// idleLocked reports whether n has nothing queued or being written that
+// would carry its uncommitted attributes (n.mu held).
+func (n *node) idleLocked() bool {
+	return n.pend == nil && n.pendOp == nil && (n.write == nil || !n.write.dirty)
 }
 
 // content is a file's content being written: a private temporary file,

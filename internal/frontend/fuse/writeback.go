@@ -62,6 +62,7 @@ func (k opKind) namespace() bool { return k == opMkdir || k == opAttrs || k == o
 type pending struct {
 	kind    opKind
 	n       *node
+	parent  *node   // opMkdir: the directory it is made in (whose link count counts it, node.kids)
 	path    string  // the node's path when it was queued
 	f       *buffer // opPublish: its content, owned by the queue
 	size    int64
@@ -156,13 +157,29 @@ var errOrphan = errors.New("fuse: the file lost its name in the mount before it 
 // that lost its parent.
 func orphaned(path string) bool { return strings.Contains(path, ".go-fuse.") }
 
-// enqueueOp queues a new directory (decided under claim) or attribute
-// change of n at path (n.mu held).
+// enqueueOp queues a change of n at path, decided under claim (n.mu
+// held): its attributes (opAttrs).
 func (wb *writeback) enqueueOp(n *node, kind opKind, path string, claim store.Claim) *pending {
 	p := &pending{kind: kind, n: n, path: path, at: time.Now(), claim: claim, done: make(chan struct{})}
 	n.pendOp = p
 	wb.push(p)
 	return p
+}
+
+// enqueueMkdir queues the mkdir of directory n, made at path in parent
+// under claim: parent's link count counts it until it settles.
+func (wb *writeback) enqueueMkdir(parent, n *node, path string, claim store.Claim) {
+	p := &pending{kind: opMkdir, n: n, parent: parent, path: path, at: time.Now(), claim: claim, done: make(chan struct{})}
+	parent.mu.Lock()
+	if parent.kids == nil {
+		parent.kids = map[*pending]struct{}{}
+	}
+	parent.kids[p] = struct{}{}
+	parent.mu.Unlock()
+	n.mu.Lock()
+	n.pendOp = p
+	n.mu.Unlock()
+	wb.push(p)
 }
 
 // enqueueUnlink queues the removal of file name path (n: its node, or nil):

@@ -1,0 +1,199 @@
+package fuse
+
+import (
+	"context"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/cairn-fs/cairn/internal/store"
+	"github.com/cairn-fs/cairn/internal/store/storetest"
+	"github.com/hanwen/go-fuse/v2/fs"
+	gofuse "github.com/hanwen/go-fuse/v2/fuse"
+)
+
+// hookStore is a real in-memory store whose StatIno and ChangeMany can be
+// held by a test, to run the mount's calls in a chosen interleaving.
+type hookStore struct {
+	*store.Local
+	mu sync.Mutex
+	// afterStat, when set, runs once after the next StatIno has read the
+	// store and before it answers.
+	afterStat func()
+	// beforeChange, when set, runs before every ChangeMany.
+	beforeChange func()
+}
+
+func (h *hookStore) StatIno(ctx context.Context, bucket, path string, ino uint64) (store.ObjectInfo, error) {
+	info, err := h.Local.StatIno(ctx, bucket, path, ino)
+	h.mu.Lock()
+	f := h.afterStat
+	h.afterStat = nil
+	h.mu.Unlock()
+	if f != nil {
+		f()
+	}
+	return info, err
+}
+
+func (h *hookStore) ChangeMany(ctx context.Context, bucket string, cs []store.Change) []error {
+	h.mu.Lock()
+	f := h.beforeChange
+	h.mu.Unlock()
+	if f != nil {
+		f()
+	}
+	return h.Local.ChangeMany(ctx, bucket, cs)
+}
+
+func (h *hookStore) onStat(f func()) {
+	h.mu.Lock()
+	h.afterStat = f
+	h.mu.Unlock()
+}
+
+// testMount is a Mount of bucket "web" of an in-memory store, with its
+// write-back queue running and no kernel: the tests call the node
+// methods directly.
+func testMount(t *testing.T) (*Mount, *hookStore) {
+	t.Helper()
+	st := &hookStore{Local: storetest.New(t)}
+	ctx := context.Background()
+	if err := st.CreateBucket(ctx, store.BucketInfo{Name: "web"}); err != nil {
+		t.Fatal(err)
+	}
+	m := &Mount{cfg: Config{Store: st, Bucket: "web", TmpDir: t.TempDir(), Logger: slog.New(slog.DiscardHandler)}}
+	m.inval.init()
+	m.root = &node{m: m}
+	fs.NewNodeFS(m.root, &fs.Options{})
+	m.wb = newWriteback(m)
+	t.Cleanup(func() { m.wb.close(); m.inval.close() })
+	return m, st
+}
+
+// child adds the node of path (committed in the store) under the root.
+func (m *Mount) testChild(t *testing.T, path string) *node {
+	t.Helper()
+	info, err := m.cfg.Store.Stat(context.Background(), "web", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &node{m: m}
+	ch := m.root.NewPersistentInode(context.Background(), c, fs.StableAttr{Mode: fileType(info), Ino: info.Ino})
+	m.root.AddChild(path, ch, false)
+	return c
+}
+
+// A getattr whose store read predates the publish of the node's change,
+// and whose answer comes after that publish dropped the node's
+// uncommitted attributes, answers the change, not the store's older
+// state (issue 32: pjdfstest chown/00.t #603 saw mode 06555 and the old
+// gid right after a chown that cleared them).
+func TestGetattrAcrossPublish(t *testing.T) {
+	m, st := testMount(t)
+	ctx := context.Background()
+	mode, uid, gid := uint32(0o6555), uint32(65534), uint32(65532)
+	if _, _, err := st.Put(ctx, "web", "f", strings.NewReader("x"), store.PutOptions{Size: 1, Mode: mode, UID: uid, GID: gid, Explicit: true}); err != nil {
+		t.Fatal(err)
+	}
+	f := m.testChild(t, "f")
+
+	// An unprivileged chown: the group changes and suid and sgid go.
+	cleared, newGID := uint32(0o555), uint32(65533)
+	if err := f.setLocal(ctx, store.SetAttrs{Mode: &cleared, GID: &newGID}); err != nil {
+		t.Fatal(err)
+	}
+	f.mu.Lock()
+	p := f.pendOp
+	f.mu.Unlock()
+	if p == nil {
+		t.Fatal("the change was not queued")
+	}
+	// The getattr reads the store, then the change is published (and
+	// the node's uncommitted attributes settle) before it answers.
+	st.onStat(func() { <-p.done })
+	var out gofuse.AttrOut
+	if e := f.Getattr(ctx, nil, &out); e != 0 {
+		t.Fatal(e)
+	}
+	if got := out.Mode & 0o7777; got != cleared || out.Gid != newGID {
+		t.Errorf("getattr across the publish: mode %04o gid %d, want %04o %d (the change, not the store's older state)", got, out.Gid, cleared, newGID)
+	}
+	if p.err != nil {
+		t.Fatal(p.err)
+	}
+	if info, err := st.Stat(ctx, "web", "f"); err != nil || info.Mode&0o7777 != cleared || info.GID != newGID {
+		t.Errorf("committed: %+v %v", info, err)
+	}
+}
+
+// A directory's link count counts a subdirectory made in it at once,
+// before its queued mkdir is published, while it is published, and after
+// (never twice): issue 32, pjdfstest rename/24.t #4 saw 2 after mkdir P/S.
+func TestNlinkCountsQueuedMkdir(t *testing.T) {
+	m, st := testMount(t)
+	ctx := context.Background()
+	if err := st.Mkdir(ctx, "web", "p", store.Attrs{Mode: 0o755, Explicit: true}); err != nil {
+		t.Fatal(err)
+	}
+	p := m.testChild(t, "p")
+	nlink := func(what string, want uint32) {
+		t.Helper()
+		var out gofuse.AttrOut
+		if e := p.Getattr(ctx, nil, &out); e != 0 {
+			t.Fatalf("%s: %v", what, e)
+		}
+		if out.Nlink != want {
+			t.Errorf("%s: nlink %d, want %d", what, out.Nlink, want)
+		}
+	}
+
+	// Queued: the publisher is held before it commits.
+	release := make(chan struct{})
+	var once sync.Once
+	held := make(chan struct{})
+	st.mu.Lock()
+	st.beforeChange = func() {
+		once.Do(func() { close(held) })
+		<-release
+	}
+	st.mu.Unlock()
+	var out gofuse.EntryOut
+	if _, e := p.Mkdir(ctx, "s", 0o755, &out); e != 0 {
+		t.Fatal(e)
+	}
+	nlink("mkdir p/s queued", 3)
+	// Being published (taken, not committed): the getattr, whose store
+	// read may or may not count it, answers once the mkdir settled.
+	m.wb.hurry()
+	<-held
+	statted := make(chan struct{})
+	st.onStat(func() { close(statted) })
+	answered := make(chan struct{})
+	go func() {
+		defer close(answered)
+		nlink("mkdir p/s being published", 3)
+	}()
+	<-statted
+	close(release)
+	<-answered
+	m.wb.drain()
+	nlink("mkdir p/s published", 3)
+
+	// The store's answer predates the commit, the answer comes after it.
+	ch, e := p.Mkdir(ctx, "t", 0o755, &out)
+	if e != 0 {
+		t.Fatal(e)
+	}
+	kid := ch.Operations().(*node)
+	kid.mu.Lock()
+	q := kid.pendOp
+	kid.mu.Unlock()
+	st.onStat(func() { m.wb.hurry(); <-q.done })
+	nlink("mkdir p/t published while the getattr ran", 4)
+	nlink("mkdir p/t published", 4)
+	if info, err := st.Stat(ctx, "web", "p"); err != nil || info.Nlink != 4 {
+		t.Errorf("committed: nlink %d, %v", info.Nlink, err)
+	}
+}
