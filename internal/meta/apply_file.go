@@ -66,6 +66,11 @@ func (a *applier) putFile() (Result, error) {
 			return Result{}, fmt.Errorf("%w: a symlink has no extents and its size is len(Target)", ErrInvalid)
 		}
 		mode = explicitMode(mode, defaultSymlinkMode)
+	case TypeFIFO, TypeSocket, TypeCharDev, TypeBlockDev:
+		if len(f.Extents) > 0 || f.Size != 0 || f.Target != "" || (f.Rdev != 0 && !typ.Device()) {
+			return Result{}, fmt.Errorf("%w: a special file has no content, no target, and a device number only if it is a device", ErrInvalid)
+		}
+		mode = explicitMode(mode, defaultFileMode)
 	default:
 		return Result{}, fmt.Errorf("%w: OpPutFile of file type %d", ErrInvalid, typ)
 	}
@@ -104,7 +109,7 @@ func (a *applier) putFile() (Result, error) {
 	n := &Inode{
 		Type: typ, Mode: mode, UID: f.UID, GID: f.GID, Nlink: 1,
 		Size: f.Size, MtimeNs: f.MtimeNs, CtimeNs: a.now, AtimeNs: f.AtimeNs,
-		ContentType: f.ContentType, ETag: f.ETag, SHA256: f.SHA256, Target: f.Target,
+		ContentType: f.ContentType, ETag: f.ETag, SHA256: f.SHA256, Target: f.Target, Rdev: f.Rdev,
 		Extents: slices.Clone(f.Extents), Xattrs: cloneXattrs(f.Xattrs),
 	}
 	if n.MtimeNs == 0 {

@@ -28,6 +28,12 @@ func randInode(rng *rand.Rand) *Inode {
 	if rng.IntN(2) == 0 {
 		n.Xattrs = map[string][]byte{"user.z": {1, 2}, "user.a": {}, "system.posix_acl_access": []byte("acl")}
 	}
+	if rng.IntN(3) == 0 { // a special file; a device keeps its number
+		n.Type = FileType(4 + rng.IntN(4))
+		if n.Type.Device() {
+			n.Rdev = rng.Uint32()
+		}
+	}
 	return n
 }
 

@@ -121,3 +121,63 @@ func TestRecords(t *testing.T) {
 		t.Fatalf("kinds leak into each other: %+v", keys)
 	}
 }
+
+// TestSpecialFiles: FIFOs, sockets and devices are names with no content,
+// made once (If-None-Match: *, as mknod(2) is exclusive), a device with
+// its number; what is not a special file's shape is refused.
+func TestSpecialFiles(t *testing.T) {
+	db := kv.NewMem()
+	apply := applyVia(t, db)
+	if r := apply(Command{Op: OpCreateBucket, Bucket: &Bucket{Name: "bkt"}, TimeNs: 1}); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	mk := func(p string, n *Inode) Result {
+		return apply(Command{Op: OpPutFile, BucketName: "bkt", Path: p, TimeNs: 2, File: n, IfNoneMatchAny: true})
+	}
+	for _, c := range []struct {
+		path string
+		n    Inode
+	}{
+		{"d/fifo", Inode{Type: TypeFIFO, Mode: 0o640 | ModeExplicit}},
+		{"d/sock", Inode{Type: TypeSocket, Mode: 0o755 | ModeExplicit}},
+		{"d/null", Inode{Type: TypeCharDev, Mode: 0o666 | ModeExplicit, Rdev: 0x0103}},
+		{"d/loop", Inode{Type: TypeBlockDev, Mode: 0o660 | ModeExplicit, Rdev: 0x0700}},
+	} {
+		if r := mk(c.path, &c.n); r.Err != nil {
+			t.Fatalf("%s: %v", c.path, r.Err)
+		}
+		got, err := NewReader(db).Lookup("bkt", c.path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Type != c.n.Type || got.Mode != c.n.Mode&^ModeExplicit || got.Rdev != c.n.Rdev || got.Size != 0 || got.Nlink != 1 {
+			t.Fatalf("%s: got %+v, want type %d mode %o rdev %#x", c.path, got, c.n.Type, c.n.Mode&^ModeExplicit, c.n.Rdev)
+		}
+		if r := mk(c.path, &Inode{Type: TypeFIFO}); !errors.Is(r.Err, ErrPrecondition) {
+			t.Fatalf("%s made twice: %v, want ErrPrecondition", c.path, r.Err)
+		}
+	}
+	ents, err := NewReader(db).ReadDir(mustLookupIno(t, db, "bkt", "d"), "", 10)
+	if err != nil || len(ents) != 4 {
+		t.Fatalf("listing: %+v, %v", ents, err)
+	}
+	for _, bad := range []Inode{
+		{Type: TypeFIFO, Size: 3},
+		{Type: TypeSocket, Target: "x"},
+		{Type: TypeCharDev, Extents: []Extent{{Length: 1}}},
+		{Type: TypeBlockDev + 1},
+	} {
+		if r := mk("d/bad", &bad); !errors.Is(r.Err, ErrInvalid) {
+			t.Fatalf("%+v: %v, want ErrInvalid", bad, r.Err)
+		}
+	}
+}
+
+func mustLookupIno(t *testing.T, db kv.Store, bucket, path string) Ino {
+	t.Helper()
+	n, err := NewReader(db).Lookup(bucket, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n.Ino
+}

@@ -21,7 +21,20 @@ const (
 	TypeFile    FileType = 1
 	TypeDir     FileType = 2
 	TypeSymlink FileType = 3
+	// Special files (mknod(2)): no content. A FIFO or a socket is a name
+	// only (each node's kernel makes the pipe or socket of its own); a
+	// device has a device number (Inode.Rdev). Log version 12.
+	TypeFIFO     FileType = 4
+	TypeSocket   FileType = 5
+	TypeCharDev  FileType = 6
+	TypeBlockDev FileType = 7
 )
+
+// Special reports whether t is a FIFO, socket or device.
+func (t FileType) Special() bool { return t >= TypeFIFO && t <= TypeBlockDev }
+
+// Device reports whether t is a character or block device.
+func (t FileType) Device() bool { return t == TypeCharDev || t == TypeBlockDev }
 
 // Extent is one blob of a file's content: the blob Hash holds the file's
 // bytes [Offset, Offset+Length). Extents are sorted by Offset, contiguous,
@@ -48,6 +61,7 @@ type Inode struct {
 	ETag        string // hex MD5 of the content (S3 ETag, unquoted)
 	SHA256      string // hex SHA-256 of the whole content
 	Target      string // symlink target
+	Rdev        uint32 // device number of a TypeCharDev or TypeBlockDev (Linux's encoding); 0 otherwise
 	Extents     []Extent
 	Xattrs      map[string][]byte
 }

@@ -29,13 +29,17 @@ const (
 	// LogVersionMax is the newest payload version this binary reads and
 	// writes: version 8 adds lock commands, 9 OpSetLogVersion, 10 the
 	// trash and commands' origins, 11 directory ownership (Command.Own,
-	// Command.Exclusive).
+	// Command.Exclusive), 12 special files (FIFOs, sockets, devices).
 	LogVersionMax = commandVersion
 	// upgradeVersion is the payload version that carries OpSetLogVersion.
 	upgradeVersion = 9
 	// trashVersion carries commands' origins, the trash commands and
 	// bucket bodies of version 6 (trash retention).
 	trashVersion = 10
+	// specialVersion carries special files (TypeFIFO to TypeBlockDev): an
+	// older binary refuses their type, so no command makes one before
+	// every member reads them.
+	specialVersion = 12
 )
 
 // commandBucketVersion is the bucket body version a command payload of
@@ -125,6 +129,9 @@ func payloadVersion(cmds []Command) byte {
 		}
 		if c := &cmds[i]; c.Own != nil || c.Exclusive || c.NoParents {
 			v = max(v, ownVersion)
+		}
+		if c := &cmds[i]; c.File != nil && c.File.Type.Special() {
+			v = max(v, specialVersion)
 		}
 		if c := &cmds[i]; c.Origin != nil || c.Trash != nil || c.Snap != nil || (c.Bucket != nil && bucketBodyVersion(c.Bucket) >= 6) ||
 			(c.Record != nil && c.Record.Kind == RecordSnapSchedule) {

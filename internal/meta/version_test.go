@@ -20,6 +20,9 @@ func TestPayloadVersions(t *testing.T) {
 		{[]Command{plain, lock}, 8},
 		{[]Command{up}, 9},
 		{[]Command{lock, up}, 9},
+		{[]Command{{Op: OpPutFile, BucketName: "b", Path: "f", File: &Inode{Type: TypeSymlink, Target: "x", Size: 1}}}, 7},
+		{[]Command{plain, {Op: OpPutFile, BucketName: "b", Path: "p", File: &Inode{Type: TypeFIFO}}}, specialVersion},
+		{[]Command{{Op: OpPutFile, BucketName: "b", Path: "d", File: &Inode{Type: TypeCharDev, Rdev: 0x0103}}}, specialVersion},
 	} {
 		p, err := EncodeCommands(tc.cmds)
 		if err != nil {
@@ -64,6 +67,10 @@ func TestAllowed(t *testing.T) {
 		{[]Command{up}, LogVersionBaseline, true},         // its proposer asked every member
 		{[]Command{up, plain}, LogVersionBaseline, false}, // never smuggles others along
 		{[]Command{plain}, 9, true},
+		// An older binary refuses a special file's type: none is made
+		// before every member reads them.
+		{[]Command{{Op: OpPutFile, File: &Inode{Type: TypeFIFO}}}, ownVersion, false},
+		{[]Command{{Op: OpPutFile, File: &Inode{Type: TypeSocket}}}, specialVersion, true},
 	} {
 		err := Allowed(tc.cmds, tc.active)
 		if (err == nil) != tc.ok || (err != nil && !errors.Is(err, ErrLogVersion)) {

@@ -115,6 +115,12 @@ type ObjectInfo struct {
 	// Symlink is a symbolic link's target ("" for anything else). A
 	// symlink has no content: Open answers ErrNotFound.
 	Symlink string `json:"-"`
+	// Special is a special file's kind, as mknod(2)'s S_IFMT bits
+	// (SpecialFIFO, SpecialSocket, SpecialChar, SpecialBlock), 0 for
+	// anything else; Rdev a device's number. A special file has no
+	// content: Open answers ErrNotFound.
+	Special uint32 `json:"-"`
+	Rdev    uint32 `json:"-"`
 	// Nlink is the number of names (hard links) of a file, or of links
 	// to a directory (2 plus its subdirectories).
 	Nlink uint32 `json:"-"`
@@ -347,6 +353,11 @@ type Store interface {
 	// Symlink creates a symbolic link at path pointing to target.
 	// ErrExists if anything is there.
 	Symlink(ctx context.Context, bucket, path, target string, attrs Attrs) (ObjectInfo, error)
+	// Mknod creates a special file at path: special is its kind
+	// (SpecialFIFO, SpecialSocket, SpecialChar, SpecialBlock), rdev a
+	// device's number. Decided in the log, as Symlink: ErrExists if
+	// anything is there, whichever node named it first.
+	Mknod(ctx context.Context, bucket, path string, special, rdev uint32, attrs Attrs) (ObjectInfo, error)
 	// Delete removes a file or an empty directory.
 	Delete(ctx context.Context, bucket, path string, ifMatch string) error
 	// Rename moves a file or directory inside a bucket, replacing a file

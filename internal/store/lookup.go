@@ -90,6 +90,7 @@ func objectInfo(bucket, path string, ino *meta.Inode) ObjectInfo {
 		Size: ino.Size, ModTime: time.Unix(0, ino.MtimeNs).UTC(), ETag: ino.ETag,
 		SHA256: ino.SHA256, ContentType: ino.ContentType, Mode: ino.Mode,
 		Ino: uint64(ino.Ino), UID: ino.UID, GID: ino.GID, Symlink: symlinkTarget(ino), Nlink: ino.Nlink,
+		Special: special(ino.Type), Rdev: ino.Rdev,
 		ChangeTime: time.Unix(0, ino.CtimeNs).UTC(), AccessTime: accessTime(ino), Xattrs: ino.Xattrs}
 }
 
@@ -123,6 +124,8 @@ func (s *Local) Open(ctx context.Context, bucket, path string) (Object, error) {
 		return nil, ErrIsDir
 	case meta.TypeSymlink:
 		return nil, fmt.Errorf("%w: %s/%s is a symbolic link", ErrNotFound, bucket, path)
+	case meta.TypeFIFO, meta.TypeSocket, meta.TypeCharDev, meta.TypeBlockDev:
+		return nil, fmt.Errorf("%w: %s/%s is a special file", ErrNotFound, bucket, path)
 	}
 	return o, nil
 }
@@ -155,6 +158,8 @@ func (s *Local) OpenIno(ctx context.Context, bucket, path string, ino uint64) (O
 		return nil, ErrIsDir
 	case meta.TypeSymlink:
 		return nil, fmt.Errorf("%w: %s/%s is a symbolic link", ErrNotFound, bucket, path)
+	case meta.TypeFIFO, meta.TypeSocket, meta.TypeCharDev, meta.TypeBlockDev:
+		return nil, fmt.Errorf("%w: %s/%s is a special file", ErrNotFound, bucket, path)
 	}
 	return s.newObject(bucket, path, n), nil
 }

@@ -31,6 +31,54 @@ func (s *Local) Symlink(ctx context.Context, bucket, path, target string, attrs 
 	return objectInfo(bucket, path, res.Inode), nil
 }
 
+// The kinds of special file (Store.Mknod, ObjectInfo.Special): mknod(2)'s
+// S_IFMT bits, the same on every Linux architecture.
+const (
+	SpecialFIFO   uint32 = 0o010000
+	SpecialChar   uint32 = 0o020000
+	SpecialBlock  uint32 = 0o060000
+	SpecialSocket uint32 = 0o140000
+)
+
+var specialTypes = map[uint32]meta.FileType{
+	SpecialFIFO: meta.TypeFIFO, SpecialSocket: meta.TypeSocket, SpecialChar: meta.TypeCharDev, SpecialBlock: meta.TypeBlockDev,
+}
+
+// special is the ObjectInfo.Special of a file type (0 for no special file).
+func special(t meta.FileType) uint32 {
+	for k, v := range specialTypes {
+		if v == t {
+			return k
+		}
+	}
+	return 0
+}
+
+// Mknod implements Store.
+func (s *Local) Mknod(ctx context.Context, bucket, path string, kind, rdev uint32, attrs Attrs) (ObjectInfo, error) {
+	if err := checkPath(bucket, path); err != nil {
+		return ObjectInfo{}, err
+	}
+	typ, ok := specialTypes[kind]
+	if path == "" || !ok {
+		return ObjectInfo{}, fmt.Errorf("%w: mknod of kind %#o (want a FIFO, socket or device)", ErrInvalidName, kind)
+	}
+	if !typ.Device() {
+		rdev = 0
+	}
+	now := s.cfg.Now().UnixNano()
+	f := &meta.Inode{Type: typ, Mode: attrs.Mode&0o7777 | meta.ModeExplicit, UID: attrs.UID, GID: attrs.GID, Rdev: rdev, MtimeNs: now, CtimeNs: now}
+	res, err := s.propose(ctx, meta.Command{Op: meta.OpPutFile, BucketName: bucket, Path: path, File: f, IfNoneMatchAny: true,
+		StartIndex: s.log.AppliedIndex()})
+	if errors.Is(err, ErrPrecondition) || errors.Is(err, ErrIsDir) {
+		return ObjectInfo{}, fmt.Errorf("%w: %s/%s", ErrExists, bucket, path)
+	}
+	if err != nil {
+		return ObjectInfo{}, err
+	}
+	return objectInfo(bucket, path, res.Inode), nil
+}
+
 // dirMode is the File.Mode of an OpMkdir with attrs: explicit (0
 // included) when the caller gives it.
 func dirMode(attrs Attrs) uint32 {

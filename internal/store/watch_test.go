@@ -129,6 +129,46 @@ func TestSymlinkAndXattrs(t *testing.T) {
 	}
 }
 
+// TestMknod: a special file is made once (ErrExists after, whatever is
+// there), stats with its kind and device number, and has no content.
+func TestMknod(t *testing.T) {
+	st, _, _ := newReplicatedStore(t, &fakeReplication{})
+	ctx := context.Background()
+	if err := st.CreateBucket(ctx, BucketInfo{Name: "web"}); err != nil {
+		t.Fatal(err)
+	}
+	info, err := st.Mknod(ctx, "web", "run/fifo", SpecialFIFO, 99, Attrs{Mode: 0o620, UID: 7, Explicit: true})
+	if err != nil || info.Special != SpecialFIFO || info.Rdev != 0 || info.Mode != 0o620 || info.UID != 7 || info.IsDir || info.Size != 0 {
+		t.Fatalf("mkfifo: %+v, %v", info, err)
+	}
+	if _, err := st.Mknod(ctx, "web", "run/fifo", SpecialSocket, 0, Attrs{}); !errors.Is(err, ErrExists) {
+		t.Fatalf("mknod over a FIFO: %v, want ErrExists", err)
+	}
+	if _, err := st.Mknod(ctx, "web", "run", SpecialFIFO, 0, Attrs{}); !errors.Is(err, ErrExists) {
+		t.Fatalf("mknod over a directory: %v, want ErrExists", err)
+	}
+	if _, err := st.Mknod(ctx, "web", "run/x", 0o100000, 0, Attrs{}); !errors.Is(err, ErrInvalidName) {
+		t.Fatalf("mknod of a regular file kind: %v, want ErrInvalidName", err)
+	}
+	if _, err := st.Mknod(ctx, "web", "run/null", SpecialChar, 0x0103, Attrs{Mode: 0o666, Explicit: true}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := st.Stat(ctx, "web", "run/null")
+	if err != nil || got.Special != SpecialChar || got.Rdev != 0x0103 || got.Mode != 0o666 {
+		t.Fatalf("stat of a device: %+v, %v", got, err)
+	}
+	if _, err := st.Open(ctx, "web", "run/null"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("Open of a device: %v, want ErrNotFound", err)
+	}
+	if _, err := st.OpenIno(ctx, "web", "run/fifo", info.Ino); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("OpenIno of a FIFO: %v, want ErrNotFound", err)
+	}
+	res, err := st.List(ctx, "web", ListOptions{Prefix: "run/"})
+	if err != nil || len(res.Entries) != 2 || res.Entries[0].Special == 0 || res.Entries[1].Special == 0 {
+		t.Fatalf("listing: %+v, %v", res.Entries, err)
+	}
+}
+
 // A change made through one name of a hard-linked file is seen through
 // its other names, not hidden by the path cache: new content, a new
 // mode, and the link count falling when a name goes.

@@ -47,6 +47,11 @@ var raceOps = []raceOp{
 	{name: "symlink", take: func(m, dir string, side, i int) error {
 		return syscall.Symlink("side"+strconv.Itoa(side), filepath.Join(m, dir, "n"+strconv.Itoa(i)))
 	}},
+	{name: "mknod", take: func(m, dir string, side, i int) error {
+		// A FIFO, a socket, a character device, a block device in turn.
+		kinds := []uint32{syscall.S_IFIFO, syscall.S_IFSOCK, syscall.S_IFCHR, syscall.S_IFBLK}
+		return syscall.Mknod(filepath.Join(m, dir, "n"+strconv.Itoa(i)), kinds[i%4]|0o640, int(unix.Mkdev(1, uint32(side))))
+	}},
 	{name: "RENAME_NOREPLACE", prepare: func(m string, side, i int) error {
 		return os.WriteFile(filepath.Join(m, "src-rename", fmt.Sprintf("%d-%d", side, i)), []byte(strconv.Itoa(side)), 0o644)
 	}, take: func(m, dir string, side, i int) error {
@@ -119,7 +124,7 @@ func dumpWarnings(t *testing.T, nodes []*server) {
 
 // TestMountExclusiveRace (RACE_OPS=mkdir,link runs only those): processes on two nodes (and, with fewer names,
 // three) race for the same names with mkdir, O_CREAT|O_EXCL, link,
-// symlink and RENAME_NOREPLACE: every name has exactly one winner, the
+// symlink, mknod and RENAME_NOREPLACE: every name has exactly one winner, the
 // others get EEXIST, and every name is there afterwards on every node.
 func TestMountExclusiveRace(t *testing.T) {
 	needFuse(t)
@@ -395,4 +400,80 @@ func TestMountRmdirCreateRace(t *testing.T) {
 			return true
 		}, nodes...)
 	}
+}
+
+// TestMountSpecialFiles: a FIFO, a socket and devices made on one node's
+// mount are the same names, kinds, modes and device numbers on another's;
+// a FIFO carries data between processes of one node (each node's kernel
+// makes its own pipe); mknod of a regular file makes an empty file; and
+// none of them has content over HTTP.
+func TestMountSpecialFiles(t *testing.T) {
+	needFuse(t)
+	nodes, mnts := startMountCluster(t, 2)
+	d0, d1 := filepath.Join(mnts[0], "special"), filepath.Join(mnts[1], "special")
+	if err := os.Mkdir(d0, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	old := syscall.Umask(0o022)
+	defer syscall.Umask(old)
+	for _, c := range []struct {
+		name string
+		mode uint32
+		dev  uint64
+	}{
+		{"fifo", syscall.S_IFIFO | 0o620, 0},
+		{"sock", syscall.S_IFSOCK | 0o755, 0},
+		{"null", syscall.S_IFCHR | 0o666, unix.Mkdev(1, 3)},
+		{"loop", syscall.S_IFBLK | 0o660, unix.Mkdev(7, 0)},
+		{"plain", syscall.S_IFREG | 0o644, 0},
+	} {
+		if err := syscall.Mknod(filepath.Join(d0, c.name), c.mode, int(c.dev)); err != nil {
+			t.Fatalf("mknod %s: %v", c.name, err)
+		}
+		if err := syscall.Mknod(filepath.Join(d0, c.name), c.mode, int(c.dev)); !errors.Is(err, syscall.EEXIST) {
+			t.Fatalf("mknod %s twice: %v, want EEXIST", c.name, err)
+		}
+		want := c.mode &^ 0o022
+		waitFor(t, 10*time.Second, c.name+" on node 2", func() bool {
+			var st syscall.Stat_t
+			err := syscall.Lstat(filepath.Join(d1, c.name), &st)
+			return err == nil && st.Mode == want && st.Rdev == c.dev && st.Size == 0
+		}, nodes...)
+	}
+	// A FIFO works between two processes of node 2.
+	fifo := filepath.Join(d1, "fifo")
+	got := make(chan string, 1)
+	go func() {
+		b, err := os.ReadFile(fifo)
+		if err != nil {
+			got <- "error: " + err.Error()
+			return
+		}
+		got <- string(b)
+	}()
+	if err := os.WriteFile(fifo, []byte("through the pipe"), 0); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case s := <-got:
+		if s != "through the pipe" {
+			t.Fatalf("read from the FIFO: %q", s)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("nothing came out of the FIFO")
+	}
+	// No content over HTTP; the regular file is an empty one.
+	for name, want := range map[string]int{"fifo": 404, "null": 404, "plain": 200} {
+		if resp, _ := do(t, "GET", nodes[1].url+"/web/special/"+name, nil, auth()...); resp.StatusCode != want {
+			t.Errorf("GET special/%s: %d, want %d", name, resp.StatusCode, want)
+		}
+	}
+	// Removed like any name.
+	if err := os.Remove(filepath.Join(d1, "null")); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "null gone on node 1", func() bool {
+		_, err := os.Lstat(filepath.Join(d0, "null"))
+		return errors.Is(err, os.ErrNotExist)
+	}, nodes...)
 }

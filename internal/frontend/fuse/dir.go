@@ -536,6 +536,8 @@ func fileType(info store.ObjectInfo) uint32 {
 		return syscall.S_IFDIR
 	case info.Symlink != "":
 		return syscall.S_IFLNK
+	case info.Special != 0:
+		return info.Special
 	}
 	return syscall.S_IFREG
 }
@@ -593,7 +595,40 @@ func (n *node) Readlink(ctx context.Context) ([]byte, syscall.Errno) {
 	return []byte(info.Symlink), 0
 }
 
-// Mknod refuses FIFOs, sockets and devices.
+// Mknod makes a FIFO, socket, device or empty regular file, decided in
+// the log as a symlink is: of two nodes racing for one name, one wins and
+// the other gets EEXIST. A FIFO or socket is a name on every node, and
+// each node's kernel makes its own pipe or socket behind it: processes on
+// one node talk through it, processes on two nodes do not.
 func (n *node) Mknod(ctx context.Context, name string, mode, dev uint32, out *gofuse.EntryOut) (*fs.Inode, syscall.Errno) {
-	return nil, syscall.EPERM
+	kind := mode & syscall.S_IFMT
+	switch kind {
+	case 0, syscall.S_IFREG, syscall.S_IFIFO, syscall.S_IFSOCK, syscall.S_IFCHR, syscall.S_IFBLK:
+	default:
+		return nil, syscall.EINVAL
+	}
+	ctx, cancel := bounded(ctx)
+	defer cancel()
+	p, e := n.newName(name)
+	if e != 0 {
+		return nil, e
+	}
+	uid, gid := caller(ctx)
+	mode &= 0o7777
+	xs, err := n.xattrs(ctx)
+	if err != nil {
+		return nil, errno(err)
+	}
+	if len(xs[aclDefault]) == 0 {
+		mode &^= callerUmask(ctx) // else the default ACL narrows the mode
+	}
+	if kind == 0 || kind == syscall.S_IFREG { // mknod(2) of a regular file: an empty one, exclusively
+		return n.putEmpty(ctx, p, mode, uid, gid, true, out)
+	}
+	n.m.wb.drain()
+	info, err := n.m.cfg.Store.Mknod(ctx, n.m.cfg.Bucket, p, kind, dev, store.Attrs{Mode: mode, UID: uid, GID: gid, Explicit: true})
+	if err != nil {
+		return nil, errno(err)
+	}
+	return n.newChild(ctx, info, out), 0
 }

@@ -35,8 +35,14 @@
 //     carries it through a publish).
 //   - Paths over store.MaxPathLen bytes from the bucket's root:
 //     ENAMETOOLONG to create, ENOENT to look up.
-//   - Statfs reports the cluster's capacity (see Statfs). FIFOs, sockets
-//     and devices are refused (EPERM).
+//   - Statfs reports the cluster's capacity (see Statfs).
+//   - mknod makes FIFOs, sockets and devices (meta.TypeFIFO to
+//     TypeBlockDev, log version 12), decided in the log as symlinks are.
+//     They are names with a kind, mode and device number on every node;
+//     each node's kernel makes its own pipe or socket behind a FIFO or
+//     socket (processes on one node talk through it, not across nodes),
+//     and the mount is nodev. mknod of a regular file makes an empty one,
+//     exclusively.
 //
 // # Writes: the write-back queue
 //

@@ -223,6 +223,10 @@ func (n *node) fillLocked(info store.ObjectInfo, out *gofuse.Attr) {
 	case info.IsDir:
 		out.Mode = syscall.S_IFDIR | mode
 		out.Nlink = max(info.Nlink, 2) + uint32(len(n.kids))
+	case info.Special != 0:
+		out.Mode = info.Special | mode
+		out.Nlink = max(info.Nlink, 1)
+		out.Rdev = info.Rdev
 	default:
 		out.Mode = syscall.S_IFREG | mode
 		out.Nlink = max(info.Nlink, 1)

@@ -126,6 +126,10 @@ func (n *snapNode) attr(a *gofuse.Attr) {
 	case info.IsDir:
 		a.Mode = syscall.S_IFDIR | info.Mode&0o7777
 		a.Nlink = max(info.Nlink, 2)
+	case info.Special != 0:
+		a.Mode = info.Special | info.Mode&0o7777
+		a.Nlink = max(info.Nlink, 1)
+		a.Rdev = info.Rdev
 	default:
 		a.Mode = syscall.S_IFREG | info.Mode&0o7777
 		a.Nlink = max(info.Nlink, 1)
@@ -172,14 +176,7 @@ func (n *snapNode) Lookup(ctx context.Context, name string, out *gofuse.EntryOut
 	c.attr(&out.Attr)
 	out.SetEntryTimeout(time.Hour)
 	out.SetAttrTimeout(time.Hour)
-	mode := uint32(syscall.S_IFREG)
-	switch {
-	case info.IsDir:
-		mode = syscall.S_IFDIR
-	case info.Symlink != "":
-		mode = syscall.S_IFLNK
-	}
-	return n.NewInode(ctx, c, fs.StableAttr{Mode: mode, Ino: snapIno(n.id, info.Ino)}), 0
+	return n.NewInode(ctx, c, fs.StableAttr{Mode: fileType(info), Ino: snapIno(n.id, info.Ino)}), 0
 }
 
 func (n *snapNode) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
@@ -200,14 +197,7 @@ func (n *snapNode) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
 			return nil, errno(err)
 		}
 		for _, o := range res.Entries {
-			mode := uint32(syscall.S_IFREG)
-			switch {
-			case o.IsDir:
-				mode = syscall.S_IFDIR
-			case o.Symlink != "":
-				mode = syscall.S_IFLNK
-			}
-			entries = append(entries, gofuse.DirEntry{Name: path.Base(o.Path), Mode: mode, Ino: snapIno(n.id, o.Ino)})
+			entries = append(entries, gofuse.DirEntry{Name: path.Base(o.Path), Mode: fileType(o), Ino: snapIno(n.id, o.Ino)})
 		}
 		if !res.Truncated {
 			break

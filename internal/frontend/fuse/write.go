@@ -75,22 +75,31 @@ func (n *node) Create(ctx context.Context, name string, flags, mode uint32, out 
 // createNow is Create publishing the empty file at once (then giving it
 // the directory's default ACL).
 func (n *node) createNow(ctx context.Context, p string, mode, uid, gid uint32, excl bool, out *gofuse.EntryOut) (*fs.Inode, fs.FileHandle, uint32, syscall.Errno) {
-	n.m.wb.drain()
-	info, _, err := n.m.cfg.Store.Put(ctx, n.m.cfg.Bucket, p, strings.NewReader(""),
-		store.PutOptions{Size: 0, Mode: mode, UID: uid, GID: gid, Explicit: true, IfNoneMatchAny: excl})
-	if err != nil {
-		return nil, nil, 0, errno(err)
+	ch, e := n.putEmpty(ctx, p, mode, uid, gid, excl, out)
+	if e != 0 {
+		return nil, nil, 0, e
 	}
-	n.inheritACL(ctx, p, false, mode)
-	if st, err := n.m.cfg.Store.Stat(ctx, n.m.cfg.Bucket, p); err == nil {
-		info = st // the mode the default ACL left
-	}
-	ch := n.newChild(ctx, info, out)
 	c := ch.Operations().(*node)
 	if _, e := c.openContent(ctx, true); e != 0 {
 		return nil, nil, 0, e
 	}
 	return ch, n.m.handleOut(&handle{n: c, writable: true}), 0, 0
+}
+
+// putEmpty commits an empty file at p now (exclusively when excl), with
+// the directory's default ACL if it has one.
+func (n *node) putEmpty(ctx context.Context, p string, mode, uid, gid uint32, excl bool, out *gofuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	n.m.wb.drain()
+	info, _, err := n.m.cfg.Store.Put(ctx, n.m.cfg.Bucket, p, strings.NewReader(""),
+		store.PutOptions{Size: 0, Mode: mode, UID: uid, GID: gid, Explicit: true, IfNoneMatchAny: excl})
+	if err != nil {
+		return nil, errno(err)
+	}
+	n.inheritACL(ctx, p, false, mode)
+	if st, err := n.m.cfg.Store.Stat(ctx, n.m.cfg.Bucket, p); err == nil {
+		info = st // the mode the default ACL left
+	}
+	return n.newChild(ctx, info, out), 0
 }
 
 // Open opens file n. In no-open mode it answers ENOSYS, which the kernel

@@ -326,6 +326,10 @@ func (f *fakeStore) Symlink(context.Context, string, string, string, store.Attrs
 	return store.ObjectInfo{}, store.ErrInvalidName
 }
 
+func (f *fakeStore) Mknod(context.Context, string, string, uint32, uint32, store.Attrs) (store.ObjectInfo, error) {
+	return store.ObjectInfo{}, store.ErrInvalidName
+}
+
 func (f *fakeStore) Mkdir(_ context.Context, bucket, p string, _ store.Attrs) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
