@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 
 	"github.com/cairn-fs/cairn/internal/store"
@@ -196,4 +197,29 @@ func TestNlinkCountsQueuedMkdir(t *testing.T) {
 	if info, err := st.Stat(ctx, "web", "p"); err != nil || info.Nlink != 4 {
 		t.Errorf("committed: nlink %d, %v", info.Nlink, err)
 	}
+}
+
+// A recall that publishes a directory right after a create in it was
+// decided, before go-fuse has put the new file in the directory, finds
+// the file under its name, not orphaned (issue 32: TestMountExclusiveRace
+// saw an O_EXCL create dropped as "lost its name", then refused as fenced
+// once the directory had moved, and the other node's create of the same
+// name succeed too).
+func TestRecallRightAfterCreate(t *testing.T) {
+	m, st := testMount(t)
+	ctx := context.Background()
+	var out gofuse.EntryOut
+	ch, fh, _, e := m.root.Create(ctx, "n", syscall.O_CREAT|syscall.O_EXCL|syscall.O_WRONLY, 0o644, &out)
+	if e != 0 {
+		t.Fatal(e)
+	}
+	// Here go-fuse would add ch to the root; a recall comes first.
+	m.FlushDir(ctx, m.root.dirIno())
+	if _, err := st.Stat(ctx, "web", "n"); err != nil {
+		t.Fatalf("the recall did not publish the new file under its name: %v", err)
+	}
+	if got := ch.Operations().(*node).storePath(); got != "n" {
+		t.Fatalf("the new file's path is %q", got)
+	}
+	fh.(fs.FileReleaser).Release(ctx)
 }

@@ -64,6 +64,10 @@ func (n *node) Create(ctx context.Context, name string, flags, mode uint32, out 
 	c := &node{m: n.m, write: w, fresh: true, claim: claim, local: &attrs{mode: mode, uid: uid, gid: gid, mtime: now, ctime: now, atime: now}}
 	c.fill(store.ObjectInfo{Ino: ino, Nlink: 1, Mode: mode, UID: uid, GID: gid, ModTime: now}, &out.Attr)
 	ch := n.NewInode(ctx, c, fs.StableAttr{Mode: syscall.S_IFREG, Ino: ino})
+	// In the directory before the claim goes (go-fuse adds it only after
+	// Create returns): a recall of n between the two would find it with
+	// no name and could not publish it.
+	n.AddChild(name, ch, true)
 	n.m.addFresh(c, n.dirIno()) // own.go: a recall of n publishes it
 	n.touchedDir(now)
 	if n.m.cfg.NoOpen {
