@@ -46,7 +46,7 @@ func (n *Node) startMounts() error {
 		for {
 			m, err = fuse.New(ctx, fuse.Config{Store: n.store, Watch: func(w store.Watcher) func() { return n.store.Watch(w) },
 				Bucket: sp.Bucket, Prefix: sp.Prefix, Dir: sp.Dir, TmpDir: tmp, Logger: n.cfg.Logger, Capacity: n.clusterCapacity,
-				NoOpen: !n.cfg.MountHandles && !sp.Handles, Locks: locks})
+				NoOpen: !n.cfg.MountHandles && !sp.Handles, NoFlush: sp.NoFlush && !n.cfg.MountHandles, Locks: locks})
 			// A new cluster has no leader for a moment: creating the
 			// bucket waits for one.
 			if err == nil || !errors.Is(err, store.ErrUnavailable) || ctx.Err() != nil {

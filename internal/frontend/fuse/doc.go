@@ -36,6 +36,10 @@
 //   - Paths over store.MaxPathLen bytes from the bucket's root:
 //     ENAMETOOLONG to create, ENOENT to look up.
 //   - Statfs reports the cluster's capacity (see Statfs).
+//   - noflush (Config.NoFlush, with no-open mode): the first FLUSH is
+//     served and answered ENOSYS, so the kernel sends no more (a close
+//     costs nothing); the idle publisher (noopen.go) publishes what has
+//     not changed for noFlushIdle, and every lock is refused (ENOLCK).
 //   - mknod makes FIFOs, sockets and devices (meta.TypeFIFO to
 //     TypeBlockDev, log version 12), decided in the log as symlinks are.
 //     They are names with a kind, mode and device number on every node;

@@ -52,6 +52,11 @@ func (n *node) Write(ctx context.Context, f fs.FileHandle, data []byte, off int6
 
 func (n *node) Flush(ctx context.Context, f fs.FileHandle) syscall.Errno {
 	e := n.fileHandle(f).Flush(ctx)
+	if n.m.cfg.NoFlush && e == 0 {
+		// This close is served; the kernel sends no FLUSH after this
+		// answer (fc->no_flush), and the idle publisher takes over.
+		return syscall.ENOSYS
+	}
 	if owner, ok := n.m.lockOwner(ctx); ok {
 		// A close releases the process's POSIX locks on the file.
 		if le := n.releaseLocks(ctx, owner); e == 0 {

@@ -107,6 +107,13 @@ func (n *node) lockable(req store.LockRequest) syscall.Errno {
 	if n.IsDir() && req.Kind == store.LockPOSIX {
 		return 0 // a lock on a directory: allowed, as on Linux
 	}
+	if n.m.cfg.NoFlush {
+		n.m.flockOnce.Do(func() {
+			n.m.cfg.Logger.Error("a lock on a noflush mount answers ENOLCK: the kernel tells a noflush mount of no close, so no lock could be released; mount the files that are locked without noflush",
+				"dir", n.m.cfg.Dir)
+		})
+		return syscall.ENOLCK
+	}
 	if req.Kind == store.LockFlock && n.m.cfg.NoOpen {
 		n.m.flockOnce.Do(func() {
 			n.m.cfg.Logger.Error("flock on a no-open mount answers ENOLCK: the kernel never tells a no-open mount when a flock lock's file is closed; mount it with handles (--mount BUCKET:DIR:handles)",

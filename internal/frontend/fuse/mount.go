@@ -48,6 +48,12 @@ type Config struct {
 	// a file's state lives on its node, a close's FLUSH publishes what
 	// was written to it.
 	NoOpen bool
+	// NoFlush (with NoOpen; the "noflush" option) answers the kernel's
+	// first FLUSH with ENOSYS: from then on a close costs no call either.
+	// What is written is published once it has not changed for
+	// noFlushIdle (noopen.go), or at fsync; no lock can be taken (a close
+	// would never release it).
+	NoFlush bool
 	// Locks, when set, takes the mount's flock, fcntl and OFD locks in the
 	// cluster's lock table (locks.go); nil: the kernel keeps them, local
 	// to this node.
@@ -59,12 +65,13 @@ type Spec struct {
 	Bucket, Prefix, Dir string
 	// Handles: the "handles" option, a handle per open file instead of
 	// no-open mode (flock needs it). NoLocks: the "nolocks" option, locks
-	// kept by the kernel, local to the node.
-	Handles, NoLocks bool
+	// kept by the kernel, local to the node. NoFlush: the "noflush"
+	// option (Config.NoFlush).
+	Handles, NoLocks, NoFlush bool
 }
 
 // ParseSpec parses a --mount value, BUCKET[/PREFIX]:DIR[:OPTIONS], where
-// OPTIONS is a comma-separated list of "handles" and "nolocks".
+// OPTIONS is a comma-separated list of "handles", "nolocks" and "noflush".
 func ParseSpec(spec string) (Spec, error) {
 	src, rest, ok := strings.Cut(spec, ":")
 	dir, opts, _ := strings.Cut(rest, ":")
@@ -81,9 +88,14 @@ func ParseSpec(spec string) (Spec, error) {
 			s.Handles = true
 		case "nolocks":
 			s.NoLocks = true
+		case "noflush":
+			s.NoFlush = true
 		default:
-			return Spec{}, fmt.Errorf("mount %q: unknown option %q (known: handles, nolocks)", spec, o)
+			return Spec{}, fmt.Errorf("mount %q: unknown option %q (known: handles, nolocks, noflush)", spec, o)
 		}
+	}
+	if s.NoFlush && s.Handles {
+		return Spec{}, fmt.Errorf("mount %q: noflush and handles exclude each other (a mount with handles hears every close)", spec)
 	}
 	return s, nil
 }
@@ -115,6 +127,8 @@ func New(ctx context.Context, cfg Config) (*Mount, error) {
 	switch {
 	case cfg.Store == nil || cfg.Bucket == "" || cfg.Dir == "":
 		return nil, errors.New("fuse: Config.Store, Bucket and Dir are required")
+	case cfg.NoFlush && !cfg.NoOpen:
+		return nil, errors.New("fuse: noflush needs no-open mode: a mount with handles (--mount-handles, :handles) hears every close")
 	}
 	if cfg.TmpDir == "" {
 		cfg.TmpDir = os.TempDir()
@@ -207,7 +221,7 @@ func New(ctx context.Context, cfg Config) (*Mount, error) {
 		m.own.unhold = m.own.o.AddHolder(m)
 	}
 	if cfg.NoOpen {
-		m.idle.start()
+		m.idle.start(cfg.NoFlush)
 	}
 	m.wg.Add(1)
 	go m.invalidate()

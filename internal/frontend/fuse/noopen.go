@@ -11,6 +11,15 @@ import (
 // after the last close, and no RELEASE comes to say the file is done.
 const idlePublish = 2 * time.Second
 
+// noFlushIdle: in noflush mode no close is heard, so content is published
+// once it has not changed for this long. With the publisher's tick
+// (noFlushIdle/2) and a publish, a write is on every node within
+// noFlushBound of its last change (docs/operations.md, the mode table).
+const (
+	noFlushIdle  = 200 * time.Millisecond
+	noFlushBound = time.Second
+)
+
 // idleSet is what a no-open mount's nodes hold written and not queued:
 // the nodes whose content a FLUSH may never publish (see idlePublish).
 type idleSet struct {
@@ -31,12 +40,17 @@ func (s *idleSet) add(n *node) {
 }
 
 // start publishes, every idlePublish/4, the content not changed for
-// idlePublish, until close.
-func (s *idleSet) start() {
+// idlePublish (in noflush mode, every noFlushIdle/2 what has not changed
+// for noFlushIdle), until close.
+func (s *idleSet) start(noFlush bool) {
+	age, tick := idlePublish, idlePublish/4
+	if noFlush {
+		age, tick = noFlushIdle, noFlushIdle/2
+	}
 	s.stop, s.done = make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(s.done)
-		t := time.NewTicker(idlePublish / 4)
+		t := time.NewTicker(tick)
 		defer t.Stop()
 		for {
 			select {
@@ -44,7 +58,7 @@ func (s *idleSet) start() {
 				s.publish(0) // unmounted: what is left goes now
 				return
 			case <-t.C:
-				s.publish(idlePublish)
+				s.publish(age)
 			}
 		}
 	}()

@@ -1,0 +1,127 @@
+package e2e
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestMountNoFlush: a noflush mount (issue 33) costs the node no call for
+// a warm pass over a tree of code files (no OPEN, no FLUSH, no lookup),
+// publishes what was written and closed, without fsync, on another node
+// within its bound (1 s), publishes at once on fsync, and refuses locks
+// with ENOLCK.
+func TestMountNoFlush(t *testing.T) {
+	needFuse(t)
+	nodes, mnts := startMountClusterWith(t, 2, "noflush")
+	at := func(i int, p string) string { return filepath.Join(mnts[i], p) }
+
+	// A tree of 200 code files, written on node 1 and read on node 2.
+	if err := os.MkdirAll(at(0, "app/lib"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	const files = 200
+	for i := range files {
+		if err := os.WriteFile(at(0, fmt.Sprintf("app/lib/f%03d.php", i)), []byte(fmt.Sprintf("<?php // %d\n", i)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFile(t, 10*time.Second, at(1, fmt.Sprintf("app/lib/f%03d.php", files-1)), []byte(fmt.Sprintf("<?php // %d\n", files-1)), nodes...)
+	pass := func() {
+		var wg sync.WaitGroup
+		for w := range 8 {
+			wg.Go(func() {
+				for i := w; i < files; i += 8 {
+					if _, err := os.ReadFile(at(1, fmt.Sprintf("app/lib/f%03d.php", i))); err != nil {
+						t.Error(err)
+						return
+					}
+				}
+			})
+		}
+		wg.Wait()
+	}
+	pass() // warm: the kernel learns the names, the pages and that FLUSH is not wanted
+	pass()
+	before := fuseCalls(t, nodes[1], mnts[1])
+	pass()
+	after := fuseCalls(t, nodes[1], mnts[1])
+	total := 0
+	for op, n := range after {
+		if d := n - before[op]; d > 0 {
+			t.Logf("warm pass over %d files: %s %d", files, op, d)
+			total += d
+		}
+	}
+	if total > 10 {
+		t.Errorf("a warm pass over %d files cost node 2's mount %d calls, want at most 10", files, total)
+	}
+
+	// Written and closed on node 1, no fsync: on node 2 within the bound.
+	var took []time.Duration
+	for i := range 20 {
+		p := fmt.Sprintf("visible-%d.txt", i)
+		want := []byte("written at " + strconv.Itoa(i))
+		start := time.Now()
+		if err := os.WriteFile(at(0, p), want, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		waitFile(t, 10*time.Second, at(1, p), want, nodes...)
+		took = append(took, time.Since(start))
+	}
+	slices.Sort(took)
+	t.Logf("written on node 1, read on node 2: p50 %v, max %v (20 files)", took[len(took)/2], took[len(took)-1])
+	if took[len(took)-1] > time.Second {
+		t.Errorf("a file written and closed on node 1 took %v to be read on node 2, want at most 1 s", took[len(took)-1])
+	}
+
+	// fsync publishes at once: node 2 reads it well before the idle bound.
+	f, err := os.Create(at(0, "synced.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteString("synced")
+	start := time.Now()
+	if err := f.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if d := waitFile(t, 10*time.Second, at(1, "synced.txt"), []byte("synced"), nodes...) + time.Since(start); d > time.Second {
+		t.Errorf("an fsynced file took %v to be read on node 2", d)
+	}
+	f.Close()
+
+	// Locks are refused, with the documented error.
+	lf, err := os.OpenFile(at(0, "lock"), os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lf.Close()
+	if err := syscall.Flock(int(lf.Fd()), syscall.LOCK_EX); !errors.Is(err, syscall.ENOLCK) {
+		t.Errorf("flock on a noflush mount: %v, want ENOLCK", err)
+	}
+	lk := syscall.Flock_t{Type: syscall.F_WRLCK, Whence: 0, Start: 0, Len: 0}
+	if err := syscall.FcntlFlock(lf.Fd(), syscall.F_SETLK, &lk); !errors.Is(err, syscall.ENOLCK) {
+		t.Errorf("fcntl F_SETLK on a noflush mount: %v, want ENOLCK", err)
+	}
+}
+
+// fuseCalls is the mount's count of FUSE calls per opcode, from the node's
+// metrics.
+func fuseCalls(t *testing.T, s *server, mnt string) map[string]int {
+	t.Helper()
+	_, scrape := do(t, "GET", s.url+"/_cairn/metrics", nil)
+	out := map[string]int{}
+	for _, m := range regexp.MustCompile(`cairn_fuse_requests_total\{`+regexpQuote(fmt.Sprintf(`mount=%q`, mnt))+`,op="([a-z_]+)"\} ([0-9]+)`).FindAllStringSubmatch(string(scrape), -1) {
+		n, _ := strconv.Atoi(m[2])
+		out[m[1]] = n
+	}
+	return out
+}
