@@ -127,6 +127,8 @@
 #   LOCAL_DIR (use this directory as the local side; must be ext4)
 #   LOCAL_IMG_GB=16 (size of the loop image when bench/.data is not ext4)
 #   SEED=1 CAIRN_BIN SERVER_ARGS (extra flags for every node) KEEP=1
+#   MOUNT_OPTS (the --mount options of every node's mount, e.g. noflush or
+#          handles; docs/operations.md, the mode table; default none)
 #
 # Needs root (FUSE with allow_other, drop_caches, loop mounts) and installs
 # what is missing with apt-get: siege, nginx, php-fpm, php-mysql,
@@ -395,7 +397,7 @@ cluster_start() {
 		NODE_LOG[i]=$OUT/node$i.log
 		MNT[i]=$CL_DIR/mnt/node$i/web
 		mkdir -p "$(dirname "${MNT[i]}")"
-		NODE_ARGS[i]="--data $CL_DIR/n$i --listen 127.0.0.1:$port --gossip-listen 127.0.0.1:$gport --mount web:${MNT[i]}"
+		NODE_ARGS[i]="--data $CL_DIR/n$i --listen 127.0.0.1:$port --gossip-listen 127.0.0.1:$gport --mount web:${MNT[i]}${MOUNT_OPTS:+:$MOUNT_OPTS}"
 		[ "$i" -eq 1 ] || NODE_ARGS[i]+=" --join ${NODE_URL[1]}"
 		start_node "$i"
 	done
@@ -1198,7 +1200,7 @@ part_contend() {
 setup_local
 cluster_start
 [ "$LOOPBACK" = 1 ] && loopback_start
-START_INFO="$(date -u +%Y-%m-%dT%H:%MZ); host $(hostname), $(nproc) CPUs ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')), $(awk '/MemTotal/ {print int($2/1024)}' /proc/meminfo) MB RAM, kernel $(uname -r), load $(cut -d' ' -f1-3 /proc/loadavg); local $LOCAL_DEV (ext4); git $(git -C "$REPO_DIR" rev-parse --short HEAD 2>/dev/null || echo unknown)"
+START_INFO="$(date -u +%Y-%m-%dT%H:%MZ); host $(hostname), $(nproc) CPUs ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')), $(awk '/MemTotal/ {print int($2/1024)}' /proc/meminfo) MB RAM, kernel $(uname -r), load $(cut -d' ' -f1-3 /proc/loadavg); local $LOCAL_DEV (ext4); git $(git -C "$REPO_DIR" rev-parse --short HEAD 2>/dev/null || echo unknown); mount options ${MOUNT_OPTS:-none}"
 for b in $ALL_BENCHES; do
 	selected "$b" || continue
 	log "=== $b"
