@@ -36,6 +36,12 @@ func TestMountNoFlush(t *testing.T) {
 	}
 	waitFile(t, 10*time.Second, at(1, fmt.Sprintf("app/lib/f%03d.php", files-1)), []byte(fmt.Sprintf("<?php // %d\n", files-1)), nodes...)
 	pass := func() {
+		for _, d := range []string{"app", "app/lib"} { // a scandir, an autoloader's glob
+			es, err := os.ReadDir(at(1, d))
+			if err != nil || len(es) == 0 {
+				t.Errorf("listing %s: %d entries, %v", d, len(es), err)
+			}
+		}
 		var wg sync.WaitGroup
 		for w := range 8 {
 			wg.Go(func() {
@@ -64,6 +70,47 @@ func TestMountNoFlush(t *testing.T) {
 	if total > 10 {
 		t.Errorf("a warm pass over %d files cost node 2's mount %d calls, want at most 10", files, total)
 	}
+
+	// A listing cached by node 2's kernel follows node 1's changes, and a
+	// listing of many pages is whole (read without a directory handle).
+	if err := os.WriteFile(at(0, "app/new.php"), []byte("new"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "app/new.php in node 2's listing", func() bool {
+		es, err := os.ReadDir(at(1, "app"))
+		return err == nil && slices.ContainsFunc(es, func(e os.DirEntry) bool { return e.Name() == "new.php" })
+	}, nodes...)
+	if err := os.Mkdir(at(0, "big"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	const many = 1500
+	for i := range many {
+		if err := os.WriteFile(at(0, fmt.Sprintf("big/a-rather-long-file-name-%05d.txt", i)), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, 20*time.Second, fmt.Sprintf("%d names in node 2's listing of big", many), func() bool {
+		es, err := os.ReadDir(at(1, "big"))
+		if err != nil || len(es) != many {
+			return false
+		}
+		for i, e := range es {
+			if e.Name() != fmt.Sprintf("a-rather-long-file-name-%05d.txt", i) {
+				t.Fatalf("listing of big: entry %d is %q", i, e.Name())
+			}
+		}
+		return true
+	}, nodes...)
+
+	// The kernel asked once to open a directory and once to flush, and
+	// was told not to ask again.
+	calls := fuseCalls(t, nodes[1], mnts[1])
+	for op, most := range map[string]int{"opendir": 1, "releasedir": 0, "flush": 1, "open": 1, "release": 0} {
+		if calls[op] > most {
+			t.Errorf("node 2's mount answered %s %d times, want at most %d", op, calls[op], most)
+		}
+	}
+	t.Logf("node 2's mount: %d readdir, %d readdirplus, %d lookup in all", calls["readdir"], calls["readdirplus"], calls["lookup"])
 
 	// Written and closed on node 1, no fsync: on node 2 within the bound.
 	var took []time.Duration

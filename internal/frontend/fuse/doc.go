@@ -40,6 +40,10 @@
 //     served and answered ENOSYS, so the kernel sends no more (a close
 //     costs nothing); the idle publisher (noopen.go) publishes what has
 //     not changed for noFlushIdle, and every lock is refused (ENOLCK).
+//     OPENDIR is answered ENOSYS too (noopendir.go): the kernel opens
+//     directories without asking and keeps their listings cached; a
+//     READDIR without a handle is served through a cursor the mount
+//     keeps per directory.
 //   - mknod makes FIFOs, sockets and devices (meta.TypeFIFO to
 //     TypeBlockDev, log version 12), decided in the log as symlinks are.
 //     They are names with a kind, mode and device number on every node;

@@ -207,6 +207,9 @@ func New(ctx context.Context, cfg Config) (*Mount, error) {
 		m.lk = &lockFS{RawFileSystem: raw}
 		raw = m.lk
 	}
+	if cfg.NoFlush {
+		raw = &noOpendirFS{RawFileSystem: raw} // noopendir.go
+	}
 	server, err := gofuse.NewServer(&countingFS{RawFileSystem: raw, c: &m.calls}, cfg.Dir, &opts.MountOptions)
 	if err == nil {
 		go server.Serve()
