@@ -41,12 +41,16 @@ func (n *Node) startMounts() error {
 		if sp.NoLocks {
 			locks = nil
 		}
+		mode := sp.Mode
+		if n.cfg.MountHandles {
+			mode = fuse.ModeHandles
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), mountStartTimeout)
 		var m *fuse.Mount
 		for {
 			m, err = fuse.New(ctx, fuse.Config{Store: n.store, Watch: func(w store.Watcher) func() { return n.store.Watch(w) },
 				Bucket: sp.Bucket, Prefix: sp.Prefix, Dir: sp.Dir, TmpDir: tmp, Logger: n.cfg.Logger, Capacity: n.clusterCapacity,
-				NoOpen: !n.cfg.MountHandles && !sp.Handles, NoFlush: sp.NoFlush && !n.cfg.MountHandles, Locks: locks})
+				NoOpen: mode != fuse.ModeHandles, NoFlush: mode == fuse.ModeNoFlush, Locks: locks})
 			// A new cluster has no leader for a moment: creating the
 			// bucket waits for one.
 			if err == nil || !errors.Is(err, store.ErrUnavailable) || ctx.Err() != nil {

@@ -288,7 +288,7 @@ func TestMountLocksCounter(t *testing.T) {
 // (kernel locks, local to each node), to show the damage (not in CI).
 func TestMountSQLite(t *testing.T) {
 	needFuse(t)
-	opts := ""
+	opts := "flush" // fcntl locks: not the default noflush mode
 	if os.Getenv("CAIRN_SQLITE_NOLOCKS") == "1" {
 		opts = "nolocks"
 	}

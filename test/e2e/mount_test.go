@@ -120,7 +120,10 @@ func startMountClusterWith(t *testing.T, n int, opts string, extra ...string) ([
 func TestMountAcrossNodes(t *testing.T) {
 	defer syscall.Umask(syscall.Umask(0o022)) // the modes below assume it
 	needFuse(t)
-	nodes, mnts := startMountCluster(t, 3)
+	// flush mode: each step here expects a close on one node to be seen
+	// by the next step on another (close-to-open); TestMountNoFlush covers
+	// the default mode's bound instead.
+	nodes, mnts := startMountClusterWith(t, 3, "flush")
 
 	// Written through node 1's mount, read through node 3's and over HTTP.
 	data := []byte(strings.Repeat("written through a mount\n", 1000))
@@ -1253,7 +1256,7 @@ func TestMountUnlinkBatchCrash(t *testing.T) {
 //     mode on) and no RELEASE.
 func TestMountNoOpen(t *testing.T) {
 	needFuse(t)
-	nodes, mnts := startMountCluster(t, 2)
+	nodes, mnts := startMountClusterWith(t, 2, "flush")
 	at := func(i int, name string) string { return filepath.Join(mnts[i], name) }
 
 	// Another node's rewrite drops the cached pages.

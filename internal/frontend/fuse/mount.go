@@ -60,18 +60,34 @@ type Config struct {
 	Locks store.Locker
 }
 
+// The modes of a mount (docs/operations.md, the mode table), one per
+// mount, named as its --mount option.
+const (
+	// ModeNoFlush, the default: no call for an open, a close or an
+	// opendir (Config.NoOpen and NoFlush); a write is on every node
+	// within 1 s of its last change; no locks.
+	ModeNoFlush = "noflush"
+	// ModeFlush: no call for an open, one for a close, which publishes
+	// (Config.NoOpen): close-to-open consistency, fcntl locks.
+	ModeFlush = "flush"
+	// ModeHandles: a handle per open file (OPEN and RELEASE): flock and
+	// OFD locks too.
+	ModeHandles = "handles"
+)
+
 // Spec is a parsed --mount value.
 type Spec struct {
 	Bucket, Prefix, Dir string
-	// Handles: the "handles" option, a handle per open file instead of
-	// no-open mode (flock needs it). NoLocks: the "nolocks" option, locks
-	// kept by the kernel, local to the node. NoFlush: the "noflush"
-	// option (Config.NoFlush).
-	Handles, NoLocks, NoFlush bool
+	// Mode is ModeNoFlush, ModeFlush or ModeHandles.
+	Mode string
+	// NoLocks: the "nolocks" option, locks kept by the kernel, local to
+	// the node.
+	NoLocks bool
 }
 
 // ParseSpec parses a --mount value, BUCKET[/PREFIX]:DIR[:OPTIONS], where
-// OPTIONS is a comma-separated list of "handles", "nolocks" and "noflush".
+// OPTIONS is a comma-separated list of at most one mode ("noflush", the
+// default, "flush" or "handles") and "nolocks".
 func ParseSpec(spec string) (Spec, error) {
 	src, rest, ok := strings.Cut(spec, ":")
 	dir, opts, _ := strings.Cut(rest, ":")
@@ -84,18 +100,19 @@ func ParseSpec(spec string) (Spec, error) {
 	for o := range strings.SplitSeq(opts, ",") {
 		switch o {
 		case "":
-		case "handles":
-			s.Handles = true
+		case ModeNoFlush, ModeFlush, ModeHandles:
+			if s.Mode != "" && s.Mode != o {
+				return Spec{}, fmt.Errorf("mount %q: %s and %s exclude each other: a mount has one mode", spec, s.Mode, o)
+			}
+			s.Mode = o
 		case "nolocks":
 			s.NoLocks = true
-		case "noflush":
-			s.NoFlush = true
 		default:
-			return Spec{}, fmt.Errorf("mount %q: unknown option %q (known: handles, nolocks, noflush)", spec, o)
+			return Spec{}, fmt.Errorf("mount %q: unknown option %q (known: noflush, flush, handles, nolocks)", spec, o)
 		}
 	}
-	if s.NoFlush && s.Handles {
-		return Spec{}, fmt.Errorf("mount %q: noflush and handles exclude each other (a mount with handles hears every close)", spec)
+	if s.Mode == "" {
+		s.Mode = ModeNoFlush
 	}
 	return s, nil
 }

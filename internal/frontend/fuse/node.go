@@ -100,6 +100,13 @@ var (
 // change that failed since the last directory fsync.
 func (n *node) Fsync(ctx context.Context, f fs.FileHandle, flags uint32) syscall.Errno {
 	if n.IsDir() {
+		if n.m.cfg.NoOpen {
+			// Files written and not flushed (noflush mode: every file
+			// written since its last publish) are queued too: an fsync
+			// of a directory makes the names made in it durable, and a
+			// new file's name is published with its content.
+			n.m.idle.publish(0)
+		}
 		n.m.wb.drain()
 		return errno(n.m.wb.takeNsErr()) // a queued unlink that failed, say
 	}
