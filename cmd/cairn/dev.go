@@ -72,8 +72,13 @@ takes writes. It prints the URLs, the admin key and curl lines to try.`,
 					c.Join = urls[0]
 				}
 				c.MountHandles = mountHandles
-				for _, b := range mounts { // each node's view under DATA/mnt/nodeN/BUCKET
-					c.Mounts = append(c.Mounts, b+":"+filepath.Join(abs, "mnt", "node"+strconv.Itoa(i), strings.ReplaceAll(strings.Trim(b, "/"), "/", "_")))
+				for _, m := range mounts { // each node's view under DATA/mnt/nodeN/BUCKET
+					b, opts, _ := strings.Cut(m, ":")
+					spec := b + ":" + filepath.Join(abs, "mnt", "node"+strconv.Itoa(i), strings.ReplaceAll(strings.Trim(b, "/"), "/", "_"))
+					if opts != "" {
+						spec += ":" + opts
+					}
+					c.Mounts = append(c.Mounts, spec)
 				}
 				n, err := node.Start(c)
 				if err != nil {
@@ -95,7 +100,8 @@ Try it (a write through node 1, read back through node %d):
   curl %s/demo/README.md
 
 `, nodes, strings.Join(urls, " "), abs, nodes, key, nodes, urls[0], key, urls[0], last)
-			for _, b := range mounts {
+			for _, m := range mounts {
+				b, _, _ := strings.Cut(m, ":")
 				name := strings.ReplaceAll(strings.Trim(b, "/"), "/", "_")
 				fmt.Printf("Mounted %s on every node (a file written through node 1's mount, read through node %d's):\n"+
 					"  echo hello > %s/mnt/node1/%s/hello.txt\n  cat %s/mnt/node%d/%s/hello.txt\n\n", b, nodes, abs, name, abs, nodes, name)
@@ -111,7 +117,7 @@ Try it (a write through node 1, read back through node %d):
 	cmd.Flags().IntVar(&port, "port", 8080, "port of node 1; node i listens on port+i-1")
 	cmd.Flags().IntVar(&nodes, "nodes", 3, "number of nodes")
 	cmd.Flags().BoolVar(&mountHandles, "mount-handles", false, "mounts answer every open with a handle (OPEN and RELEASE per open file) instead of the kernel's no-open mode")
-	cmd.Flags().StringArrayVar(&mounts, "mount", nil, "mount BUCKET[/PREFIX] on every node, under DATA/mnt/nodeN/BUCKET (repeatable; needs /dev/fuse and root or fuse3)")
+	cmd.Flags().StringArrayVar(&mounts, "mount", nil, "mount BUCKET[/PREFIX][:OPTIONS] on every node, under DATA/mnt/nodeN/BUCKET (repeatable; OPTIONS as cairn server --mount's, e.g. flush; needs /dev/fuse and root or fuse3)")
 	return cmd
 }
 
