@@ -20,15 +20,7 @@ func (s *Local) Symlink(ctx context.Context, bucket, path, target string, attrs 
 	now := s.cfg.Now().UnixNano()
 	f := &meta.Inode{Type: meta.TypeSymlink, Mode: 0o777, UID: attrs.UID, GID: attrs.GID, Target: target,
 		Size: int64(len(target)), MtimeNs: now, CtimeNs: now}
-	res, err := s.propose(ctx, meta.Command{Op: meta.OpPutFile, BucketName: bucket, Path: path, File: f, IfNoneMatchAny: true,
-		StartIndex: s.log.AppliedIndex()})
-	if errors.Is(err, ErrPrecondition) || errors.Is(err, ErrIsDir) {
-		return ObjectInfo{}, fmt.Errorf("%w: %s/%s", ErrExists, bucket, path)
-	}
-	if err != nil {
-		return ObjectInfo{}, err
-	}
-	return objectInfo(bucket, path, res.Inode), nil
+	return s.putNew(ctx, bucket, path, f)
 }
 
 // The kinds of special file (Store.Mknod, ObjectInfo.Special): mknod(2)'s
@@ -68,6 +60,12 @@ func (s *Local) Mknod(ctx context.Context, bucket, path string, kind, rdev uint3
 	}
 	now := s.cfg.Now().UnixNano()
 	f := &meta.Inode{Type: typ, Mode: attrs.Mode&0o7777 | meta.ModeExplicit, UID: attrs.UID, GID: attrs.GID, Rdev: rdev, MtimeNs: now, CtimeNs: now}
+	return s.putNew(ctx, bucket, path, f)
+}
+
+// putNew makes f at path, decided in the log: ErrExists if anything is
+// there (a symlink, a special file).
+func (s *Local) putNew(ctx context.Context, bucket, path string, f *meta.Inode) (ObjectInfo, error) {
 	res, err := s.propose(ctx, meta.Command{Op: meta.OpPutFile, BucketName: bucket, Path: path, File: f, IfNoneMatchAny: true,
 		StartIndex: s.log.AppliedIndex()})
 	if errors.Is(err, ErrPrecondition) || errors.Is(err, ErrIsDir) {
