@@ -69,7 +69,7 @@ func TestUI(t *testing.T) {
 			t.Fatal(err)
 		}
 		mnt = filepath.Join(base, "mnt")
-		t.Setenv("CAIRN_MOUNT", "site:"+mnt)
+		t.Setenv("CAIRN_MOUNT", "site:"+mnt+":flush") // the File locks section takes a lock through it
 		t.Cleanup(func() { syscall.Unmount(mnt, syscall.MNT_DETACH) })
 	}
 	n1 := startGossipNode(t, filepath.Join(base, "n1"), a1, g1, "")
