@@ -490,7 +490,8 @@ func TestMountAcrossNodes(t *testing.T) {
 }
 
 // TestDevMount runs the README's mount example: cairn dev --mount web,
-// a file written through node 1's mount read through node 3's.
+// a file written through node 1's mount read through node 3's; and a
+// second mount with options (--mount web/db:flush) whose lock works.
 func TestDevMount(t *testing.T) {
 	needFuse(t)
 	data := t.TempDir()
@@ -498,7 +499,7 @@ func TestDevMount(t *testing.T) {
 	for !portsFree(port, 3) {
 		port++
 	}
-	cmd := exec.Command(cairnBin, "dev", "--data", data, "--port", fmt.Sprint(port), "--mount", "web")
+	cmd := exec.Command(cairnBin, "dev", "--data", data, "--port", fmt.Sprint(port), "--mount", "web", "--mount", "web/db:flush")
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	cmd.Env = append(os.Environ(), "CAIRN_ADMIN_KEY="+adminKey)
@@ -509,7 +510,9 @@ func TestDevMount(t *testing.T) {
 		cmd.Process.Signal(syscall.SIGTERM)
 		cmd.Wait()
 		for i := 1; i <= 3; i++ {
-			syscall.Unmount(filepath.Join(data, "mnt", fmt.Sprintf("node%d", i), "web"), syscall.MNT_DETACH)
+			for _, m := range []string{"web", "web_db"} {
+				syscall.Unmount(filepath.Join(data, "mnt", fmt.Sprintf("node%d", i), m), syscall.MNT_DETACH)
+			}
 		}
 	}()
 	m1, m3 := filepath.Join(data, "mnt", "node1", "web"), filepath.Join(data, "mnt", "node3", "web")
@@ -520,6 +523,17 @@ func TestDevMount(t *testing.T) {
 		t.Fatalf("%v\n%s", err, out.String())
 	}
 	waitFile(t, 5*time.Second, filepath.Join(m3, "hello.txt"), []byte("hello\n"))
+	db := filepath.Join(data, "mnt", "node1", "web_db")
+	waitFor(t, 30*time.Second, "the flush mount", func() bool { return mounted(db) })
+	f, err := os.OpenFile(filepath.Join(db, "app.lock"), os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	lk := syscall.Flock_t{Type: syscall.F_WRLCK}
+	if err := syscall.FcntlFlock(f.Fd(), syscall.F_SETLK, &lk); err != nil {
+		t.Fatalf("an fcntl lock on the flush mount: %v", err)
+	}
 }
 
 // portsFree reports whether ports p..p+n-1 (and their gossip ports, +100)
