@@ -14,17 +14,13 @@
 #   2. starts `cairn dev --data WORK/data --mount web` (a local 3-node
 #      cluster), waits for node 2's mount, and runs pjdfstest's test
 #      directories below with `prove -r`, from inside a directory on a
-#      loop-mounted ext4 image (twice: as is, and with FIFOs, sockets and
-#      devices refused) and from inside a directory on the mount.
+#      loop-mounted ext4 image and from inside a directory on the mount.
 #      (pjdfstest has no tests/create: open/ covers O_CREAT.)
 #   3. runs fsx for FSX_OPS operations on a file on the mount (and, with
 #      the same seed, on ext4).
 #   4. prints a summary; exits 1 when a test file that passes on ext4 fails
-#      on Cairn (assertions about FIFOs, sockets and devices excepted: the
-#      mount refuses them with EPERM by design; they are told apart by a
-#      third run, on ext4 with those calls refused the same way: see
-#      "Telling FIFO, socket and device sub-cases apart" below) or when fsx
-#      fails on Cairn.
+#      on Cairn (any assertion, FIFOs, sockets and devices included: the
+#      mount makes them since issue 32) or when fsx fails on Cairn.
 #   5. always stops the cluster (SIGTERM: it unmounts), unmounts what it
 #      mounted and removes its temporary directory.
 #
@@ -198,25 +194,7 @@ clone() {
 # $WORK/pjd holds: tests/ (copied), pjdfstest.real (the program) and
 # pjdfstest, a wrapper that tests/misc.sh finds and runs for every call.
 #
-# Telling FIFO, socket and device sub-cases apart. The mount refuses
-# mkfifo, mknod and bind (of a socket) with EPERM by design, and a test
-# that made such a file goes on using it, so one refusal makes later
-# assertions fail too (ENOENT on the name; a directory meant to hold a FIFO
-# is empty, so renaming onto it succeeds; ...). Instead of guessing those
-# consequences, pjdfstest runs a second time on ext4 with the wrapper
-# refusing the same calls the same way: when PJD_REFUSE_SPECIAL=1, a call
-# whose first operation is mkfifo, mkfifoat, mknod or mknodat of a FIFO,
-# block or character device (type f, b or c), bind or bindat prints EPERM
-# without running (these tests never chain such a call after another).
-# That run ("ext4-eperm") is what a POSIX file system that refuses FIFOs,
-# sockets and devices would give. A failing assertion on Cairn is
-# excluded when the same assertion (same file, same number, same plan)
-# fails in ext4-eperm with the same result ("got ...", any number equal to
-# any number), or fails in both and is itself such a refused call (the
-# kernel may answer it EEXIST or ENOENT before asking the file system);
-# every other failure is Cairn's own.
-#
-# The wrapper also logs each call with its test file (PJD_T) and
+# The wrapper logs each call with its test file (PJD_T) and
 # assertion number (ntest: exported into the tests' shells, so a call
 # made for assertion N sees N), which the summary shows for assertions
 # that print no call (test_check).
@@ -243,28 +221,8 @@ cp -r "$src/tests" "$PJD/tests"
 cp "$src/pjdfstest" "$PJD/pjdfstest.real"
 cat >"$PJD/pjdfstest" <<'WRAP'
 #!/bin/bash
-# mount.sh's wrapper around pjdfstest: logs the call; with
-# PJD_REFUSE_SPECIAL=1 refuses FIFOs, sockets and devices (EPERM) as
-# Cairn's mount does.
+# mount.sh's wrapper around pjdfstest: logs the call.
 [ -n "${PJD_LOG:-}" ] && printf '%s\t%s\t%s\n' "${PJD_T:-?}" "${ntest:-?}" "$*" >>"$PJD_LOG"
-if [ "${PJD_REFUSE_SPECIAL:-}" = 1 ]; then
-	args=("$@")
-	i=0
-	while [ $i -lt ${#args[@]} ]; do
-		case ${args[$i]} in -u|-g|-U) i=$((i + 2)) ;; *) break ;; esac
-	done
-	refuse=0
-	case ${args[$i]:-} in
-	mkfifo|mkfifoat|bind|bindat) refuse=1 ;;
-	mknod) case ${args[$((i + 2))]:-} in b|c|f) refuse=1 ;; esac ;;
-	mknodat) case ${args[$((i + 3))]:-} in b|c|f) refuse=1 ;; esac ;;
-	esac
-	if [ $refuse = 1 ]; then
-		echo "${args[$i]} returned -1 (refused by mount.sh, as on Cairn)" >&2
-		echo EPERM
-		exit 0
-	fi
-fi
 exec "$0.real" "$@"
 WRAP
 chmod +x "$PJD/pjdfstest"
@@ -378,11 +336,11 @@ dirs=()
 for d in $PJD_DIRS; do
 	if [ -d "$PJD/tests/$d" ]; then dirs+=("$d"); else log "pjdfstest has no tests/$d: skipped"; fi
 done
-run_pjd() { # target directory-on-the-fs refuse-special(0|1)
+run_pjd() { # target directory-on-the-fs
 	local target=$1 base=$2 d rc
 	local dir=$base/pjdfstest.$$
 	mkdir -p "$dir" "$WORK/results/tap-$target"
-	export PJD_TAP=$WORK/results/tap-$target PJD_LOG=$WORK/results/calls-$target.log PJD_REFUSE_SPECIAL=$3
+	export PJD_TAP=$WORK/results/tap-$target PJD_LOG=$WORK/results/calls-$target.log
 	: >"$PJD_LOG"
 	for d in "${dirs[@]}"; do
 		log "pjdfstest $d on $target ($dir)"
@@ -398,9 +356,8 @@ run_pjd() { # target directory-on-the-fs refuse-special(0|1)
 	done
 	rm -rf "$dir" || log "could not remove $dir"
 }
-run_pjd ext4 "$EXT4_DIR" 0
-run_pjd ext4-eperm "$EXT4_DIR" 1
-run_pjd cairn "$MNT" 0
+run_pjd ext4 "$EXT4_DIR"
+run_pjd cairn "$MNT"
 
 # -------------------------------------------------------------------- fsx
 run_fsx() { # target directory seed
@@ -425,7 +382,7 @@ rc=0
 perl - "$WORK/results" "$PJD/tests" "${dirs[@]}" >"$WORK/results/summary.txt" <<'PERL' || rc=$?
 use strict; use warnings;
 my ($res, $tests, @dirs) = @ARGV;
-my @targets = ('ext4', 'ext4-eperm', 'cairn');
+my @targets = ('ext4', 'cairn');
 my $exit = 0;
 
 # calls-<target>.log: test file, assertion number, arguments
@@ -442,20 +399,6 @@ for my $t (@targets) {
 sub ranges { my @n = sort { $a <=> $b } @_; my @r;
 	while (@n) { my $s = shift @n; my $e = $s; $e = shift @n while @n && $n[0] == $e + 1; push @r, $s == $e ? $s : "$s-$e" }
 	join(',', @r) }
-sub refused { ($_[0] // '') =~ /^tried '(?:-[ugU] \S+ )*(?:mkfifo|mkfifoat|bind|bindat|mknod \S+ [bcf]|mknodat \S+ \S+ [bcf]) / }
-# the result of a failed assertion, for comparing two runs: inode numbers
-# and times (which differ between file systems and runs) are left out
-sub got {
-	my $t = $_[0] // '';
-	my $g = $t =~ /, got (.*)$/ ? $1 : '';
-	if ($t =~ /^tried '(?:-[ugU] \S+ )*(?:stat|lstat|fstat|fstatat) .* ([a-z_,]+)', expected/) {
-		my @f = split /,/, $1; my @v = split /,/, $g, -1;
-		if (@v == @f) { $v[$_] = 'X' for grep { $f[$_] =~ /^(inode|[acm]time|[acm]time_ns|birthtime|birthtime_ns)$/ } 0 .. $#f }
-		$g = join(',', @v);
-	}
-	$g =~ s/^\d+$/NUM/;
-	return $g;
-}
 sub short { my $t = shift; $t =~ s{([^\s']{61,})}{'<' . length($1) . '-byte path>'}ge; $t } # pjdfstest's long names and paths
 # one .t file's result on a target
 sub result {
@@ -492,48 +435,33 @@ for my $d (@dirs) {
 	opendir(my $dh, "$tests/$d") or next;
 	push @files, map { "$d/$_" } sort grep { /\.t$/ } readdir $dh;
 }
-my (@details, @excl, %count);
-my $fmt = "%-21s %-5s %-10s %-5s %-10s %s\n";
-printf $fmt, 'pjdfstest file', 'ext4', 'ext4-eperm', 'cairn', 'verdict', 'cairn: failing assertions; excluded (also fail on ext4-eperm)';
+my (@details, %count);
+my $fmt = "%-21s %-5s %-5s %-10s %s\n";
+printf $fmt, 'pjdfstest file', 'ext4', 'cairn', 'verdict', 'cairn: failing assertions';
 for my $file (@files) {
-	my ($e, $x, $c) = map { result($_, $file) } @targets;
-	my $comparable = $c->{plan} == $x->{plan};
-	my (@real, @same);
+	my ($e, $c) = map { result($_, $file) } @targets;
 	for my $n (@{$c->{fail}}) {
-		# the same failure: same assertion, same result (numbers, e.g.
-		# inode numbers, compare equal)
-		# (a refused call itself may fail differently: the kernel answers
-		# EEXIST, ENOENT, ... before it asks the file system)
-		if ($comparable && $x->{failed}{$n} && (got($x->{text}{$n}) eq got($c->{text}{$n}) || refused($c->{text}{$n}))) { push @same, $n; next }
-		push @real, $n;
 		my $text = $c->{text}{$n};
-		$text .= ' [fails on ext4-eperm with: ' . short($x->{text}{$n}) . ']' if $comparable && $x->{failed}{$n};
 		# a test_check assertion prints no call: show the calls made for it
 		$text = 'test_check after: ' . join(' ; ', map { "#$_: " . join(' ; ', @{$calls{cairn}{$file}{$_} // []}) } grep { $_ > 0 } $n - 1, $n) if $text eq '';
 		push @details, sprintf("%s #%d%s: %s", $file, $n, $e->{failed}{$n} ? ' [fails on ext4 too]' : '', short($text));
 	}
-	my $own_abnormal = $c->{abnormal} && !($comparable && $x->{abnormal} && $x->{note} eq $c->{note});
-	push @details, "$file: ended abnormally:$c->{note}" if $own_abnormal;
-	push @excl, "$file: " . ranges(@same) if @same;
+	push @details, "$file: ended abnormally:$c->{note}" if $c->{abnormal};
 	my $verdict;
 	if ($e->{status} ne 'PASS') { $verdict = $c->{status} eq 'PASS' ? 'ok' : 'ext4-fails' }
-	elsif (@real || $own_abnormal) { $verdict = 'REGRESSION'; $exit = 1 }
-	elsif (@same) { $verdict = 'ok(excl)' }
+	elsif ($c->{status} ne 'PASS') { $verdict = 'REGRESSION'; $exit = 1 }
 	else { $verdict = 'ok' }
 	$count{$verdict}++;
 	my @what;
-	push @what, ranges(@real) if @real;
-	push @what, "excluded " . scalar(@same) if @same;
-	push @what, "plan $c->{plan} vs $x->{plan} on ext4-eperm: not compared" unless $comparable;
+	push @what, ranges(@{$c->{fail}}) if @{$c->{fail}};
+	# rename/22.t runs only on ext4, UFS and ZFS (require rename_ctime)
+	push @what, "plan $c->{plan} (ext4: $e->{plan})" if $c->{plan} != $e->{plan};
 	push @what, "cairn:$c->{note}" if $c->{abnormal};
 	push @what, "ext4:$e->{note}" if $e->{abnormal};
-	printf $fmt, $file, $e->{status}, $x->{status}, $c->{status}, $verdict, join('; ', @what);
+	printf $fmt, $file, $e->{status}, $c->{status}, $verdict, join('; ', @what);
 }
 print "\n", join(', ', map { "$_: $count{$_}" } sort keys %count), " (of ", scalar(@files), " files)\n";
-print "\nCairn's own failing assertions:\n", map { "  $_\n" } @details if @details;
-if (open(my $o, '>', "$res/excluded.txt")) {
-	print $o "Assertions failing on cairn and on ext4-eperm (FIFO, socket and device sub-cases), per file:\n", map { "$_\n" } @excl;
-}
+print "\nCairn's failing assertions:\n", map { "  $_\n" } @details if @details;
 exit $exit;
 PERL
 for t in cairn ext4; do
