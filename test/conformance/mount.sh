@@ -41,6 +41,8 @@
 #   CAIRN_PORT      port of node 1 (default: a free one from 20000 up)
 #   DEV_ARGS        extra flags of `cairn dev` (--mount-handles: the mount
 #                   with a handle per open file instead of no-open mode)
+#   MOUNT_OPTS      the mount's options (flush, handles; default none: the
+#                   default noflush mode; docs/operations.md, "Mount modes")
 #   RESULTS_DIR     when set, every log (TAP output per file, the
 #                   classification log, fsx logs, the cluster's log) is
 #                   copied there before the temporary directory goes
@@ -53,7 +55,7 @@ set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 CAIRN_BIN=${CAIRN_BIN:-$ROOT/bin/cairn}
-PJD_DIRS=${PJD_DIRS:-"open create truncate ftruncate rename unlink mkdir rmdir symlink link chmod chown utimensat posix_fallocate"}
+PJD_DIRS=${PJD_DIRS:-"open create truncate ftruncate rename unlink mkdir rmdir symlink link chmod chown utimensat posix_fallocate mkfifo mknod"}
 FSX_OPS=${FSX_OPS:-100000}
 FSX_SEED=${FSX_SEED:-0}
 APT_TIMEOUT=${APT_TIMEOUT:-600}
@@ -316,9 +318,9 @@ if [ -z "${CAIRN_PORT:-}" ]; then
 		[ "$CAIRN_PORT" -lt 30000 ] || die "no three free ports from 20000 to 30000"
 	done
 fi
-log "starting: $CAIRN_BIN dev --data $WORK/data --port $CAIRN_PORT --mount web ${DEV_ARGS:-}"
+log "starting: $CAIRN_BIN dev --data $WORK/data --port $CAIRN_PORT --mount web${MOUNT_OPTS:+:$MOUNT_OPTS} ${DEV_ARGS:-}"
 # shellcheck disable=SC2086 # DEV_ARGS is a list of flags
-"$CAIRN_BIN" dev --data "$WORK/data" --port "$CAIRN_PORT" --mount web ${DEV_ARGS:-} >"$WORK/cluster.log" 2>&1 &
+"$CAIRN_BIN" dev --data "$WORK/data" --port "$CAIRN_PORT" --mount "web${MOUNT_OPTS:+:$MOUNT_OPTS}" ${DEV_ARGS:-} >"$WORK/cluster.log" 2>&1 &
 CLUSTER_PID=$!
 MNT=$WORK/data/mnt/node2/web
 for _ in $(seq $((MOUNT_TIMEOUT * 2))); do
