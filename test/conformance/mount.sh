@@ -41,8 +41,8 @@
 #   CAIRN_PORT      port of node 1 (default: a free one from 20000 up)
 #   DEV_ARGS        extra flags of `cairn dev` (--mount-handles: the mount
 #                   with a handle per open file instead of no-open mode)
-#   MOUNT_OPTS      the mount's options (flush, handles; default none: the
-#                   default noflush mode; docs/operations.md, "Mount modes")
+#   MOUNT_OPTS      the mount's options (noflush, handles; default none: the
+#                   default flush mode; docs/operations.md, "Mount modes")
 #   RESULTS_DIR     when set, every log (TAP output per file, the
 #                   classification log, fsx logs, the cluster's log) is
 #                   copied there before the temporary directory goes

@@ -24,7 +24,7 @@ import (
 //     getattr racing a publish must not answer the store's older state).
 func TestMountStatAfterChange(t *testing.T) {
 	needFuse(t)
-	for _, mode := range []struct{ name, opts string }{{"noflush", ""}, {"flush", "flush"}, {"handles", "handles"}} {
+	for _, mode := range []struct{ name, opts string }{{"noflush", "noflush"}, {"flush", ""}, {"handles", "handles"}} {
 		t.Run(mode.name, func(t *testing.T) {
 			_, mnts := startMountClusterWith(t, 3, mode.opts)
 			mnt := mnts[1]
