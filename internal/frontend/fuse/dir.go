@@ -418,7 +418,6 @@ func (n *node) existing(ctx context.Context, p string) (store.ObjectInfo, error)
 // by fstat (link count 0) and is never published.
 func (n *node) unlinked(info store.ObjectInfo) {
 	n.mu.Lock()
-	defer n.mu.Unlock()
 	info.Nlink = 0
 	n.goneInfo = &info
 	n.gone, n.fresh, n.local = true, false, nil
@@ -427,6 +426,8 @@ func (n *node) unlinked(info store.ObjectInfo) {
 	if n.write != nil {
 		n.write.dirty = false
 	}
+	n.mu.Unlock()
+	n.unpin()
 }
 
 // Rename moves name to newName in newParent (within this mount).

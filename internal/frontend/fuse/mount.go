@@ -500,6 +500,21 @@ func (m *Mount) sameInode(iv inval) bool {
 	return err == nil && info.Ino == iv.child.StableAttr().Ino
 }
 
+// ownEntry reports whether iv's name leads, in the mount, to a file or
+// directory made or changed here and not yet published: the kernel's entry is the
+// mount's own, newer than the store's (which may not have the file at
+// all: a name unlinked and made again, whose unlink's commit is the
+// change). Dropping it would have the kernel forget the file's inode
+// (noflush: before it is published, see publishIdle).
+func ownEntry(iv inval) bool {
+	ch := iv.parent.GetChild(iv.name)
+	if ch == nil {
+		return false
+	}
+	c, ok := ch.Operations().(*node)
+	return ok && c.uncommitted()
+}
+
 // invalidate carries out the queued invalidations.
 func (m *Mount) invalidate() {
 	defer m.wg.Done()
@@ -512,7 +527,7 @@ func (m *Mount) invalidate() {
 			if iv.child != nil {
 				iv.child.NotifyContent(0, 0) // attributes and pages
 			}
-			if iv.parent != nil && !m.sameInode(iv) {
+			if iv.parent != nil && !m.sameInode(iv) && !ownEntry(iv) {
 				iv.parent.NotifyEntry(iv.name)
 			}
 		}

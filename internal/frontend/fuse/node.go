@@ -27,6 +27,7 @@ type node struct {
 	local    *attrs            // attributes not committed yet (a new file, a change while a version is pending), or nil
 	werr     error             // a failed publish, for the writer's next fsync or close
 	fresh    bool              // created through this mount and not committed yet
+	persist  bool              // a fresh file: kept in go-fuse's tree (persistent) until published or unlinked (forget.go)
 	claim    store.Claim       // a fresh file: the directory claim its create was decided under (own.go)
 	gone     bool              // unlinked: what is written is never published
 	goneInfo *store.ObjectInfo // its description when it was unlinked
@@ -78,6 +79,7 @@ var (
 	_ fs.NodeUnlinker       = (*node)(nil)
 	_ fs.NodeRenamer        = (*node)(nil)
 	_ fs.NodeCreater        = (*node)(nil)
+	_ fs.NodeOnForgetter    = (*node)(nil)
 	_ fs.NodeOpener         = (*node)(nil)
 	_ fs.NodeStatfser       = (*node)(nil)
 	_ fs.NodeMknoder        = (*node)(nil)
@@ -376,14 +378,21 @@ func (n *node) Lookup(ctx context.Context, name string, out *gofuse.EntryOut) (*
 		}
 	}
 	p := n.child(name)
-	if n.m.wb.unlinking(p) {
+	switch gone, queued := n.m.wb.only(p); {
+	case gone:
 		return nil, syscall.ENOENT // removed here; the unlink is queued
-	}
-	if n.m.wb.queued(p) {
+	case queued:
 		// Changed here, queued, and its node forgotten by the kernel (an
-		// invalidation after an earlier version's commit): publish it
-		// first, or the lookup would answer the store's older version.
+		// invalidation after an earlier version's commit; a directory
+		// made again after an unlink): publish it first, or the lookup
+		// would answer the store's older version.
 		n.m.wb.drain()
+	case n.isFresh():
+		// A directory made here and not published: nobody else knows it,
+		// so what is in it is in the mount's tree or queue. The store
+		// holds nothing under its path, or another's (a file unlinked
+		// here before the mkdir, both queued: ENOTDIR).
+		return nil, syscall.ENOENT
 	}
 	info, err := n.m.cfg.Store.Stat(ctx, n.m.cfg.Bucket, p)
 	if err != nil {

@@ -24,19 +24,30 @@ const (
 // the nodes whose content a FLUSH may never publish (see idlePublish).
 type idleSet struct {
 	mu    sync.Mutex
-	nodes map[*node]struct{}
+	nodes map[*node]string // the node's path when it was last made dirty (forget.go)
 	stop  chan struct{}
 	done  chan struct{}
 }
 
-// add records that n holds content written through the mount.
+// add records that n, in the mount's tree (the kernel is using it: a
+// write, a truncate, a create), holds content written through the mount.
 func (s *idleSet) add(n *node) {
+	p := n.storePath()
 	s.mu.Lock()
 	if s.nodes == nil {
-		s.nodes = map[*node]struct{}{}
+		s.nodes = map[*node]string{}
 	}
-	s.nodes[n] = struct{}{}
+	s.nodes[n] = p
 	s.mu.Unlock()
+}
+
+// pathOf returns the path n had when it was last made dirty, if n is in
+// the set.
+func (s *idleSet) pathOf(n *node) (string, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p, ok := s.nodes[n]
+	return p, ok
 }
 
 // start publishes, every idlePublish/4, the content not changed for

@@ -215,11 +215,47 @@ func TestRecallRightAfterCreate(t *testing.T) {
 	}
 	// Here go-fuse would add ch to the root; a recall comes first.
 	m.FlushDir(ctx, m.root.dirIno())
-	if _, err := st.Stat(ctx, "web", "n"); err != nil {
-		t.Fatalf("the recall did not publish the new file under its name: %v", err)
-	}
-	if got := ch.Operations().(*node).storePath(); got != "n" {
-		t.Fatalf("the new file's path is %q", got)
+	if info, err := st.Stat(ctx, "web", "n"); err != nil || info.Ino != ch.StableAttr().Ino {
+		t.Fatalf("the recall did not publish the new file under its name: %+v, %v", info, err)
 	}
 	fh.(fs.FileReleaser).Release(ctx)
+}
+
+// A directory made again under a name whose unlink is queued ahead of it
+// has nothing in it yet: a lookup in it answers ENOENT while both are
+// queued, not the store's view of the path (ENOTDIR under the file still
+// there). pjdfstest unlink/00.t #72: bind n0, unlink n0, mkdir n0, then
+// create n0/n1 failed with ENOTDIR.
+func TestLookupInDirMadeAgain(t *testing.T) {
+	m, st := testMount(t)
+	ctx := context.Background()
+	if _, _, err := st.Put(ctx, "web", "s", strings.NewReader(""), store.PutOptions{Mode: 0o644, Explicit: true}); err != nil {
+		t.Fatal(err)
+	}
+	m.testChild(t, "s")
+	release := make(chan struct{})
+	st.mu.Lock()
+	st.beforeChange = func() { <-release }
+	st.mu.Unlock()
+	defer close(release)
+	if e := m.root.Unlink(ctx, "s"); e != 0 {
+		t.Fatal(e)
+	}
+	m.root.RmChild("s") // as go-fuse does once Unlink returns
+	var out gofuse.EntryOut
+	ch, e := m.root.Mkdir(ctx, "s", 0o755, &out)
+	if e != 0 {
+		t.Fatal(e)
+	}
+	m.root.AddChild("s", ch, true) // as go-fuse does once Mkdir returns
+	dir := ch.Operations().(*node)
+	if _, e := dir.Lookup(ctx, "x", &out); e != syscall.ENOENT {
+		t.Errorf("lookup of x in s, made again with its mkdir queued: %v, want ENOENT", e)
+	}
+	if es, _, e := dir.list(ctx); e != 0 || len(es) != 0 {
+		t.Errorf("listing of s, made again with its mkdir queued: %v, %v, want it empty", es, e)
+	}
+	if _, e := m.root.Lookup(ctx, "s", &out); e != 0 || out.Mode&syscall.S_IFMT != syscall.S_IFDIR {
+		t.Errorf("lookup of s: mode %o, %v, want the directory", out.Mode, e)
+	}
 }

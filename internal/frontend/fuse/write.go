@@ -63,7 +63,10 @@ func (n *node) Create(ctx context.Context, name string, flags, mode uint32, out 
 	now := time.Now()
 	c := &node{m: n.m, write: w, fresh: true, claim: claim, local: &attrs{mode: mode, uid: uid, gid: gid, mtime: now, ctime: now, atime: now}}
 	c.fill(store.ObjectInfo{Ino: ino, Nlink: 1, Mode: mode, UID: uid, GID: gid, ModTime: now}, &out.Attr)
-	ch := n.NewInode(ctx, c, fs.StableAttr{Mode: syscall.S_IFREG, Ino: ino})
+	// Persistent until published (forget.go): the kernel may forget the
+	// inode first, and the mount must keep its name to publish it.
+	c.persist = true
+	ch := n.NewPersistentInode(ctx, c, fs.StableAttr{Mode: syscall.S_IFREG, Ino: ino})
 	// In the directory before the claim goes (go-fuse adds it only after
 	// Create returns): a recall of n between the two would find it with
 	// no name and could not publish it.
@@ -365,6 +368,7 @@ func (n *node) published(ctx context.Context, p *pending, gen uint64, err error)
 	}
 	n.settled++
 	n.mu.Unlock()
+	n.unpin()
 	if p.f != nil {
 		p.f.Close()
 	}

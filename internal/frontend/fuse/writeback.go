@@ -133,7 +133,13 @@ func (wb *writeback) newIno(ctx context.Context) (uint64, error) {
 // enqueue queues n's content w (n.mu held): w gives up its file, and n's
 // reads see the queued version until it is published.
 func (wb *writeback) enqueue(n *node, w *content) *pending {
-	p := &pending{kind: opPublish, n: n, path: n.storePath(), f: w.f, size: w.size(), at: time.Now(),
+	return wb.enqueueAt(n, w, n.storePath())
+}
+
+// enqueueAt is enqueue to publish at path (a node the kernel forgot, and
+// go-fuse took out of the tree: forget.go).
+func (wb *writeback) enqueueAt(n *node, w *content, path string) *pending {
+	p := &pending{kind: opPublish, n: n, path: path, f: w.f, size: w.size(), at: time.Now(),
 		changed: w.changed, dir: n.parentIno(), done: make(chan struct{})}
 	if orphaned(p.path) {
 		wb.m.cfg.Logger.Warn("mount: a file lost its name in the mount before it was published; the change is dropped",
@@ -201,6 +207,14 @@ func (wb *writeback) unlinking(path string) bool {
 	wb.mu.Lock()
 	defer wb.mu.Unlock()
 	return wb.unlinks[path] > 0
+}
+
+// only reports whether every change queued at path is an unlink (gone)
+// and whether any is queued.
+func (wb *writeback) only(path string) (gone, queued bool) {
+	wb.mu.Lock()
+	defer wb.mu.Unlock()
+	return wb.unlinks[path] > 0 && wb.unlinks[path] == wb.paths[path], wb.paths[path] > 0
 }
 
 // takeNsErr returns and forgets the first error of a queued namespace
