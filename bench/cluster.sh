@@ -12,6 +12,13 @@
 #             after each acknowledged PUT polls the two other nodes with HEAD
 #             in a tight loop (deadline PROP_DEADLINE per file): the delay from
 #             the acknowledgement to the first 200, p50/p99/max per node.
+#             Then (as root, with /dev/fuse) a new cluster whose node 1
+#             mounts a bucket once per mode of PROP_MOUNT_MODES (default
+#             "flush noflush handles"; empty: none), and PROP_N files written
+#             through each mount (create, write, close, no fsync): the delay
+#             from close's return to the first 200 on nodes 2 and 3, the
+#             mode's visibility bound (target p99 <= 1 s; over it, the
+#             script exits 1).
 #   read      random GETs of the small corpus (SCALE, 0.25 by default here)
 #             through node READ_NODE, from a bucket with --replicas 3 (every
 #             read local) and one with --replicas 1 (about two thirds remote),
@@ -83,6 +90,7 @@ RCLONE_FLAGS=${RCLONE_FLAGS:-}
 PROP_N=${PROP_N:-500}
 PROP_SIZE=${PROP_SIZE:-1024}
 PROP_DEADLINE=${PROP_DEADLINE:-5s}
+PROP_MOUNT_MODES=${PROP_MOUNT_MODES-"flush noflush handles"}
 DURATION=${DURATION:-10}
 ROUNDS=${ROUNDS:-2}
 CONNS=${CONNS:-20}
@@ -159,8 +167,42 @@ part_prop() {
 	local leader
 	leader=$(leader_node)
 	cluster_stop
+	# Through node 1's mount, one mount per mode: the visibility bound of
+	# each mode (written, closed, no fsync; docs/operations.md).
+	local mode modes_run=()
+	if [ -n "$PROP_MOUNT_MODES" ] && [ "$(id -u)" = 0 ] && [ -c /dev/fuse ]; then
+		CL_MOUNT_MODES=$PROP_MOUNT_MODES CL_MOUNT_BUCKET=propm cluster_start prop-mount
+		others=("${NODE_URL[2]}" "${NODE_URL[3]}") names=(node2 node3)
+		for mode in $PROP_MOUNT_MODES; do
+			local deadline=$((SECONDS + 60))
+			until mountpoint -q "$CL_DIR/mnt-$mode"; do
+				[ $SECONDS -lt $deadline ] || die "node 1's $mode mount is not mounted after 60 s"
+				sleep 0.2
+			done
+			log "propagation: $PROP_N files of $PROP_SIZE B through node 1's $mode mount, polling ${names[*]}"
+			"$PROPAGATE" -mode prop -dir "$CL_DIR/mnt-$mode" -poll "$(IFS=,; echo "${others[*]}")" \
+				-names "$(IFS=,; echo "${names[*]}")" -bucket propm -prefix "$mode" -n "$PROP_N" \
+				-size "$PROP_SIZE" -deadline "$PROP_DEADLINE" -csv "$OUT/prop-mount-$mode.csv" \
+				>"$OUT/prop-mount-$mode.txt" 2>"$OUT/prop-mount-$mode.err" ||
+				{ cat "$OUT/prop-mount-$mode.err" >&2; die "propagation through node 1's $mode mount failed"; }
+			cat "$OUT/prop-mount-$mode.txt" >&2
+			while read -r line; do
+				case "$line" in
+				PUT*) res+=("1 ($mode mount)|put|$(kv p50_ms "$line")|$(kv p99_ms "$line")|$(kv max_ms "$line")|0") ;;
+				PROP*) res+=("1 ($mode mount)|$(kv node "$line")|$(kv p50_ms "$line")|$(kv p99_ms "$line")|$(kv max_ms "$line")|$(kv missed "$line")") ;;
+				esac
+			done <"$OUT/prop-mount-$mode.txt"
+			modes_run+=("$mode")
+		done
+		cluster_stop
+	elif [ -n "$PROP_MOUNT_MODES" ]; then
+		log "propagation through a mount skipped: it needs root and /dev/fuse"
+	fi
+	local mount_note=""
+	[ ${#modes_run[@]} -eq 0 ] ||
+		mount_note=" Rows \"node 1 (MODE mount)\": a second cluster, the files written through node 1's mount in that mode (${modes_run[*]}) with create, write, close and no fsync; delay = the return of close → first 200."
 	emit "### Propagation" "" \
-		"3-node cluster on 127.0.0.1, bucket --replicas 3; $PROP_N files of $PROP_SIZE B written one at a time; after each acknowledged PUT the other two nodes are polled with HEAD in a tight loop; delay = acknowledgement → first 200 (includes that HEAD's round trip). Raft leader during the run: node $leader." \
+		"3-node cluster on 127.0.0.1, bucket --replicas 3; $PROP_N files of $PROP_SIZE B written one at a time; after each acknowledged PUT the other two nodes are polled with HEAD in a tight loop; delay = acknowledgement → first 200 (includes that HEAD's round trip). Raft leader during the run: node $leader.$mount_note" \
 		"$(date -u +%Y-%m-%dT%H:%MZ); $(machine_info); cairn binary built from git $BIN_REV" \
 		"command: PARTS=prop PROP_N=$PROP_N PROP_SIZE=$PROP_SIZE bench/cluster.sh" "" \
 		"| written through | polled node | p50 ms | p99 ms | max ms | not visible within $PROP_DEADLINE |" \
@@ -169,10 +211,17 @@ part_prop() {
 	for r in "${res[@]}"; do
 		IFS='|' read -r -a f <<<"$r"
 		if [ "${f[1]}" = put ]; then
-			emit "| node ${f[0]} | (PUT latency itself) | ${f[2]} | ${f[3]} | ${f[4]} | — |"
+			case "${f[0]}" in
+			*mount*) emit "| node ${f[0]} | (create, write, close itself) | ${f[2]} | ${f[3]} | ${f[4]} | — |" ;;
+			*) emit "| node ${f[0]} | (PUT latency itself) | ${f[2]} | ${f[3]} | ${f[4]} | — |" ;;
+			esac
 		else
 			emit "| node ${f[0]} | ${f[1]} | ${f[2]} | ${f[3]} | ${f[4]} | ${f[5]} |"
 			[ "${f[5]}" = 0 ] || FAILED=1
+			# A mount's bound (docs/operations.md): p99 <= 1 s.
+			case "${f[0]}" in
+			*mount*) awk -v p="${f[3]}" 'BEGIN { exit !(p + 0 > 1000) }' && { log "p99 over 1 s through node ${f[0]}"; FAILED=1; } ;;
+			esac
 		fi
 	done
 	emit ""

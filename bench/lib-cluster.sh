@@ -29,6 +29,15 @@ cluster_start() {
 		join=()
 		[ "$i" -eq 1 ] || join=(--join "${NODE_URL[1]}")
 		NODE_DEBUG[i]=""
+		# CL_MOUNT_MODES (bench/cluster.sh, part prop): node 1 mounts bucket
+		# CL_MOUNT_BUCKET once per mode, on CL_DIR/mnt-MODE.
+		if [ "$i" -eq 1 ] && [ -n "${CL_MOUNT_MODES:-}" ]; then
+			local mode
+			for mode in $CL_MOUNT_MODES; do
+				mkdir -p "$CL_DIR/mnt-$mode"
+				join+=(--mount "$CL_MOUNT_BUCKET:$CL_DIR/mnt-$mode:$mode")
+			done
+		fi
 		if [ "$PROFILE" -gt 0 ]; then
 			NODE_DEBUG[i]=127.0.0.1:$(pick_port)
 			join+=(--debug-listen "${NODE_DEBUG[i]}")
