@@ -31,6 +31,25 @@
 #           then each PHP page alone (siege -c PHP_CONC -r PHP_PAGE_REPS of
 #           that URL), since the static files of the mix hide PHP's cost.
 #           Target: Cairn/local time <= 1.1 for each page alone.
+#   mediawiki
+#           MediaWiki 1.39 (Debian's `mediawiki` package; APCu as its
+#           object cache), a heavier PHP application, with the php part's
+#           servers and settings (PHP_CONC, PHP_PAGE_REPS, PHP_WORKERS,
+#           PHP_NODE, PHP_MAX_S): Debian's tree with its symlinks followed,
+#           installed offline (maintenance/install.php, stock skins, no
+#           extensions) into a database of its own, a content page of
+#           wikitext (sections, a table, links, two templates) written with
+#           maintenance/edit.php, then copied onto node 2's mount and onto
+#           the local directory; both copies share the database and APCu,
+#           each has its own localisation cache on the local disk (the
+#           cache records the paths of the files it was built from and
+#           stats them on every request). Each page alone under `siege -c
+#           PHP_CONC -r PHP_PAGE_REPS` after one unrecorded pass: the main
+#           page, the content page, load.php's startup module (the module
+#           registry: about 1,100 module files checked) and the main page's
+#           stylesheet (a load.php styles request).
+#           Target (issue 33): Cairn/local time <= 1.05 for each page
+#           alone.
 #   reads   READ_FILES files of 500-800 KB (the medium corpus at
 #           READ_FILES/2000) on node 2's mount and on the local directory;
 #           READ_CONC (20, 30) concurrent readers (xargs -P N cat of random
@@ -108,6 +127,8 @@
 #   php:   PHP_CONC=20 PHP_REPS (requests per siege user; default 5 passes
 #          over the URL list) PHP_PAGE_REPS=10 (each PHP page alone) PHP_WORKERS=8 (php-fpm children) WP_POSTS=30
 #          WP_UPLOAD_SCALE=0.01 (200 files) PHP_NODE=2 PHP_MAX_S=600
+#   mediawiki: the php part's PHP_CONC PHP_PAGE_REPS PHP_WORKERS PHP_NODE
+#          PHP_MAX_S
 #   reads: READ_FILES=300 READ_CONC="20 30" READ_COUNT=3000 READ_BATCH=20
 #          (files per cat) READ_CACHE="cold warm" READ_NODE=2 READ_MAX_S=300
 #          COLD_RESTART=1
@@ -132,8 +153,10 @@
 #
 # Needs root (FUSE with allow_other, drop_caches, loop mounts) and installs
 # what is missing with apt-get: siege, nginx, php-fpm, php-mysql,
-# mariadb-server, wordpress, linux-source-6.1, fuse3, jq, git. Go builds the
-# loopback and bench/smallfiles.
+# mariadb-server, wordpress, mediawiki (with php-apcu, php-intl,
+# php-mbstring, php-xml, php-cli; without its recommends),
+# linux-source-6.1, fuse3, jq, git. Go builds the loopback and
+# bench/smallfiles.
 #
 # Output: the table on stdout; results.csv, table.md, node and server logs
 # under bench/.data/results/mount-DATE/.
@@ -150,7 +173,7 @@ done
 . "$(dirname "$0")/lib.sh"
 
 ROUNDS=${ROUNDS:-3}
-ALL_BENCHES="php reads small untar tree git upload contend meta large"
+ALL_BENCHES="php mediawiki reads small untar tree git upload contend meta large"
 BENCHES=${*:-${BENCHES:-$ALL_BENCHES}}
 PHP_CONC=${PHP_CONC:-20}
 PHP_REPS=${PHP_REPS:-}
@@ -214,22 +237,36 @@ selected() { case " $BENCHES " in *" $1 "*) return 0 ;; esac; return 1; }
 # ---------------------------------------------------------------- tools
 tools=(curl:curl tar:tar xz:xz-utils sha256sum:coreutils timeout:coreutils
 	findmnt:util-linux fincore:util-linux fusermount3:fuse3 jq:jq openssl:openssl)
-selected php && tools+=(siege:siege nginx:nginx)
+{ selected php || selected mediawiki; } && tools+=(siege:siege nginx:nginx)
 selected git && tools+=(git:git)
 have go || die "no go: the loopback and bench/smallfiles are built with it"
 need_tools "${tools[@]}"
-if selected php; then
+if selected php || selected mediawiki; then
 	# php-fpm (and nginx, which provides httpd) first, in a transaction of
-	# their own: then wordpress's "apache2 | httpd" and "libapache2-mod-php
-	# | php" are met by them, and apt does not pull in Apache (which would
-	# start on port 80 where services start on install).
+	# their own: then wordpress's and mediawiki's "apache2 | httpd" and
+	# "libapache2-mod-php | php" are met by them, and apt does not pull in
+	# Apache (which would start on port 80 where services start on install).
 	compgen -G '/usr/sbin/php-fpm*' >/dev/null || apt_install nginx php-fpm
 	php_pkgs=()
 	compgen -G '/usr/lib/php/*/mysqli.so' >/dev/null || php_pkgs+=(php-mysql)
 	have mariadbd || php_pkgs+=(mariadb-server)
-	[ -f /usr/share/wordpress/wp-settings.php ] || php_pkgs+=(php wordpress)
-	[ -d /usr/share/wordpress/wp-content/themes/twentytwentythree ] || php_pkgs+=(wordpress-theme-twentytwentythree)
+	if selected php; then
+		[ -f /usr/share/wordpress/wp-settings.php ] || php_pkgs+=(php wordpress)
+		[ -d /usr/share/wordpress/wp-content/themes/twentytwentythree ] || php_pkgs+=(wordpress-theme-twentytwentythree)
+	fi
 	[ ${#php_pkgs[@]} -eq 0 ] || apt_install "${php_pkgs[@]}"
+	if selected mediawiki; then
+		# Without its recommends (ImageMagick, Lua, Pygments...), but with
+		# APCu, its object cache here, and PHP's CLI for the install.
+		mw_pkgs=()
+		[ -f /usr/share/mediawiki/includes/WebStart.php ] || mw_pkgs+=(mediawiki)
+		for ext in apcu:php-apcu intl:php-intl mbstring:php-mbstring dom:php-xml; do
+			compgen -G "/usr/lib/php/*/${ext%%:*}.so" >/dev/null || mw_pkgs+=("${ext#*:}")
+		done
+		have php || mw_pkgs+=(php-cli)
+		[ ${#mw_pkgs[@]} -eq 0 ] || apt_install --no-install-recommends "${mw_pkgs[@]}"
+		[ -f /usr/share/mediawiki/includes/WebStart.php ] || die "no /usr/share/mediawiki after installing mediawiki"
+	fi
 	PHP_FPM=$(compgen -G '/usr/sbin/php-fpm*' | sort -V | tail -n1)
 	[ -x "$PHP_FPM" ] || die "no php-fpm binary in /usr/sbin after installing php-fpm"
 	have mariadbd || die "no mariadbd after installing mariadb-server"
@@ -484,8 +521,11 @@ same_sample() {
 }
 
 # ---------------------------------------------------------------- php
+# php_start_servers RUN DB: a new MariaDB with database DB (user DB,
+# password DB-bench) and one php-fpm pool; sets DB_SOCK, FPM_SOCK and the
+# pids DB_PID, FPM_PID (php_stop_servers stops them).
 php_start_servers() {
-	local run=$1 sock db
+	local run=$1 name=$2 sock db
 	scratch_dir db mariadb
 	DB_SOCK=$db/mysqld.sock
 	log "MariaDB: new data directory $db/data (Unix socket only, no TCP)"
@@ -502,8 +542,8 @@ php_start_servers() {
 		sleep 0.3
 	done
 	mariadb --no-defaults --socket="$DB_SOCK" -uroot -e \
-		"CREATE DATABASE wp; CREATE USER 'wp'@'localhost' IDENTIFIED BY 'wp-bench'; GRANT ALL ON wp.* TO 'wp'@'localhost';" ||
-		die "creating the WordPress database failed"
+		"CREATE DATABASE $name; CREATE USER '$name'@'localhost' IDENTIFIED BY '$name-bench'; GRANT ALL ON $name.* TO '$name'@'localhost';" ||
+		die "creating the database $name failed"
 
 	sock=$run/php-fpm.sock
 	cat >"$run/php-fpm.conf" <<-EOF
@@ -533,6 +573,31 @@ php_start_servers() {
 	done
 	FPM_SOCK=$sock
 	log "php-fpm $FPM_PID ($PHP_FPM, $PHP_WORKERS children) on $sock; mariadbd $DB_PID on $DB_SOCK"
+}
+
+# php_stop_servers: stop nginx, php-fpm and MariaDB (php_nginx_start,
+# php_start_servers).
+php_stop_servers() {
+	stop_pid "$PHP_NGINX_PID"
+	stop_pid "$FPM_PID"
+	stop_pid "$DB_PID"
+}
+
+# php_copy_tree PART WHAT SRC NAME ROOTS: copy the tree SRC to NAME under
+# every side's root (node PHP_NODE's mount for Cairn), then sync; the
+# associative array named ROOTS gets each side's copy.
+php_copy_tree() {
+	local part=$1 what=$2 src=$3 name=$4 n side dst t0
+	local -n copies=$5
+	n=$(find "$src" | wc -l)
+	for side in $SIDES; do
+		copies["$side"]=$(side_dir "$side" "$PHP_NODE")/$name
+		dst=${copies[$side]}
+		t0=$(now)
+		cp -r "$src" "$dst" || die "copying the $what tree into $dst failed"
+		sync && sync "$dst" # a bare sync does not wait for the mount's write-back (no FUSE_SYNCFS)
+		log "$part: copied the $what tree ($n entries, $(du -sm "$src" | cut -f1) MB) into $dst ($side) in $(elapsed "$t0" "$(now)") s (+ sync)"
+	done
 }
 
 # wp_tree DIR: a self-contained WordPress tree: Debian's /usr/share/wordpress
@@ -615,11 +680,15 @@ wp_install() {
 	log "WordPress: $(tail -n 1 "$OUT/wp-install.log")"
 }
 
-# php_nginx_start RUN: one nginx, one server per side (its tree WP_ROOT[SIDE])
-# on a loopback port of its own (PHP_PORT[SIDE]), PHP to the php-fpm socket.
-declare -A WP_ROOT PHP_PORT
+# php_nginx_start RUN ROOTS PROBE: one nginx, one server per side (its tree
+# ROOTS[SIDE], ROOTS the name of an associative array) on a loopback port of
+# its own (PHP_PORT[SIDE]), PHP to the php-fpm socket; waits until the
+# local side serves the static file PROBE.
+# shellcheck disable=SC2034 # WP_ROOT, MW_ROOT: passed by name (ROOTS)
+declare -A WP_ROOT MW_ROOT PHP_PORT
 php_nginx_start() {
-	local run=$1 mime=/etc/nginx/mime.types used=" "
+	local run=$1 probe=$3 mime=/etc/nginx/mime.types used=" "
+	local -n roots=$2
 	for side in $SIDES; do
 		PHP_PORT[$side]=$(pick_port)
 		while [[ $used == *" ${PHP_PORT[$side]} "* ]]; do PHP_PORT[$side]=$(pick_port); done
@@ -629,7 +698,7 @@ php_nginx_start() {
 	local side root port
 	{
 		cat <<-EOF
-			# nginx for bench/mount.sh (php): the same settings as
+			# nginx for bench/mount.sh (php, mediawiki): the same settings as
 			# bench/nginx.conf.tmpl, plus PHP through php-fpm.
 			user root root;
 			worker_processes 2;
@@ -655,7 +724,7 @@ php_nginx_start() {
 			    scgi_temp_path $run/scgi;
 		EOF
 		for side in $SIDES; do
-			root=${WP_ROOT[$side]} port=${PHP_PORT[$side]}
+			root=${roots[$side]} port=${PHP_PORT[$side]}
 			cat <<-EOF
 				    server {
 				        listen 127.0.0.1:$port backlog=1024;
@@ -678,8 +747,8 @@ php_nginx_start() {
 	"$(nginx_bin)" -p "$run" -e "$OUT/nginx-error.log" -c "$run/nginx.conf" >"$OUT/nginx.stdout" 2>&1 &
 	PHP_NGINX_PID=$!
 	BENCH_PIDS+=("$PHP_NGINX_PID")
-	wait_http "http://127.0.0.1:${PHP_PORT[local]}/wp-includes/js/jquery/jquery.min.js" "$PHP_NGINX_PID" 15 "$OUT/nginx-error.log"
-	for side in $SIDES; do log "nginx $PHP_NGINX_PID: the $side tree ${WP_ROOT[$side]} on 127.0.0.1:${PHP_PORT[$side]}"; done
+	wait_http "http://127.0.0.1:${PHP_PORT[local]}$probe" "$PHP_NGINX_PID" 15 "$OUT/nginx-error.log"
+	for side in $SIDES; do log "nginx $PHP_NGINX_PID: the $side tree ${roots[$side]} on 127.0.0.1:${PHP_PORT[$side]}"; done
 }
 
 # siege_run LIST REPS OUTFILE: siege PHP_CONC users x REPS requests over the
@@ -702,58 +771,8 @@ siege_run() {
 	fi
 }
 
-part_php() {
-	local run src n r side u code body dst t0 page
-	SCALE=$WP_UPLOAD_SCALE ensure_corpus small
-	scratch_dir run php
-	php_start_servers "$run"
-	scratch_dir src wpsrc
-	wp_tree "$src"
-	wp_install "$src"
-	n=$(find "$src" | wc -l)
-	for side in $SIDES; do
-		dst=$(side_dir "$side" "$PHP_NODE")/wordpress
-		WP_ROOT[$side]=$dst
-		t0=$(now)
-		cp -r "$src" "$dst" || die "copying the WordPress tree into $dst failed"
-		sync && sync "$dst" # a bare sync does not wait for the mount's write-back (no FUSE_SYNCFS)
-		log "php: copied the WordPress tree ($n entries, $(du -sm "$src" | cut -f1) MB) into $dst ($side) in $(elapsed "$t0" "$(now)") s (+ sync)"
-	done
-	php_nginx_start "$run"
-
-	# The pages: PHP (home, posts, archives, search, login) and static files.
-	local y
-	y=$(date +%Y)
-	local php_pages=(/ "/$y/bench-post-1/" "/$y/bench-post-2/" "/$y/bench-post-3/" /category/uncategorized/ /tag/bench/ "/?s=lorem" /wp-login.php)
-	local paths=("${php_pages[@]}" /wp-content/themes/twentytwentythree/style.css /wp-includes/js/jquery/jquery.min.js)
-	mapfile -t ups < <(awk -v seed="$SEED" 'BEGIN {srand(seed)} {a[NR] = $0} END {for (i = 0; i < 4; i++) print a[int(rand() * NR) + 1]}' "$CORPUS_DIR/small/paths.txt")
-	for u in "${ups[@]}"; do paths+=("/wp-content/uploads/$u"); done
-	for side in $SIDES; do
-		local port=${PHP_PORT[$side]}
-		: >"$OUT/siege-urls-$side.txt"
-		for u in "${paths[@]}"; do
-			echo "http://127.0.0.1:$port$u" >>"$OUT/siege-urls-$side.txt"
-			code=$(curl -sS -o "$OUT/page.tmp" -w '%{http_code}' --max-time 60 "http://127.0.0.1:$port$u") || code=000
-			[ "$code" = 200 ] || die "php: $side http://127.0.0.1:$port$u answered $code (see $OUT/nginx-error.log, $OUT/php-errors.log)"
-			case $u in
-			/wp-content/uploads/*)
-				[ "$(sha256sum <"$OUT/page.tmp" | cut -d' ' -f1)" = "$(sha256sum <"$src${u}" | cut -d' ' -f1)" ] ||
-					die "php: $side $u differs from the upload" ;;
-			*.css | *.js) ;;
-			*)
-				body=$(cat "$OUT/page.tmp")
-				if [[ $body != *"Cairn mount bench"* || $body != *"</html>"* ]]; then
-					mv "$OUT/page.tmp" "$OUT/page-$side.html"
-					die "php: $side $u is not a whole WordPress page (saved in $OUT/page-$side.html)"
-				fi
-				;;
-			esac
-		done
-	done
-	rm -f "$OUT/page.tmp"
-	n=${#paths[@]}
-	[ -n "$PHP_REPS" ] || PHP_REPS=$((5 * n))
-	log "php: ${#paths[@]} URLs answer 200 on every side (PHP pages carry the site title; uploads match by SHA-256)"
+# siege_rc: siege's settings for siege_run, in OUT/siegerc.
+siege_rc() {
 	cat >"$OUT/siegerc" <<-EOF
 		# siege settings of bench/mount.sh: no HTML parsing (the URL list is
 		# the whole load), keep-alive, no delay, no log file.
@@ -775,11 +794,88 @@ part_php() {
 		accept-encoding = gzip
 		url-escaping = true
 	EOF
+}
+
+# php_get PART SIDE PATH: GET PATH from SIDE's server into OUT/page.tmp; die
+# unless it answers 200.
+php_get() {
+	local url=http://127.0.0.1:${PHP_PORT[$2]}$3 code
+	code=$(curl -sS -o "$OUT/page.tmp" -w '%{http_code}' --max-time 60 "$url") || code=000
+	[ "$code" = 200 ] || die "$1: $2 $url answered $code (see $OUT/nginx-error.log, $OUT/php-errors.log)"
+}
+
+# siege_warmup PART PREFIX N: one unrecorded siege -c PHP_CONC -r N per side
+# over its list OUT/PREFIXsiege-urls-SIDE.txt.
+siege_warmup() {
+	local side
 	for side in $SIDES; do
-		log "php: warm-up, $side: siege -c $PHP_CONC -r $n (not recorded)"
-		siege_run "$OUT/siege-urls-$side.txt" "$n" "$OUT/siege-warmup-$side.json"
-		[ "$RUN_STATUS" = ok ] || die "php: warm-up against $side: $RUN_STATUS ($OUT/siege-warmup-$side.json)"
+		log "$1: warm-up, $side: siege -c $PHP_CONC -r $3 (not recorded)"
+		siege_run "$OUT/${2}siege-urls-$side.txt" "$3" "$OUT/${2}siege-warmup-$side.json"
+		[ "$RUN_STATUS" = ok ] || die "$1: warm-up against $side: $RUN_STATUS ($OUT/${2}siege-warmup-$side.json)"
 	done
+}
+
+# page_alone PART LABEL PATH: PATH alone, siege -c PHP_CONC -r PHP_PAGE_REPS,
+# ROUNDS rounds of every side, recorded as "page LABEL alone" with the FUSE
+# calls per page of the Cairn side.
+page_alone() {
+	local part=$1 label=$2 path=$3 r side
+	for side in $SIDES; do echo "http://127.0.0.1:${PHP_PORT[$side]}$path" >"$OUT/siege-page-$side.txt"; done
+	for r in $(seq 1 "$ROUNDS"); do
+		for side in $(sides "$r"); do
+			if [ "$side" = cairn ]; then calls_before "$PHP_NODE"; fi
+			siege_run "$OUT/siege-page-$side.txt" "$PHP_PAGE_REPS" "$OUT/siege-page-r$r-$side.json"
+			record "$part" "page $label alone: siege -c $PHP_CONC -r $PHP_PAGE_REPS" "$r" "$side" "$RUN_S" "$SIEGE_N" "$RUN_STATUS"
+			if [ "$side" = cairn ]; then calls_after "$part" "page $label alone" "$r" "$PHP_NODE" "$SIEGE_N"; fi
+		done
+	done
+}
+
+part_php() {
+	local run src n r side u body page
+	SCALE=$WP_UPLOAD_SCALE ensure_corpus small
+	scratch_dir run php
+	php_start_servers "$run" wp
+	scratch_dir src wpsrc
+	wp_tree "$src"
+	wp_install "$src"
+	php_copy_tree php WordPress "$src" wordpress WP_ROOT
+	php_nginx_start "$run" WP_ROOT /wp-includes/js/jquery/jquery.min.js
+
+	# The pages: PHP (home, posts, archives, search, login) and static files.
+	local y
+	y=$(date +%Y)
+	local php_pages=(/ "/$y/bench-post-1/" "/$y/bench-post-2/" "/$y/bench-post-3/" /category/uncategorized/ /tag/bench/ "/?s=lorem" /wp-login.php)
+	local paths=("${php_pages[@]}" /wp-content/themes/twentytwentythree/style.css /wp-includes/js/jquery/jquery.min.js)
+	mapfile -t ups < <(awk -v seed="$SEED" 'BEGIN {srand(seed)} {a[NR] = $0} END {for (i = 0; i < 4; i++) print a[int(rand() * NR) + 1]}' "$CORPUS_DIR/small/paths.txt")
+	for u in "${ups[@]}"; do paths+=("/wp-content/uploads/$u"); done
+	for side in $SIDES; do
+		local port=${PHP_PORT[$side]}
+		: >"$OUT/siege-urls-$side.txt"
+		for u in "${paths[@]}"; do
+			echo "http://127.0.0.1:$port$u" >>"$OUT/siege-urls-$side.txt"
+			php_get php "$side" "$u"
+			case $u in
+			/wp-content/uploads/*)
+				[ "$(sha256sum <"$OUT/page.tmp" | cut -d' ' -f1)" = "$(sha256sum <"$src${u}" | cut -d' ' -f1)" ] ||
+					die "php: $side $u differs from the upload" ;;
+			*.css | *.js) ;;
+			*)
+				body=$(cat "$OUT/page.tmp")
+				if [[ $body != *"Cairn mount bench"* || $body != *"</html>"* ]]; then
+					mv "$OUT/page.tmp" "$OUT/page-$side.html"
+					die "php: $side $u is not a whole WordPress page (saved in $OUT/page-$side.html)"
+				fi
+				;;
+			esac
+		done
+	done
+	rm -f "$OUT/page.tmp"
+	n=${#paths[@]}
+	[ -n "$PHP_REPS" ] || PHP_REPS=$((5 * n))
+	log "php: ${#paths[@]} URLs answer 200 on every side (PHP pages carry the site title; uploads match by SHA-256)"
+	siege_rc
+	siege_warmup php "" "$n"
 	for r in $(seq 1 "$ROUNDS"); do
 		for side in $(sides "$r"); do
 			if [ "$side" = cairn ]; then calls_before "$PHP_NODE"; fi
@@ -788,22 +884,198 @@ part_php() {
 			if [ "$side" = cairn ]; then calls_after php "page mix: siege -c $PHP_CONC -r $PHP_REPS" "$r" "$PHP_NODE" "$SIEGE_N"; fi
 		done
 	done
-	# Each PHP page alone (static files hide the PHP cost in the mix):
-	# PHP_PAGE_REPS requests per siege user.
-	for page in "${php_pages[@]}"; do
-		for side in $SIDES; do echo "http://127.0.0.1:${PHP_PORT[$side]}$page" >"$OUT/siege-page-$side.txt"; done
-		for r in $(seq 1 "$ROUNDS"); do
-			for side in $(sides "$r"); do
-				if [ "$side" = cairn ]; then calls_before "$PHP_NODE"; fi
-				siege_run "$OUT/siege-page-$side.txt" "$PHP_PAGE_REPS" "$OUT/siege-page-r$r-$side.json"
-				record php "page $page alone: siege -c $PHP_CONC -r $PHP_PAGE_REPS" "$r" "$side" "$RUN_S" "$SIEGE_N" "$RUN_STATUS"
-				if [ "$side" = cairn ]; then calls_after php "page $page alone" "$r" "$PHP_NODE" "$SIEGE_N"; fi
-			done
+	# Each PHP page alone (static files hide the PHP cost in the mix).
+	for page in "${php_pages[@]}"; do page_alone php "$page" "$page"; done
+	php_stop_servers
+}
+
+# ---------------------------------------------------------------- mediawiki
+MW_SITE="Cairn mount bench"
+MW_PAGE=Cairn_bench_article
+
+# mw_tree DIR: a self-contained MediaWiki tree: Debian's /usr/share/mediawiki
+# with its symlinks followed (config, extensions and images point into
+# /var/lib/mediawiki, every extension there into extensions-core), less
+# LocalSettings.php (a link to /etc/mediawiki, dangling until the package is
+# configured: mw_install writes ours) and extensions-core (Debian's store of
+# the bundled extensions, which extensions/ holds once copied through).
+mw_tree() {
+	local dst=$1 e
+	mkdir -p "$dst"
+	while IFS= read -r -d '' e; do
+		case ${e##*/} in LocalSettings.php | extensions-core) continue ;; esac
+		cp -rL "$e" "$dst/" || die "copying $e failed"
+	done < <(find /usr/share/mediawiki -mindepth 1 -maxdepth 1 -print0)
+}
+
+# mw_install DIR CACHE: install the wiki of tree DIR offline (database mw,
+# stock skins, no extensions), append our settings to the LocalSettings.php
+# it writes (localisation caches under CACHE), and write two templates and
+# the content page MW_PAGE with maintenance/edit.php.
+mw_install() {
+	local dir=$1 cache=$2 title
+	(cd "$dir" && php maintenance/install.php --dbtype mysql --dbserver "localhost:$DB_SOCK" --dbname mw \
+		--dbuser mw --dbpass mw-bench --server http://127.0.0.1 --scriptpath "" --lang en \
+		--pass bench-password-0 "$MW_SITE" Admin) >"$OUT/mw-install.log" 2>&1 ||
+		{ tail -n 20 "$OUT/mw-install.log" >&2; die "MediaWiki install failed ($OUT/mw-install.log)"; }
+	cat >>"$dir/LocalSettings.php" <<-EOF
+
+		# Appended by bench/mount.sh. The site answers on whatever host:port
+		# the request names, so the local and the Cairn copy share one
+		# database (and APCu: one php-fpm pool runs both). No jobs run on
+		# requests; nothing fetched from other hosts.
+		\$wgServer = 'http://' . (\$_SERVER['HTTP_HOST'] ?? '127.0.0.1');
+		\$wgMainCacheType = CACHE_ACCEL;
+		# The localisation cache (a CDB file per language) is a cache, not
+		# code: on the local disk, outside every tree. One per tree all the
+		# same: it records the paths of the message files it was built from
+		# and checks their mtimes on every request, so a shared one would
+		# have one side stat the other side's files.
+		\$wgCacheDirectory = '$cache/' . md5(__DIR__);
+		\$wgJobRunRate = 0;
+		\$wgEnableUploads = false;
+		\$wgUseInstantCommons = false;
+		\$wgAllowExternalImages = false;
+		\$wgPingback = false;
+		\$wgShowExceptionDetails = true;
+	EOF
+	cat >"$OUT/mw-Template:Infobox_cairn.wiki" <<-'EOF'
+		{| class="infobox" style="float:right; width:22em; border:1px solid #a2a9b1; background:#f8f9fa"
+		|+ '''{{{name|{{PAGENAME}}}}}'''
+		|-
+		! Type
+		| {{{type|Cairn}}}
+		|-
+		! Height
+		| {{{height|unknown}}}
+		|-
+		! Location
+		| [[{{{location|Nowhere}}}]]
+		|-
+		! Built
+		| {{{built|unknown}}}
+		|}<noinclude>An infobox for cairns. [[Category:Infobox templates]]</noinclude>
+	EOF
+	cat >"$OUT/mw-Template:Note.wiki" <<-'EOF'
+		<div class="hatnote" style="font-style:italic; padding-left:1.6em">'''Note:''' {{{1}}}</div><noinclude>
+		A short note above a section.</noinclude>
+	EOF
+	cat >"$OUT/mw-$MW_PAGE.wiki" <<-'EOF'
+		{{Infobox cairn|name=Cairn bench article|type=Summit cairn|height=2.4 m|location=Ben Nevis|built=before 1800}}
+		A '''cairn''' is a man-made pile of stones raised for a purpose, usually as a marker or as a burial monument. The word comes from the Scottish Gaelic ''càrn'', and cairns are found from the Arctic to the deserts of [[North Africa]]. This article is the content page of the [[Main Page|bench wiki]]: its text, its [[#Uses|sections]], its table and its two templates make the parser do a little of everything a real article asks of it.
+
+		== History ==
+		{{Note|The dates in this section are approximate.}}
+		Cairns were raised in prehistoric times as graves and boundary marks. In the [[Bronze Age]], chambered cairns held the remains of whole families, and many of those in [[Scotland]] and [[Ireland]] still stand. Later, travellers added a stone to a cairn each time they passed, so that the largest ones grew over centuries. Some were built on summits so that they could be seen from the valleys; others mark a pass, a ford or the edge of a bog where the path is lost in fog.
+
+		=== Burial cairns ===
+		A burial cairn covers a stone chamber or a cist. The chamber is reached by a passage, often aligned on the sunrise of a solstice, as at [[Maeshowe]] and [[Newgrange]]. Where the stones were taken away for walls and roads, only the ring of the kerb remains.
+
+		=== Marker cairns ===
+		Marker cairns guide walkers across open ground. On glaciers and high plateaus they are raised every few dozen metres, and a walker who keeps the next one in sight does not stray. Mountain clubs ask walkers not to build new ones, since a path lined with cairns in the wrong places misleads more than it helps.
+
+		== Uses ==
+		* '''Navigation''': on moorland, in deserts and above the tree line.
+		* '''Memorials''': for a battle, a death in the mountains or a visit.
+		* '''Boundaries''': between parishes, estates and grazing grounds.
+		* '''Caches''': polar expeditions left notes and food under cairns.
+		# Find a stable base of flat stones.
+		# Lay each course so that it rests on two stones below.
+		# Finish with a single stone on top.
+
+		== Notable cairns ==
+		{| class="wikitable sortable"
+		|+ Cairn bench table: some notable cairns
+		! Name !! Country !! Height (m) !! Kind
+		|-
+		| [[Maeshowe]] || Scotland || 7.3 || chambered
+		|-
+		| [[Newgrange]] || Ireland || 12 || passage tomb
+		|-
+		| [[Queen Maeve's Cairn]] || Ireland || 10 || unexcavated
+		|-
+		| [[Barnenez]] || France || 8 || chambered
+		|-
+		| Summit of [[Ben Nevis]] || Scotland || 2.4 || summit
+		|}
+
+		== Building a cairn ==
+		{{Note|Do not take stones from walls, graves or streams.}}
+		A sound cairn is wider at the base than at the top, and every stone leans slightly inwards. Small stones fill the gaps so that the larger ones do not rock. In wet climates moss binds the pile within a few years; in dry ones the wind takes the fine soil away and the pile slowly settles. A cairn built in haste falls in the first winter storm, which is why the old ones, built by people who meant them to last, are still here.
+
+		== See also ==
+		* [[Inuksuk]]
+		* [[Dry stone wall]]
+		* [[Standing stone]]
+		* [https://www.example.org/cairns External notes on cairns]
+
+		[[Category:Cairns]]
+		[[Category:Bench pages]]
+	EOF
+	for title in Template:Infobox_cairn Template:Note "$MW_PAGE"; do
+		(cd "$dir" && php maintenance/edit.php --user Admin --summary "bench/mount.sh" "$title" <"$OUT/mw-$title.wiki") \
+			>>"$OUT/mw-install.log" 2>&1 || { tail -n 20 "$OUT/mw-install.log" >&2; die "MediaWiki: writing $title failed ($OUT/mw-install.log)"; }
+	done
+	(cd "$dir" && php maintenance/runJobs.php) >>"$OUT/mw-install.log" 2>&1 || die "MediaWiki: runJobs.php failed ($OUT/mw-install.log)"
+	log "MediaWiki: installed ($(grep -c '^wfLoadSkin' "$dir/LocalSettings.php") skins), $MW_PAGE and two templates written"
+}
+
+# mw_whole PATH FILE: FILE, the answer to PATH, is whole: a page with the
+# site's name and its end (the content page: its table too), or a load.php
+# body, not empty, without ResourceLoader's error comment (its errors
+# answer 200 too; the startup module: with its module registry).
+mw_whole() {
+	case $1 in
+	/index.php*)
+		grep -q "$MW_SITE" "$2" && grep -q '</html>' "$2" || return 1
+		[[ $1 != *"title=$MW_PAGE" ]] || grep -q 'Cairn bench table' "$2"
+		;;
+	*)
+		[ -s "$2" ] && ! grep -q '^Problematic modules\|^Backtrace:' "$2" || return 1
+		[[ $1 != *modules=startup* ]] || grep -q 'mw.loader.register' "$2"
+		;;
+	esac
+}
+
+part_mediawiki() {
+	local run src cache side u i css
+	scratch_dir run mediawiki
+	php_start_servers "$run" mw
+	scratch_dir cache mwcache
+	scratch_dir src mwsrc
+	mw_tree "$src"
+	mw_install "$src" "$cache"
+	php_copy_tree mediawiki MediaWiki "$src" mediawiki MW_ROOT
+	php_nginx_start "$run" MW_ROOT /resources/assets/poweredby_mediawiki_88x31.png
+
+	# The pages: the main page, the content page, the startup module, and
+	# the main page's first stylesheet (its link, &amp; decoded).
+	local labels=(Main_Page "$MW_PAGE" "load.php startup")
+	local paths=("/index.php?title=Main_Page" "/index.php?title=$MW_PAGE" "/load.php?lang=en&modules=startup&only=scripts&raw=1&skin=vector")
+	php_get mediawiki local "${paths[0]}"
+	css=$(grep -o '<link rel="stylesheet" href="/load.php?[^"]*"' "$OUT/page.tmp" | head -n 1 | sed -e 's/.*href="//' -e 's/"$//' -e 's/&amp;/\&/g') || true
+	[ -n "$css" ] || die "mediawiki: no load.php stylesheet in the main page"
+	labels+=("load.php styles")
+	paths+=("$css")
+	for side in $SIDES; do
+		: >"$OUT/mw-siege-urls-$side.txt"
+		for i in "${!paths[@]}"; do
+			u=${paths[i]}
+			echo "http://127.0.0.1:${PHP_PORT[$side]}$u" >>"$OUT/mw-siege-urls-$side.txt"
+			php_get mediawiki "$side" "$u"
+			if ! mw_whole "$u" "$OUT/page.tmp"; then
+				mv "$OUT/page.tmp" "$OUT/page-$side-$i.txt"
+				die "mediawiki: $side $u is not a whole page or load.php answer (saved in $OUT/page-$side-$i.txt)"
+			fi
 		done
 	done
-	stop_pid "$PHP_NGINX_PID"
-	stop_pid "$FPM_PID"
-	stop_pid "$DB_PID"
+	rm -f "$OUT/page.tmp"
+	for i in "${!paths[@]}"; do log "mediawiki: ${labels[i]}: ${paths[i]}"; done
+	log "mediawiki: ${#paths[@]} URLs answer 200 on every side (pages whole, load.php bodies without errors)"
+	siege_rc
+	siege_warmup mediawiki mw- "${#paths[@]}"
+	for i in "${!paths[@]}"; do page_alone mediawiki "${labels[i]}" "${paths[i]}"; done
+	php_stop_servers
 }
 
 # ---------------------------------------------------------------- reads
@@ -1209,7 +1481,7 @@ done
 
 target_of() {
 	case $1 in
-	php) echo "<= 1.1" ;; reads) echo ">= 0.9" ;; untar) echo "<= 3" ;; meta) echo "<= 1.1" ;; large) echo "<= 2" ;;
+	php) echo "<= 1.1" ;; mediawiki) echo "<= 1.05" ;; reads) echo ">= 0.9" ;; untar) echo "<= 3" ;; meta) echo "<= 1.1" ;; large) echo "<= 2" ;;
 	small) echo "<= 1.2" ;; tree) echo "<= 3" ;; git) echo "<= 3" ;; upload) echo "<= 1.8" ;; contend) echo "p99 <= 20 ms" ;;
 	esac
 }
