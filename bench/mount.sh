@@ -316,10 +316,10 @@ elapsed() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.3f", b - a}'; }
 SIDES="local cairn"
 [ "$LOOPBACK" = 1 ] && SIDES="local loopback cairn"
 sides() {
-	local a
-	read -r -a a <<<"$SIDES"
-	local n=${#a[@]} k=$((($1 - 1) % ${#a[@]})) i out=""
-	for ((i = 0; i < n; i++)); do out+="${a[(k + i) % n]} "; done
+	local all
+	read -r -a all <<<"$SIDES"
+	local n=${#all[@]} k=$((($1 - 1) % ${#all[@]})) i out=""
+	for ((i = 0; i < n; i++)); do out+="${all[(k + i) % n]} "; done
 	echo "$out"
 }
 # side_dir SIDE NODE: the root of SIDE (NODE: the Cairn node whose mount).
@@ -467,7 +467,7 @@ loopback_start() {
 	local bin src ver deadline
 	scratch_dir bin loopbin
 	ver=$(cd "$REPO_DIR" && go list -m -f '{{.Version}}' github.com/hanwen/go-fuse/v2) || die "go list of go-fuse's version failed"
-	(cd "$bin" && GOBIN=$bin GOFLAGS= go install "github.com/hanwen/go-fuse/v2/example/loopback@$ver") >"$OUT/loopback-build.log" 2>&1 ||
+	(cd "$bin" && GOBIN=$bin GOFLAGS="" go install "github.com/hanwen/go-fuse/v2/example/loopback@$ver") >"$OUT/loopback-build.log" 2>&1 ||
 		die "building go-fuse $ver's example/loopback failed ($OUT/loopback-build.log)"
 	src=$LOCAL/loopback-src
 	mkdir -p "$src"
@@ -1235,7 +1235,6 @@ part_untar() {
 		prev=untar-r$r
 	done
 	KTREE_REL=$prev
-	KTREE_NODE=$UNTAR_NODE
 }
 
 # ---------------------------------------------------------------- meta
@@ -1334,7 +1333,7 @@ part_small() {
 			local first again st=$RUN_STATUS
 			first=$(sed -n 's/.*mode=miss-first .*seconds=\([0-9.]*\).*/\1/p' "$OUT/small-miss-r$r-$side.txt")
 			again=$(sed -n 's/.*mode=miss-again .*seconds=\([0-9.]*\).*/\1/p' "$OUT/small-miss-r$r-$side.txt")
-			[ -n "$first" ] && [ -n "$again" ] || { first=0 again=0 st="FAIL $(tail -n 1 "$OUT/small-miss-r$r-$side.txt")"; }
+			if [ -z "$first" ] || [ -z "$again" ]; then first=0 again=0 st="FAIL $(tail -n 1 "$OUT/small-miss-r$r-$side.txt")"; fi
 			record small "first stat of missing names: $SMALL_THREADS threads ($SMALL_MISSES)" "$r" "$side" "$first" "$SMALL_MISSES" "$st"
 			record small "stat of the same missing names again" "$r" "$side" "$again" "$SMALL_MISSES" "$st"
 			if [ "$side" = cairn ]; then calls_after small "stat of missing names: first and again" "$r" "$node" "$((2 * SMALL_MISSES))"; fi
@@ -1355,7 +1354,7 @@ part_tree() {
 		for side in $(sides "$r"); do
 			dir=$(side_dir "$side" "$node")/tree-r$r
 			mkdir -p "$dir"
-			tar -xf "$TARF" -C "$dir" && sync && sync "$dir" || die "tree: extracting into $dir failed"
+			{ tar -xf "$TARF" -C "$dir" && sync && sync "$dir"; } || die "tree: extracting into $dir failed"
 			local what cmd
 			for what in "chmod -R g+w" "chown -R 1000:1000" "rm -rf"; do
 				case $what in
