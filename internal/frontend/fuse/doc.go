@@ -163,7 +163,7 @@
 // read-only open answers FOPEN_NOFLUSH: close(2) of such a file sends no
 // FLUSH (it has nothing to publish).
 //
-// # No-open mode (the flush default and the noflush mode)
+// # No-open mode (the flush and noflush modes)
 //
 // A web node opens and closes files all day: a PHP page opens every file
 // it includes (about 80 for a WordPress page, opcache or not) and reads

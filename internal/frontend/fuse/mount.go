@@ -63,11 +63,11 @@ type Config struct {
 // The modes of a mount (docs/operations.md, the mode table), one per
 // mount, named as its --mount option.
 const (
-	// ModeNoFlush: no call for an open, a close or an
-	// opendir (Config.NoOpen and NoFlush); a write is on every node
+	// ModeNoFlush, the default (a web root): no call for an open, a close
+	// or an opendir (Config.NoOpen and NoFlush); a write is on every node
 	// within 1 s of its last change; no locks.
 	ModeNoFlush = "noflush"
-	// ModeFlush, the default: no call for an open, one for a close, which publishes
+	// ModeFlush: no call for an open, one for a close, which publishes
 	// (Config.NoOpen): close-to-open consistency, fcntl locks.
 	ModeFlush = "flush"
 	// ModeHandles: a handle per open file (OPEN and RELEASE): flock and
@@ -86,8 +86,8 @@ type Spec struct {
 }
 
 // ParseSpec parses a --mount value, BUCKET[/PREFIX]:DIR[:OPTIONS], where
-// OPTIONS is a comma-separated list of at most one mode ("flush", the
-// default, "noflush" or "handles") and "nolocks".
+// OPTIONS is a comma-separated list of at most one mode ("noflush", the
+// default, "flush" or "handles") and "nolocks".
 func ParseSpec(spec string) (Spec, error) {
 	src, rest, ok := strings.Cut(spec, ":")
 	dir, opts, _ := strings.Cut(rest, ":")
@@ -112,9 +112,9 @@ func ParseSpec(spec string) (Spec, error) {
 		}
 	}
 	if s.Mode == "" {
-		// flush, until noflush passes pjdfstest (docs/conformance.md:
-		// files created there were not found again, ENOENT).
-		s.Mode = ModeFlush
+		// What a web root needs (docs/operations.md, "Mount modes"): a
+		// warm page costs the node no call.
+		s.Mode = ModeNoFlush
 	}
 	return s, nil
 }
@@ -500,19 +500,46 @@ func (m *Mount) sameInode(iv inval) bool {
 	return err == nil && info.Ino == iv.child.StableAttr().Ino
 }
 
-// ownEntry reports whether iv's name leads, in the mount, to a file or
-// directory made or changed here and not yet published: the kernel's entry is the
-// mount's own, newer than the store's (which may not have the file at
-// all: a name unlinked and made again, whose unlink's commit is the
-// change). Dropping it would have the kernel forget the file's inode
-// (noflush: before it is published, see publishIdle).
-func ownEntry(iv inval) bool {
+// ownEntry returns the node iv's name leads to in the mount, if any: the
+// kernel's entry may be the mount's own, newer than the store's (which
+// may not have the file at all: a name unlinked and made again, whose
+// unlink's commit is the change).
+func ownEntry(iv inval) *node {
 	ch := iv.parent.GetChild(iv.name)
 	if ch == nil {
+		return nil
+	}
+	c, _ := ch.Operations().(*node)
+	return c
+}
+
+// deferInval keeps iv, an invalidation of n's name, until n's changes
+// are published, if n has changes the store does not have yet (a file or
+// directory made or changed here): dropping the kernel's entry now would
+// have it forget n's inode (in noflush mode before n is published, see
+// forget.go). False when n has none: invalidate now.
+func (n *node) deferInval(iv inval) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if !n.uncommittedLocked() {
 		return false
 	}
-	c, ok := ch.Operations().(*node)
-	return ok && c.uncommitted()
+	n.deferred = append(n.deferred, inval{parent: iv.parent, name: iv.name, child: n.EmbeddedInode(), path: iv.path})
+	return true
+}
+
+// settle queues again the invalidations deferred while n had changes
+// not published, once it has none.
+func (n *node) settle() {
+	n.mu.Lock()
+	var ivs []inval
+	if !n.uncommittedLocked() {
+		ivs, n.deferred = n.deferred, nil
+	}
+	n.mu.Unlock()
+	for _, iv := range ivs {
+		n.m.queue(iv)
+	}
 }
 
 // invalidate carries out the queued invalidations.
@@ -527,8 +554,10 @@ func (m *Mount) invalidate() {
 			if iv.child != nil {
 				iv.child.NotifyContent(0, 0) // attributes and pages
 			}
-			if iv.parent != nil && !m.sameInode(iv) && !ownEntry(iv) {
-				iv.parent.NotifyEntry(iv.name)
+			if iv.parent != nil && !m.sameInode(iv) {
+				if c := ownEntry(iv); c == nil || !c.deferInval(iv) {
+					iv.parent.NotifyEntry(iv.name)
+				}
 			}
 		}
 	}

@@ -37,6 +37,11 @@ type node struct {
 	// are queued and not settled yet: its link count counts them at
 	// once (store.ObjectInfo.Nlink does once they are published).
 	kids map[*pending]struct{}
+	// deferred: invalidations of n's name that the mount left (ownEntry)
+	// while n held changes the store did not have; queued again once it
+	// has none (settle), when the store may differ for good (another
+	// node's change that n's publish did not override).
+	deferred []inval
 	// settled counts the times a queued change of n (or of a kid) was
 	// published or failed, and n's uncommitted state above dropped for
 	// the store's: Getattr reads the store again when it moved meanwhile
@@ -339,6 +344,11 @@ func (n *node) unlinkedInfo() *store.ObjectInfo {
 func (n *node) uncommitted() bool {
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	return n.uncommittedLocked()
+}
+
+// uncommittedLocked is uncommitted with n.mu held.
+func (n *node) uncommittedLocked() bool {
 	return n.fresh || n.pend != nil || n.pendOp != nil || n.local != nil || (n.write != nil && n.write.dirty) || len(n.kids) > 0
 }
 

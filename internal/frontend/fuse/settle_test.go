@@ -259,3 +259,38 @@ func TestLookupInDirMadeAgain(t *testing.T) {
 		t.Errorf("lookup of s: mode %o, %v, want the directory", out.Mode, e)
 	}
 }
+
+// An invalidation of a name that leads to a file made here and not yet
+// published waits for the publish (the kernel must not forget the file
+// first), then is made: the store may differ for good, and the entry
+// must then go.
+func TestInvalDeferredUntilPublished(t *testing.T) {
+	m, _ := testMount(t)
+	ctx := context.Background()
+	var out gofuse.EntryOut
+	ch, fh, _, e := m.root.Create(ctx, "f", syscall.O_CREAT|syscall.O_WRONLY, 0o644, &out)
+	if e != 0 {
+		t.Fatal(e)
+	}
+	f := ch.Operations().(*node)
+	iv := inval{parent: m.root.EmbeddedInode(), name: "f", path: "f"}
+	if c := ownEntry(iv); c != f {
+		t.Fatalf("ownEntry: %v, want the new file's node", c)
+	}
+	if !f.deferInval(iv) {
+		t.Fatal("the invalidation of a file not yet published was not deferred")
+	}
+	if e := fh.(fs.FileFlusher).Flush(ctx); e != 0 {
+		t.Fatal(e)
+	}
+	m.wb.drain()
+	m.inval.close() // take answers what is queued, without waiting
+	got := m.inval.take()
+	if len(got) != 1 || got[0].parent != iv.parent || got[0].name != "f" || got[0].child != ch {
+		t.Fatalf("after the publish, the invalidations queued are %+v, want the deferred one with the file's inode", got)
+	}
+	if f.deferInval(iv) {
+		t.Fatal("an invalidation of a published file was deferred")
+	}
+	fh.(fs.FileReleaser).Release(ctx)
+}

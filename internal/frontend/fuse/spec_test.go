@@ -11,7 +11,7 @@ func TestParseSpec(t *testing.T) {
 		want Spec
 		err  string
 	}{
-		{spec: "web:/srv/www", want: Spec{Bucket: "web", Dir: "/srv/www", Mode: ModeFlush}},
+		{spec: "web:/srv/www", want: Spec{Bucket: "web", Dir: "/srv/www", Mode: ModeNoFlush}},
 		{spec: "web/sessions:/var/lib/php/sessions:handles", want: Spec{Bucket: "web", Prefix: "sessions", Dir: "/var/lib/php/sessions", Mode: ModeHandles}},
 		{spec: "web:/srv/www:noflush,nolocks", want: Spec{Bucket: "web", Dir: "/srv/www", Mode: ModeNoFlush, NoLocks: true}},
 		{spec: "web/db:/srv/db:flush", want: Spec{Bucket: "web", Prefix: "db", Dir: "/srv/db", Mode: ModeFlush}},

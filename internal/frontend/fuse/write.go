@@ -394,7 +394,9 @@ func (n *node) published(ctx context.Context, p *pending, gen uint64, err error)
 		delete(d.kids, p)
 		d.settled++
 		d.mu.Unlock()
+		d.settle()
 	}
+	n.settle()
 	p.err = err
 	close(p.done)
 }
