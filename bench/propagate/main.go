@@ -424,8 +424,8 @@ func runFailover() {
 
 func main() {
 	flag.Parse()
-	if *writeURL == "" {
-		fatal("-write is required")
+	if *writeURL == "" && (*mode != "prop" || *writeDir == "") {
+		fatal("-write is required (or, with -mode prop, -dir)")
 	}
 	switch *mode {
 	case "prop":
