@@ -491,7 +491,8 @@ func TestMountAcrossNodes(t *testing.T) {
 
 // TestDevMount runs the README's mount example: cairn dev --mount web,
 // a file written through node 1's mount read through node 3's; and a
-// second mount with options (--mount web/db:flush) whose lock works.
+// second mount with options (--mount web/db:flush) whose fcntl lock works
+// and whose flock is refused (ENOLCK).
 func TestDevMount(t *testing.T) {
 	needFuse(t)
 	data := t.TempDir()
@@ -533,6 +534,11 @@ func TestDevMount(t *testing.T) {
 	lk := syscall.Flock_t{Type: syscall.F_WRLCK}
 	if err := syscall.FcntlFlock(f.Fd(), syscall.F_SETLK, &lk); err != nil {
 		t.Fatalf("an fcntl lock on the flush mount: %v", err)
+	}
+	// flock needs a handle (RELEASE): the flush mode refuses it, with the
+	// documented error (docs/operations.md, the mode table).
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); !errors.Is(err, syscall.ENOLCK) {
+		t.Errorf("flock on the flush mount: %v, want ENOLCK", err)
 	}
 }
 
