@@ -61,10 +61,11 @@ func (n *node) OnForget() {
 	}
 	n.mu.Lock()
 	if w := n.write; w != nil && w.dirty && !n.gone {
+		// Not throttled: this runs in go-fuse's FORGET, which must not
+		// wait for the publisher.
 		n.m.wb.enqueueAt(n, w, path)
 	}
 	n.mu.Unlock()
-	n.m.wb.throttle()
 }
 
 // dirtyUnqueued reports whether n holds content written and not queued.
