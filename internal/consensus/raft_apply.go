@@ -70,7 +70,7 @@ func (r *Raft) apply(ents []*pb.Entry) error {
 			if err := b.Set(sessionKey(node), u64(seq)); err != nil {
 				return err
 			}
-			res, err := meta.ApplyOptions{TestingUnfenced: r.cfg.TestingUnfenced}.Apply(b, i, cmds)
+			res, err := meta.ApplyOptions{TestingUnfenced: r.cfg.TestingUnfenced, TestingLockUnsafe: r.cfg.TestingLockUnsafe}.Apply(b, i, cmds)
 			if err != nil {
 				return err
 			}

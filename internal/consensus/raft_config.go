@@ -118,6 +118,11 @@ type RaftConfig struct {
 	// sabotage), to show that its fencing invariant can fail; never set it
 	// elsewhere.
 	TestingUnfenced bool
+	// TestingLockUnsafe applies entries with meta.ApplyOptions'
+	// TestingLockUnsafe: every lock request is granted, conflicting or
+	// not. Only internal/sim sets it (its lock safety invariant's
+	// sabotage test); never set it elsewhere.
+	TestingLockUnsafe bool
 }
 
 // DefaultRaftConfig returns the defaults; set ID, KV and Transport.

@@ -59,6 +59,12 @@ type ApplyOptions struct {
 	// to show that its fencing invariant fails without the check; never
 	// set it elsewhere.
 	TestingUnfenced bool
+	// TestingLockUnsafe grants every lock request, conflicting or not.
+	// Only internal/sim sets it, through
+	// consensus.RaftConfig.TestingLockUnsafe, to show that its lock
+	// safety invariant fails without the conflict check; never set it
+	// elsewhere.
+	TestingLockUnsafe bool
 }
 
 // Apply is the package's Apply with these options.
@@ -67,7 +73,7 @@ func (o ApplyOptions) Apply(b kv.Batch, index uint64, cmds []Command) ([]Result,
 		return nil, err
 	}
 	results := make([]Result, len(cmds))
-	st := applyState{unfenced: o.TestingUnfenced}
+	st := applyState{unfenced: o.TestingUnfenced, lockUnsafe: o.TestingLockUnsafe}
 	for i := range cmds {
 		t := &txn{b: b, w: map[string][]byte{}}
 		a := &applier{t: t, r: NewReader(t), st: &st, index: index, cmd: &cmds[i], now: cmds[i].TimeNs}
@@ -130,6 +136,8 @@ type applyState struct {
 	snapKnown map[string]uint64
 	// unfenced: ApplyOptions.TestingUnfenced.
 	unfenced bool
+	// lockUnsafe: ApplyOptions.TestingLockUnsafe.
+	lockUnsafe bool
 }
 
 // applier applies one command through a txn.

@@ -95,6 +95,16 @@
 // between them all the time (about 70 recalls and 25 hand-overs a run),
 // and sessions expire with crashes and long cuts.
 //
+// File locks (evLock, locks.go, from an RNG of their own too):
+// Config.LockOps (default Ops/8: 50) operations in bursts of 2 to 4 within
+// 50 ms on one of two files of rep3 (lk0, lk1, made at bootstrap), through
+// random nodes, by one of three lock owners per node: a POSIX lock of a
+// random range (a fifth to the end of the file) or, a quarter of the
+// time, a flock; read or write; tried (F_SETLK) or waited for (F_SETLKW)
+// until the operation's timeout; held up to 0.8 s, then released. A node
+// that crashes holding one loses its session after the lease, which frees
+// its locks.
+//
 // Disk faults (evDisk, drawn from an RNG of their own so that the rest of
 // a seed's schedule predates them): about one per 10 s, a node's blob
 // disk fails for 0.3 to 3 s through the vfs seam (vfs.Mem.SetFault):
@@ -111,7 +121,7 @@
 // driver holds the schedule, waits for every operation in flight to be
 // answered and every node to apply the same index, and checks (a) below
 // through every node, without repair, on every bucket including R=1,
-// and (e), (f) and (g) up to the nodes' common index; then the schedule
+// and (e), (f), (g) and (h) up to the nodes' common index; then the schedule
 // resumes where it stopped (Result.Heals counts them).
 //
 // After the workload, everything heals: links restored, paused nodes
@@ -164,6 +174,10 @@
 //     "P" aside). Every change of an owner record it sees (claims,
 //     hand-overs, expiries, adoptions) goes into the trace. A late create
 //     answered nil fails the run at once.
+//   - (h) Lock safety (locks.go): on the same replay, after every command,
+//     no two granted locks of the command's file conflict (different
+//     owners, one family, overlapping ranges, one of them a write): at no
+//     logical instant do two conflicting locks stand.
 //
 // TestSimDetects breaks each invariant on purpose to show the checks can
 // fail: for (e) the creates lose their exclusive flags and holders create
@@ -173,7 +187,10 @@
 // meta.ApplyOptions.TestingUnfenced, set through
 // consensus.RaftConfig.TestingUnfenced (the only seam: a field of the
 // config the sim already passes to each node's log), and node 1 sends a
-// create under a claim node 2 has taken over ("fencing").
+// create under a claim node 2 has taken over ("fencing"); for (h) every
+// node and the replay grant every lock request, conflicting or not
+// (meta.ApplyOptions.TestingLockUnsafe through
+// consensus.RaftConfig.TestingLockUnsafe, "locks").
 //
 // # Replaying
 //

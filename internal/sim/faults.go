@@ -246,6 +246,9 @@ func (s *Sim) apply(e event) {
 	case evExcl:
 		s.runExcl(e)
 		return
+	case evLock:
+		s.runLock(e)
+		return
 	case evIsolate:
 		var pairs [][2]uint64
 		for _, o := range s.ids() {

@@ -163,6 +163,9 @@ func (s *Sim) replayEntry(index uint64, e loggedEntry, ok bool, when string) err
 		if err != nil {
 			return err
 		}
+		if err := s.checkLockSafety(rd, index, k, cmd, when); err != nil {
+			return err
+		}
 		if (res[0].Err == nil) != (live == nil) {
 			return fmt.Errorf("command %d (op %d %s/%s) replays to %v, but the nodes applied it with %v: the recorded log is not the applied one",
 				k, cmd.Op, cmd.BucketName, cmd.Path, res[0].Err, live)

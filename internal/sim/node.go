@@ -108,6 +108,7 @@ func (s *Sim) start(n *node) error {
 	}
 	rcfg.CompactAfter, rcfg.CompactMargin = 100, 20 // lagging and crashed nodes catch up by snapshot
 	rcfg.TestingUnfenced = s.cfg.sabotage == "fencing"
+	rcfg.TestingLockUnsafe = s.cfg.sabotage == "locks"
 	// ReplicaPutWait: a replica cut off from the leader refuses a put
 	// soon, rather than hold the run for the default 5 s.
 	scfg := store.Config{GCGrace: s.cfg.GCGrace, GCInterval: gcInterval, ReplicaPutWait: replicaPutWait, LockLease: lockLease,

@@ -31,9 +31,10 @@ const (
 	evRepairAll // run a repair pass on every up node
 	evDisk      // node a's blob disk fails (disk) for dur
 	evExcl      // an exclusive create or rename (xk) of bucket/path (exclusive.go)
+	evLock      // a lock taken, held and released (lk; locks.go)
 )
 
-var evNames = [...]string{"put", "delete", "read", "isolate", "split", "oneway", "heal", "crash", "pause", "lossy", "repair", "disk", "excl"}
+var evNames = [...]string{"put", "delete", "read", "isolate", "split", "oneway", "heal", "crash", "pause", "lossy", "repair", "disk", "excl", "lock"}
 
 // diskFault is what a failing blob disk does (evDisk), through the vfs
 // seam (vfs.Mem.SetFault), as Pebble's errorfs does for its files.
@@ -86,7 +87,8 @@ type event struct {
 	pct    int  // crash: % of unsynced Pebble data kept
 	disk   diskFault
 	xk     xKind // evExcl: which kind of exclusive create
-	id     int   // evExcl: the operation's number (names its temporary file)
+	id     int   // evExcl, evLock: the operation's number (names its temporary file)
+	lk     lockOp
 }
 
 func (e event) String() string {
@@ -99,6 +101,8 @@ func (e event) String() string {
 		return fmt.Sprintf("%v disk of %d: %v for %v", e.at, e.node, e.disk, e.dur)
 	case evExcl:
 		return fmt.Sprintf("%v excl #%d %v %s/%s (%d B, %v) via %d", e.at, e.id, e.xk, e.bucket, e.path, e.body.size, e.dur, e.node)
+	case evLock:
+		return fmt.Sprintf("%v lock #%d %v via %d", e.at, e.id, e.lk, e.node)
 	default:
 		return fmt.Sprintf("%v %v %d %d for %v", e.at, e.kind, e.node, e.other, e.dur)
 	}
@@ -209,6 +213,7 @@ func makeSchedule(seed uint64, cfg Config, ids []uint64) []event {
 	}
 	evs = append(evs, diskSchedule(seed, cfg, ids)...)
 	evs = append(evs, exclSchedule(seed, cfg, ids)...)
+	evs = append(evs, lockSchedule(seed, cfg, ids)...)
 	slices.SortStableFunc(evs, func(x, y event) int {
 		switch {
 		case x.at < y.at:

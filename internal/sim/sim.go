@@ -58,6 +58,9 @@ type Config struct {
 	// ExclOps is the number of exclusive creates and renames racing for
 	// the same names (exclusive.go); 0: Ops/5, negative: none.
 	ExclOps int
+	// LockOps is the number of lock operations (locks.go); 0: Ops/8,
+	// negative: none.
+	LockOps int
 	// Logf, if set, receives progress lines (the schedule's faults as they
 	// happen, the summary).
 	Logf func(format string, args ...any)
@@ -72,7 +75,9 @@ type Config struct {
 	// "exclusive" has the exclusive creates lose their exclusive flags and
 	// holders create without looking; "durability" removes a name an
 	// acknowledged exclusive create made; "fencing" applies commands
-	// stamped with claims that moved (consensus.RaftConfig.TestingUnfenced).
+	// stamped with claims that moved (consensus.RaftConfig.TestingUnfenced);
+	// "locks" grants every lock request, conflicting or not
+	// (consensus.RaftConfig.TestingLockUnsafe).
 	sabotage string
 }
 
@@ -98,6 +103,10 @@ type Result struct {
 	// Late creates under a moved claim (all refused), and how many with
 	// ErrFenced.
 	Late, LateFenced int
+	// Lock operations (locks.go): granted, refused (held by another, or
+	// a deadlock), failed (timed out, session lost, crashed), and granted
+	// ones the node had lost by the time it released them.
+	LocksGranted, LocksRefused, LocksFailed, LocksLost int
 	// Ownership as the replay of the log saw it (fencing.go): owner
 	// records set (claims and adoptions), recalls refused by an owner,
 	// hand-overs, records dropped (expired sessions, removed
@@ -122,6 +131,7 @@ func (r Result) String() string {
 		r.ReferencedBlobs, r.Net, r.FakeTime, r.RealTime.Round(time.Millisecond)) +
 		fmt.Sprintf(", exclusive %d acked / %d refused / %d unknown / %d lost, late %d (%d fenced), owners: %d claims, %d recalls, %d hand-overs, %d dropped, %d fenced",
 			r.ExclAcked, r.ExclRefused, r.ExclUnknown, r.ExclLost, r.Late, r.LateFenced, r.Claims, r.Recalls, r.HandOvers, r.Dropped, r.Fenced) +
+		fmt.Sprintf(", locks %d granted / %d refused / %d failed / %d lost", r.LocksGranted, r.LocksRefused, r.LocksFailed, r.LocksLost) +
 		fmt.Sprintf(", trace %d events %.12s", r.Events, r.Trace)
 }
 
@@ -144,6 +154,9 @@ type Sim struct {
 	diskRNG *rand.Rand
 	hist    *history
 	xh      xhist      // exclusive creates (exclusive.go)
+	locks   lockCounts // lock operations (locks.go)
+	// lockInos are the lock files' inode numbers (locks.go), once made.
+	lockInos [lockFiles]uint64
 	logs    *logReplay // the applied log and its replay (fencing.go)
 	res     Result
 
@@ -224,6 +237,9 @@ func Run(cfg Config) (Result, error) {
 	if cfg.ExclOps == 0 {
 		cfg.ExclOps = cfg.Ops / 5
 	}
+	if cfg.LockOps == 0 {
+		cfg.LockOps = cfg.Ops / 8
+	}
 	if cfg.Logf == nil {
 		cfg.Logf = func(string, ...any) {}
 	}
@@ -233,7 +249,7 @@ func Run(cfg Config) (Result, error) {
 		faults:      netFaults{drop: 0.02, dup: 0.02, maxDelay: baseMaxDelay},
 		pausedUntil: map[uint64]time.Time{}, downSince: map[uint64]time.Time{}, cut: map[[2]uint64]time.Time{},
 		diskUntil: map[uint64]time.Time{}, faultRNG: rand.New(rand.NewPCG(cfg.Seed, 0xfa17))}
-	logs, err := newLogReplay(meta.ApplyOptions{TestingUnfenced: cfg.sabotage == "fencing"})
+	logs, err := newLogReplay(meta.ApplyOptions{TestingUnfenced: cfg.sabotage == "fencing", TestingLockUnsafe: cfg.sabotage == "locks"})
 	if err != nil {
 		return Result{}, err
 	}
@@ -273,6 +289,9 @@ func Run(cfg Config) (Result, error) {
 	s.res.ExclAcked, s.res.ExclRefused, s.res.ExclUnknown, s.res.ExclLost = s.xh.acked, s.xh.refused, s.xh.unknown, s.xh.lost
 	s.res.Late, s.res.LateFenced = s.xh.late, s.xh.lateFenced
 	s.xh.mu.Unlock()
+	s.locks.mu.Lock()
+	s.res.LocksGranted, s.res.LocksRefused, s.res.LocksFailed, s.res.LocksLost = s.locks.granted, s.locks.refused, s.locks.failed, s.locks.lost
+	s.locks.mu.Unlock()
 	r := s.logs
 	s.res.Claims, s.res.Recalls, s.res.HandOvers, s.res.Dropped, s.res.Fenced = r.claims, r.recalls, r.handOvers, r.dropped, r.fenced
 	s.res.Net = s.net.Stats()
@@ -569,6 +588,9 @@ func (s *Sim) bootstrap() error {
 		}); err != nil {
 			return err
 		}
+	}
+	if err := s.makeLockFiles(); err != nil {
+		return err
 	}
 	// Every node knows every bucket and member before the workload starts.
 	return s.until("bootstrap applied everywhere", 30*time.Second, func() bool {

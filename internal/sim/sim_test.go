@@ -278,6 +278,7 @@ func TestSimDetects(t *testing.T) {
 		{"exclusive", "was created exclusively"},
 		{"durability", "durability, after healing: the "},
 		{"fencing", "applied while the directory's owner was"},
+		{"locks", "holds two conflicting locks"},
 	} {
 		t.Run(c.sabotage, func(t *testing.T) {
 			cfg := DefaultConfig(42)
@@ -287,6 +288,8 @@ func TestSimDetects(t *testing.T) {
 			switch c.sabotage {
 			case "exclusive", "durability", "fencing":
 				cfg.Ops, cfg.ExclOps = 20, 40 // races for names
+			case "locks":
+				cfg.Ops, cfg.LockOps = 20, 60 // contended locks
 			}
 			cfg.sabotage = c.sabotage
 			_, err := Test(t, cfg)
