@@ -157,8 +157,8 @@ type Sim struct {
 	locks   lockCounts // lock operations (locks.go)
 	// lockInos are the lock files' inode numbers (locks.go), once made.
 	lockInos [lockFiles]uint64
-	logs    *logReplay // the applied log and its replay (fencing.go)
-	res     Result
+	logs     *logReplay // the applied log and its replay (fencing.go)
+	res      Result
 
 	incMu   sync.Mutex // orders goUse against crash/stop
 	closers sync.WaitGroup
