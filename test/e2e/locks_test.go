@@ -242,43 +242,55 @@ func TestMountLocks(t *testing.T) {
 	})
 }
 
-// TestMountLocksCounter: processes on two nodes increment a counter in a
-// file under flock; no increment is lost (the lock hands over what the
-// last holder wrote).
+// TestMountLocksCounter: hand-overs under load. Four processes on three
+// nodes increment a counter in a file under flock, and four more another
+// counter under fcntl (a POSIX lock of the whole file), all at once; no
+// increment is lost (each lock hands over what the last holder wrote).
 func TestMountLocksCounter(t *testing.T) {
 	needFuse(t)
-	nodes, mnts := startLockCluster(t, 2, "handles")
-	const per = 40
-	// The file exists on both nodes first: two creates of one name on two
+	nodes, mnts := startLockCluster(t, 3, "handles")
+	const per, procs = 40, 4
+	kinds := []string{"flock", "fcntl"}
+	// Each file exists on every node first: two creates of one name on two
 	// nodes at once are two files, the last one committed wins.
-	if err := os.WriteFile(filepath.Join(mnts[0], "counter"), nil, 0o644); err != nil {
-		t.Fatal(err)
+	for _, k := range kinds {
+		if err := os.WriteFile(filepath.Join(mnts[0], "counter-"+k), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		for i := 1; i < len(mnts); i++ {
+			waitFile(t, 5*time.Second, filepath.Join(mnts[i], "counter-"+k), []byte{}, nodes...)
+		}
 	}
-	waitFile(t, 5*time.Second, filepath.Join(mnts[1], "counter"), []byte{}, nodes...)
 	var wg sync.WaitGroup
-	errs := make(chan string, 4)
-	for i := range 4 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			out, err := exec.Command(python3(t), "testdata/lockclient.py", "counter", filepath.Join(mnts[i%2], "counter"), strconv.Itoa(per)).CombinedOutput()
-			if err != nil || strings.TrimSpace(string(out)) != "ok" {
-				errs <- fmt.Sprintf("counter %d: %v %s", i, err, out)
-			}
-		}()
+	errs := make(chan string, procs*len(kinds))
+	start := time.Now()
+	for _, k := range kinds {
+		for i := range procs {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				out, err := exec.Command(python3(t), "testdata/lockclient.py", "counter", filepath.Join(mnts[i%len(mnts)], "counter-"+k), strconv.Itoa(per), k).CombinedOutput()
+				if err != nil || strings.TrimSpace(string(out)) != "ok" {
+					errs <- fmt.Sprintf("%s counter %d: %v %s", k, i, err, out)
+				}
+			}()
+		}
 	}
 	wg.Wait()
 	close(errs)
 	for e := range errs {
 		t.Fatal(e)
 	}
-	// The last increment may have been made on node 2: node 1 reads it
-	// once it has applied that publish (committed is not yet applied on
+	t.Logf("%d increments under flock and %d under fcntl, %d processes on %d nodes: %v", procs*per, procs*per, procs*len(kinds), len(mnts), time.Since(start))
+	// The last increment may have been made on another node: node 1 reads
+	// it once it has applied that publish (committed is not yet applied on
 	// every node), within the propagation bound.
-	waitFor(t, 5*time.Second, fmt.Sprintf("the counter at %d on node 1", 4*per), func() bool {
-		got, err := os.ReadFile(filepath.Join(mnts[0], "counter"))
-		return err == nil && strings.TrimSpace(string(got)) == strconv.Itoa(4*per)
-	}, nodes...)
+	for _, k := range kinds {
+		waitFor(t, 5*time.Second, fmt.Sprintf("the %s counter at %d on node 1", k, procs*per), func() bool {
+			got, err := os.ReadFile(filepath.Join(mnts[0], "counter-"+k))
+			return err == nil && strings.TrimSpace(string(got)) == strconv.Itoa(procs*per)
+		}, nodes...)
+	}
 }
 
 // TestMountSQLite: two writers on two nodes each insert 2,000 rows into

@@ -146,10 +146,13 @@ def sqlite_writer(db, rows, tag):
     return 0
 
 
-def counter(path, n):
+def counter(path, n, kind="flock"):
     for _ in range(n):
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-        fcntl.flock(fd, fcntl.LOCK_EX)
+        if kind == "fcntl":
+            fcntl.lockf(fd, fcntl.LOCK_EX)  # a POSIX lock of the whole file
+        else:
+            fcntl.flock(fd, fcntl.LOCK_EX)
         v = os.pread(fd, 64, 0).decode().strip()
         v = int(v) + 1 if v else 1
         os.ftruncate(fd, 0)
@@ -165,6 +168,6 @@ if __name__ == "__main__":
     elif sys.argv[1] == "sqlite":
         sys.exit(sqlite_writer(sys.argv[2], int(sys.argv[3]), sys.argv[4]))
     elif sys.argv[1] == "counter":
-        sys.exit(counter(sys.argv[2], int(sys.argv[3])))
+        sys.exit(counter(sys.argv[2], int(sys.argv[3]), *sys.argv[4:5]))
     else:
-        sys.exit("usage: lockclient.py [sqlite DB ROWS TAG | counter FILE N]")
+        sys.exit("usage: lockclient.py [sqlite DB ROWS TAG | counter FILE N [flock|fcntl]]")
