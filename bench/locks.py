@@ -8,9 +8,17 @@
                        holding it through path A to one waiting through
                        path B: from just before the unlock to the waiter's
                        return, in ms (median and p99)
+  sqlite-init DB       a new SQLite database DB (rollback journal, SQLite's
+                       default) with one table
+  sqlite DB N TAG      N single-row transactions (BEGIN IMMEDIATE, INSERT,
+                       COMMIT) into DB through one connection: commits a
+                       second; waits for another writer's lock (60 s)
+  sqlite-check DB ROWS the database's integrity_check and its row count,
+                       against ROWS
 """
 import fcntl
 import os
+import sqlite3
 import statistics
 import sys
 import time
@@ -34,7 +42,35 @@ def pair(path, n, use_fcntl):
             fcntl.flock(fd, fcntl.LOCK_UN)
         ts.append((time.perf_counter() - t) * 1e6)
     os.close(fd)
-    print("mean_us=%.1f p99_us=%.1f n=%d" % (statistics.mean(ts), pct(ts, 0.99), n))
+    print("mean_us=%.1f p99_us=%.1f n=%d p50_us=%.1f" % (statistics.mean(ts), pct(ts, 0.99), n, statistics.median(ts)))
+
+
+def sqlite_init(db):
+    con = sqlite3.connect(db, isolation_level=None)
+    con.execute("PRAGMA journal_mode=DELETE")
+    con.execute("CREATE TABLE t (tag TEXT, i INTEGER, PRIMARY KEY (tag, i))")
+    con.close()
+
+
+def sqlite_writer(db, n, tag):
+    con = sqlite3.connect(db, timeout=60, isolation_level=None)
+    t = time.perf_counter()
+    for i in range(n):
+        con.execute("BEGIN IMMEDIATE")
+        con.execute("INSERT INTO t VALUES (?, ?)", (tag, i))
+        con.execute("COMMIT")
+    s = time.perf_counter() - t
+    con.close()
+    print("commits_per_s=%.1f n=%d s=%.2f" % (n / s, n, s))
+
+
+def sqlite_check(db, rows):
+    con = sqlite3.connect(db, timeout=60)
+    ok = con.execute("PRAGMA integrity_check").fetchone()[0]
+    got = con.execute("SELECT COUNT(*) FROM t").fetchone()[0]
+    con.close()
+    print("integrity=%s rows=%d want=%d" % (ok, got, rows))
+    return 0 if ok == "ok" and got == rows else 1
 
 
 def handover(a, b, n):
@@ -76,5 +112,11 @@ if __name__ == "__main__":
         pair(sys.argv[2], int(sys.argv[3]), cmd == "fcntl")
     elif cmd == "handover":
         handover(sys.argv[2], sys.argv[3], int(sys.argv[4]))
+    elif cmd == "sqlite-init":
+        sqlite_init(sys.argv[2])
+    elif cmd == "sqlite":
+        sqlite_writer(sys.argv[2], int(sys.argv[3]), sys.argv[4])
+    elif cmd == "sqlite-check":
+        sys.exit(sqlite_check(sys.argv[2], int(sys.argv[3])))
     else:
         sys.exit(__doc__)
