@@ -311,6 +311,7 @@ func Start(cfg Config) (_ *Node, err error) {
 	reg.MustRegister(scrubCollector{n.blobs}) // scrub.go
 	reg.MustRegister(mountCollector{n})       // mountstats.go
 	reg.MustRegister(ownerCollector{n.store}) // directory ownership (mountstats.go)
+	reg.MustRegister(lockCollector{n.store})  // file locks (mountstats.go)
 	reg.MustRegister(trashCollector{n.store}) // each bucket's trash (trash.go)
 	st := n.store
 	if n.cl != nil {

@@ -46,6 +46,39 @@ func TestOwnerCollector(t *testing.T) {
 	}
 }
 
+// fixedLocks is a store whose lock counters are given.
+type fixedLocks store.LockStats
+
+func (f fixedLocks) LockStats() store.LockStats { return store.LockStats(f) }
+
+// TestLockCollector: each of the store's lock counters is exported under
+// its own name.
+func TestLockCollector(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(lockCollector{fixedLocks{Commits: 1, Grants: 2, Waits: 3, Refused: 4, Lost: 5, Held: 6}})
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			v := m.GetCounter().GetValue()
+			if mf.GetType() == dto.MetricType_GAUGE {
+				v = m.GetGauge().GetValue()
+			}
+			got[mf.GetName()+" "+strings.ToLower(mf.GetType().String())] = v
+		}
+	}
+	want := map[string]float64{
+		"cairn_locks_commits_total counter": 1, "cairn_locks_grants_total counter": 2, "cairn_locks_waits_total counter": 3,
+		"cairn_locks_refused_total counter": 4, "cairn_locks_sessions_lost_total counter": 5, "cairn_locks_inodes gauge": 6,
+	}
+	if !maps.Equal(got, want) {
+		t.Errorf("series %v, want %v", got, want)
+	}
+}
+
 // TestOwnersWiring: a directory the node's store owns shows in its
 // metrics and in the owners section of GET /_cairn/status (through
 // admin.Local and the store's count from the log).

@@ -143,11 +143,44 @@ type lockSessions struct {
 	// next claim continues if the log has not expired it (owners.go).
 	prev uint64
 
+	stats lockCounters
+
 	// leader side: the last renewal seen of each session, and when
 	seen       map[uint64]seenRenewal
 	wasLeader  bool
 	lastRenew  time.Time
 	renewEvery time.Duration
+}
+
+// LockStats counts this node's lock requests (Locker), for metrics.
+type LockStats struct {
+	// Commits: lock commands this node committed (requests, unlocks,
+	// cancels; renewals of the session not counted).
+	Commits uint64
+	// Grants: requests granted (at once or after a wait); Waits: requests
+	// that waited; Refused: refused because another owner held a
+	// conflicting lock (EAGAIN) or the wait would deadlock (EDEADLK).
+	Grants, Waits, Refused uint64
+	// Lost: times this node's lock session expired while it held locks.
+	Lost uint64
+	// Held: locks and waits this node's session has on inodes now (the
+	// inodes, the log's view).
+	Held int
+}
+
+type lockCounters struct {
+	commits, grants, waits, refused, lost atomic.Uint64
+}
+
+// LockStats returns this node's lock counters.
+func (s *Local) LockStats() LockStats {
+	ls := s.locks
+	c := &ls.stats
+	ls.mu.Lock()
+	held := len(ls.mine)
+	ls.mu.Unlock()
+	return LockStats{Commits: c.commits.Load(), Grants: c.grants.Load(), Waits: c.waits.Load(),
+		Refused: c.refused.Load(), Lost: c.lost.Load(), Held: held}
 }
 
 type seenRenewal struct {
@@ -191,6 +224,7 @@ func (s *Local) proposeLock(ctx context.Context, op meta.Op, c meta.LockCmd) (me
 	}
 	switch {
 	case err == nil:
+		ls.stats.commits.Add(1)
 		ls.mu.Lock()
 		if c.Lock.Owner.Epoch == ls.epoch && start.After(ls.renewed) {
 			ls.renewed = start
@@ -231,19 +265,28 @@ func (s *Local) Lock(ctx context.Context, req LockRequest) (*LockInfo, error) {
 	}
 	res, err := s.proposeLock(ctx, meta.OpLock, c)
 	if err != nil {
+		if errors.Is(err, ErrDeadlock) {
+			ls.stats.refused.Add(1)
+		}
 		return nil, err
 	}
 	r := res.Lock
 	switch {
 	case r.Granted:
+		if req.Type != LockUnlock {
+			ls.stats.grants.Add(1)
+		}
 		s.locked(req.Ino)
 		return nil, nil
 	case !r.Queued:
+		ls.stats.refused.Add(1)
 		return lockInfo(c.Ino, req.Path, r.Conflict, false), ErrWouldBlock
 	}
+	ls.stats.waits.Add(1)
 	select {
 	case o := <-wait:
 		if o.err == nil {
+			ls.stats.grants.Add(1)
 			s.locked(req.Ino)
 		}
 		return nil, o.err
@@ -362,6 +405,9 @@ func (s *Local) loseLocks(epoch uint64, inos []meta.Ino) {
 	defer ls.mu.Unlock()
 	if epoch != ls.epoch {
 		return
+	}
+	if len(ls.mine) > 0 || len(inos) > 0 {
+		ls.stats.lost.Add(1)
 	}
 	for ino := range ls.mine {
 		ls.lost[ino] = true

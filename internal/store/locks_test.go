@@ -54,6 +54,12 @@ func TestLockWaitAndRelease(t *testing.T) {
 	if !st.HasLocks(9, 2) || st.HasLocks(9, 1) {
 		t.Fatal("HasLocks does not follow the table")
 	}
+	// The counters (cairn_locks_* metrics): two grants (one after its
+	// wait), two waits (one interrupted), one refusal, a commit for each
+	// request, cancel and release, one inode with locks.
+	if s := st.LockStats(); s.Grants != 2 || s.Waits != 2 || s.Refused != 1 || s.Commits < 6 || s.Held != 1 || s.Lost != 0 {
+		t.Errorf("lock stats %+v, want 2 grants, 2 waits, 1 refusal, at least 6 commits, 1 inode held, none lost", s)
+	}
 }
 
 // TestLockLostSession: when the log expires this node's session (the
@@ -80,6 +86,9 @@ func TestLockLostSession(t *testing.T) {
 	}
 	if !st.LockLost(5) {
 		t.Fatal("the file is not marked lost")
+	}
+	if s := st.LockStats(); s.Lost != 1 {
+		t.Errorf("lock stats after the expiry: %+v, want 1 session lost", s)
 	}
 	if st.locks.owner(0).Epoch == old {
 		t.Fatal("no new session after the loss")

@@ -291,6 +291,15 @@ func TestMountLocksCounter(t *testing.T) {
 			return err == nil && strings.TrimSpace(string(got)) == strconv.Itoa(procs*per)
 		}, nodes...)
 	}
+	// The cost shows in each node's lock metrics: node 1's processes
+	// took (at least) their 2 x 40 x 2 locks, each a commit.
+	_, metrics := do(t, "GET", nodes[0].url+"/_cairn/metrics", nil)
+	for name, least := range map[string]int{"cairn_locks_grants_total": 2 * per * 2, "cairn_locks_commits_total": 2 * per * 2} {
+		v, _ := strconv.Atoi(regexpFind(t, string(metrics), `\n`+name+` ([0-9]+)\n`))
+		if v < least {
+			t.Errorf("node 1's %s = %d, want at least %d", name, v, least)
+		}
+	}
 }
 
 // TestMountSQLite: two writers on two nodes each insert 2,000 rows into
