@@ -94,6 +94,9 @@ func (l nodeLocal) StartScrub() (admin.Scrub, bool) {
 // Mounts implements admin.Local.
 func (l nodeLocal) Mounts() []fuse.Stats { return l.n.mountStats() }
 
+// LockStats implements admin.Local: the store's lock counters.
+func (l nodeLocal) LockStats() store.LockStats { return l.n.store.LockStats() }
+
 // Owners implements admin.Local: the store's directory ownership table.
 func (l nodeLocal) Owners(limit int) (store.OwnerStats, []store.OwnedDir) {
 	return l.n.store.OwnerStats(), l.n.store.OwnedDirs(limit)

@@ -156,16 +156,18 @@ type lockSessions struct {
 type LockStats struct {
 	// Commits: lock commands this node committed (requests, unlocks,
 	// cancels; renewals of the session not counted).
-	Commits uint64
+	Commits uint64 `json:"commits"`
 	// Grants: requests granted (at once or after a wait); Waits: requests
 	// that waited; Refused: refused because another owner held a
 	// conflicting lock (EAGAIN) or the wait would deadlock (EDEADLK).
-	Grants, Waits, Refused uint64
+	Grants  uint64 `json:"grants"`
+	Waits   uint64 `json:"waits"`
+	Refused uint64 `json:"refused"`
 	// Lost: times this node's lock session expired while it held locks.
-	Lost uint64
-	// Held: locks and waits this node's session has on inodes now (the
-	// inodes, the log's view).
-	Held int
+	Lost uint64 `json:"lost"`
+	// Held: the files on which this node's session holds or waits for
+	// locks now (the log's view).
+	Held int `json:"files"`
 }
 
 type lockCounters struct {

@@ -141,11 +141,12 @@ func threeNodes() *fakeCluster {
 
 // fakeLocal is a Local with fixed answers.
 type fakeLocal struct {
-	report  LocalStatus
-	started bool
-	mounts  []fuse.Stats
-	owners  store.OwnerStats
-	owned   []store.OwnedDir
+	report    LocalStatus
+	started   bool
+	mounts    []fuse.Stats
+	owners    store.OwnerStats
+	lockStats store.LockStats
+	owned     []store.OwnedDir
 }
 
 func (l *fakeLocal) Report() LocalStatus { return l.report }
@@ -155,7 +156,8 @@ func (l *fakeLocal) StartScrub() (Scrub, bool) {
 	st.Running = true
 	return st, l.started
 }
-func (l *fakeLocal) Mounts() []fuse.Stats { return l.mounts }
+func (l *fakeLocal) Mounts() []fuse.Stats       { return l.mounts }
+func (l *fakeLocal) LockStats() store.LockStats { return l.lockStats }
 func (l *fakeLocal) Owners(limit int) (store.OwnerStats, []store.OwnedDir) {
 	return l.owners, l.owned[:min(limit, len(l.owned))]
 }
@@ -497,9 +499,14 @@ func TestStatusOwners(t *testing.T) {
 	done()
 	since := time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
 	local := &fakeLocal{owners: store.OwnerStats{Owned: 1, Claims: 2, Recalls: 3, HandedOver: 4, Fenced: 5, Lost: 6},
-		owned: []store.OwnedDir{{Dir: info.Ino, Path: "web/d", Epoch: 9, Since: since}}}
+		owned:     []store.OwnedDir{{Dir: info.Ino, Path: "web/d", Epoch: 9, Since: since}},
+		lockStats: store.LockStats{Commits: 7, Grants: 5, Waits: 2, Refused: 1, Lost: 1, Held: 3}}
 	_, srv = newTestOver(t, st, nil, local)
 	_, _, body = call(t, srv, "GET", StatusPath, testKey, "")
+	// This node's lock counters ride along (the File locks section).
+	if want := `"lock_stats":{"commits":7,"grants":5,"waits":2,"refused":1,"lost":1,"files":3}`; !strings.Contains(body, want) {
+		t.Errorf("status without this node's lock counters %s: %s", want, body)
+	}
 	want := fmt.Sprintf(`{"node":"0","owned":1,"claims":2,"recalls":3,"handed_over":4,"fenced":5,"lost":6,`+
 		`"dirs":[{"ino":"%d","path":"web/d","epoch":"9","since":"2025-01-02T03:04:05Z"}],"by_node":[{"node":"1","dirs":1}]}`, info.Ino)
 	if got := owners(body); got != want {

@@ -48,6 +48,9 @@ type Local interface {
 	// Owners returns this node's directory ownership counters and up to
 	// limit of the directories it owns, by path (GET /_cairn/status).
 	Owners(limit int) (store.OwnerStats, []store.OwnedDir)
+	// LockStats returns this node's file lock counters (GET
+	// /_cairn/status).
+	LockStats() store.LockStats
 }
 
 // Cluster is the cluster a node is a member of, as the admin API manages

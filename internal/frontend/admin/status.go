@@ -45,6 +45,8 @@ type statusJSON struct {
 	// Locks are the file locks held and waited for through the mounts
 	// of every node (the same on every node: the table is in the log).
 	Locks []store.LockInfo `json:"locks"`
+	// LockStats are this node's lock counters since it started.
+	LockStats store.LockStats `json:"lock_stats"`
 	// Owners is directory ownership (design 0008): this node's counters
 	// and directories, and every node's count from the log.
 	Owners ownersJSON `json:"owners"`
@@ -198,7 +200,8 @@ func (h *Handler) serveStatus(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	local := h.local.Report()
-	v := statusJSON{Self: local.ID, Time: time.Now().UTC(), CommitIndex: local.CommitIndex, Locks: []store.LockInfo{}, Trash: []TrashUsage{}}
+	v := statusJSON{Self: local.ID, Time: time.Now().UTC(), CommitIndex: local.CommitIndex, Locks: []store.LockInfo{}, Trash: []TrashUsage{},
+		LockStats: h.local.LockStats()}
 	if locks, err := h.store.Locks(r.Context()); err == nil {
 		if locks != nil {
 			v.Locks = locks

@@ -430,6 +430,10 @@
     const locks = (s && s.locks) || [];
     const tb = $('#locks tbody');
     tb.replaceChildren();
+    const ls = s && s.lock_stats;
+    $('#locks-stats').textContent = ls ? 'This node since start: ' + num(ls.grants) + ' granted, ' +
+      num(ls.waits) + ' waited, ' + num(ls.refused) + ' refused, ' + num(ls.commits) + ' lock commits, ' + num(ls.lost) +
+      ' sessions lost; locks on ' + num(ls.files) + ' files now' : '';
     $('#locks').hidden = locks.length === 0;
     $('#locks-none').hidden = locks.length > 0;
     const EOF = '18446744073709551615';
