@@ -328,10 +328,11 @@ func (s *Local) Own(ctx context.Context, dir uint64, path string) (Claim, func()
 	for {
 		o.mu.Lock()
 		d := o.dirs[dir]
+		releasing := d != nil && d.releasing // under o.mu: release sets it
 		wait := o.changed
 		o.mu.Unlock()
 		switch {
-		case d != nil && !d.releasing:
+		case d != nil && !releasing:
 			d.rw.RLock()
 			o.mu.Lock()
 			still := o.dirs[dir] == d && !d.releasing
