@@ -94,6 +94,7 @@ func (stubLocal) Report() admin.LocalStatus       { return admin.LocalStatus{} }
 func (stubLocal) Scrub() admin.Scrub              { return admin.Scrub{} }
 func (stubLocal) StartScrub() (admin.Scrub, bool) { return admin.Scrub{}, false }
 func (stubLocal) Mounts() []fuse.Stats            { return nil }
+func (stubLocal) LockStats() store.LockStats      { return store.LockStats{} }
 func (stubLocal) Owners(int) (store.OwnerStats, []store.OwnedDir) {
 	return store.OwnerStats{}, nil
 }
