@@ -13,16 +13,11 @@ import (
 	dto "github.com/prometheus/client_model/go"
 )
 
-// fixedOwners is a store whose ownership counters are given.
-type fixedOwners store.OwnerStats
-
-func (f fixedOwners) OwnerStats() store.OwnerStats { return store.OwnerStats(f) }
-
-// TestOwnerCollector: each counter of the store's ownership table is
-// exported under its own name.
-func TestOwnerCollector(t *testing.T) {
+// series gathers c's metrics: "NAME TYPE" (counter or gauge) to value.
+func series(t *testing.T, c prometheus.Collector) map[string]float64 {
+	t.Helper()
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(ownerCollector{fixedOwners{Owned: 1, Claims: 2, Recalls: 3, HandedOver: 4, Fenced: 5, Lost: 6}})
+	reg.MustRegister(c)
 	mfs, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)
@@ -37,6 +32,18 @@ func TestOwnerCollector(t *testing.T) {
 			got[mf.GetName()+" "+strings.ToLower(mf.GetType().String())] = v
 		}
 	}
+	return got
+}
+
+// fixedOwners is a store whose ownership counters are given.
+type fixedOwners store.OwnerStats
+
+func (f fixedOwners) OwnerStats() store.OwnerStats { return store.OwnerStats(f) }
+
+// TestOwnerCollector: each counter of the store's ownership table is
+// exported under its own name.
+func TestOwnerCollector(t *testing.T) {
+	got := series(t, ownerCollector{fixedOwners{Owned: 1, Claims: 2, Recalls: 3, HandedOver: 4, Fenced: 5, Lost: 6}})
 	want := map[string]float64{
 		"cairn_owner_dirs gauge": 1, "cairn_owner_claims_total counter": 2, "cairn_owner_recalls_total counter": 3,
 		"cairn_owner_handovers_total counter": 4, "cairn_owner_fenced_total counter": 5, "cairn_owner_lost_dirs_total counter": 6,
@@ -54,22 +61,7 @@ func (f fixedLocks) LockStats() store.LockStats { return store.LockStats(f) }
 // TestLockCollector: each of the store's lock counters is exported under
 // its own name.
 func TestLockCollector(t *testing.T) {
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(lockCollector{fixedLocks{Commits: 1, Grants: 2, Waits: 3, Refused: 4, Lost: 5, Held: 6}})
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := map[string]float64{}
-	for _, mf := range mfs {
-		for _, m := range mf.GetMetric() {
-			v := m.GetCounter().GetValue()
-			if mf.GetType() == dto.MetricType_GAUGE {
-				v = m.GetGauge().GetValue()
-			}
-			got[mf.GetName()+" "+strings.ToLower(mf.GetType().String())] = v
-		}
-	}
+	got := series(t, lockCollector{fixedLocks{Commits: 1, Grants: 2, Waits: 3, Refused: 4, Lost: 5, Held: 6}})
 	want := map[string]float64{
 		"cairn_locks_commits_total counter": 1, "cairn_locks_grants_total counter": 2, "cairn_locks_waits_total counter": 3,
 		"cairn_locks_refused_total counter": 4, "cairn_locks_sessions_lost_total counter": 5, "cairn_locks_inodes gauge": 6,
