@@ -139,10 +139,32 @@ emit() { printf '%s\n' "$@" | tee -a "$TABLE"; }
 kv() { sed -n "s/.* $1=\([^ ]*\).*/\1/p" <<<"$2"; }
 
 # ---------------------------------------------------------------- prop
+# prop_run LABEL FILE BUCKET PREFIX WHAT ARG...: one bench/propagate run
+# through WHAT (ARG: -write URL or -dir MOUNT), polling the caller's
+# others (URLs) and names; its lines go to the caller's res as
+# "LABEL|node|p50|p99|max|missed" (node "put": the write itself).
+prop_run() {
+	local label=$1 file=$2 bucket=$3 prefix=$4 what=$5 line
+	shift 5
+	log "propagation: $PROP_N files of $PROP_SIZE B through $what, polling ${names[*]}"
+	"$PROPAGATE" -mode prop "$@" -poll "$(IFS=,; echo "${others[*]}")" \
+		-names "$(IFS=,; echo "${names[*]}")" -bucket "$bucket" -prefix "$prefix" -n "$PROP_N" \
+		-size "$PROP_SIZE" -deadline "$PROP_DEADLINE" -csv "$OUT/$file.csv" \
+		>"$OUT/$file.txt" 2>"$OUT/$file.err" ||
+		{ cat "$OUT/$file.err" >&2; die "propagation through $what failed"; }
+	cat "$OUT/$file.txt" >&2
+	while read -r line; do
+		case "$line" in
+		PUT*) res+=("$label|put|$(kv p50_ms "$line")|$(kv p99_ms "$line")|$(kv max_ms "$line")|0") ;;
+		PROP*) res+=("$label|$(kv node "$line")|$(kv p50_ms "$line")|$(kv p99_ms "$line")|$(kv max_ms "$line")|$(kv missed "$line")") ;;
+		esac
+	done <"$OUT/$file.txt"
+}
+
 part_prop() {
 	cluster_start prop
 	bucket_create prop 3
-	local via others names line res=()
+	local via others names res=()
 	for via in 1 2; do
 		others=() names=()
 		for i in 1 2 3; do
@@ -150,19 +172,7 @@ part_prop() {
 			others+=("${NODE_URL[i]}")
 			names+=("node$i")
 		done
-		log "propagation: $PROP_N files of $PROP_SIZE B through node $via, polling ${names[*]}"
-		"$PROPAGATE" -mode prop -write "${NODE_URL[via]}" -poll "$(IFS=,; echo "${others[*]}")" \
-			-names "$(IFS=,; echo "${names[*]}")" -bucket prop -prefix "via$via" -n "$PROP_N" \
-			-size "$PROP_SIZE" -deadline "$PROP_DEADLINE" -csv "$OUT/prop-via$via.csv" \
-			>"$OUT/prop-via$via.txt" 2>"$OUT/prop-via$via.err" ||
-			{ cat "$OUT/prop-via$via.err" >&2; die "propagation through node $via failed"; }
-		cat "$OUT/prop-via$via.txt" >&2
-		while read -r line; do
-			case "$line" in
-			PUT*) res+=("$via|put|$(kv p50_ms "$line")|$(kv p99_ms "$line")|$(kv max_ms "$line")|0") ;;
-			PROP*) res+=("$via|$(kv node "$line")|$(kv p50_ms "$line")|$(kv p99_ms "$line")|$(kv max_ms "$line")|$(kv missed "$line")") ;;
-			esac
-		done <"$OUT/prop-via$via.txt"
+		prop_run "$via" "prop-via$via" prop "via$via" "node $via" -write "${NODE_URL[via]}"
 	done
 	local leader
 	leader=$(leader_node)
@@ -179,19 +189,7 @@ part_prop() {
 				[ $SECONDS -lt $deadline ] || die "node 1's $mode mount is not mounted after 60 s"
 				sleep 0.2
 			done
-			log "propagation: $PROP_N files of $PROP_SIZE B through node 1's $mode mount, polling ${names[*]}"
-			"$PROPAGATE" -mode prop -dir "$CL_DIR/mnt-$mode" -poll "$(IFS=,; echo "${others[*]}")" \
-				-names "$(IFS=,; echo "${names[*]}")" -bucket propm -prefix "$mode" -n "$PROP_N" \
-				-size "$PROP_SIZE" -deadline "$PROP_DEADLINE" -csv "$OUT/prop-mount-$mode.csv" \
-				>"$OUT/prop-mount-$mode.txt" 2>"$OUT/prop-mount-$mode.err" ||
-				{ cat "$OUT/prop-mount-$mode.err" >&2; die "propagation through node 1's $mode mount failed"; }
-			cat "$OUT/prop-mount-$mode.txt" >&2
-			while read -r line; do
-				case "$line" in
-				PUT*) res+=("1 ($mode mount)|put|$(kv p50_ms "$line")|$(kv p99_ms "$line")|$(kv max_ms "$line")|0") ;;
-				PROP*) res+=("1 ($mode mount)|$(kv node "$line")|$(kv p50_ms "$line")|$(kv p99_ms "$line")|$(kv max_ms "$line")|$(kv missed "$line")") ;;
-				esac
-			done <"$OUT/prop-mount-$mode.txt"
+			prop_run "1 ($mode mount)" "prop-mount-$mode" propm "$mode" "node 1's $mode mount" -dir "$CL_DIR/mnt-$mode"
 			modes_run+=("$mode")
 		done
 		cluster_stop
