@@ -158,6 +158,9 @@ func (a *applier) apply() (Result, error) {
 	if err := a.checkHeld(); err != nil { // owners.go
 		return Result{}, err
 	}
+	if err := a.checkRight(); err != nil { // lockrights.go
+		return Result{}, err
+	}
 	switch a.cmd.Op {
 	case OpCreateBucket:
 		return a.createBucket()
@@ -221,6 +224,8 @@ func (a *applier) apply() (Result, error) {
 		return a.own() // owners.go
 	case OpDisown:
 		return a.disown()
+	case OpLockReturn:
+		return a.lockReturn() // lockrights.go
 	default:
 		return Result{}, fmt.Errorf("%w: unknown op %d", ErrInvalid, a.cmd.Op)
 	}

@@ -169,6 +169,24 @@ func (a *applier) lock() (Result, error) {
 	if c.Path != "" {
 		st.Path = c.Path
 	}
+	rc := a.cmd.Right
+	switch {
+	case st.Right.heldBy(req.Owner.Node, req.Owner.Epoch):
+		return Result{}, fmt.Errorf("inode %d: %w", c.Ino, ErrRightHeld)
+	case st.Right != nil && req.Type == LockUnlock:
+		// Another session holds the right, so this one has nothing here.
+		a.putSession(s)
+		return Result{Lock: &LockResult{Granted: true, Grants: grants}}, nil
+	case st.Right != nil:
+		// lockrights.go: the holder gives the right back first.
+		a.putSession(s)
+		res := recallRight(st)
+		res.Grants = grants
+		return Result{Lock: res}, nil
+	case rc != nil && rc.Recall:
+		a.putSession(s)
+		return Result{Lock: &LockResult{Grants: grants}}, nil
+	}
 	res := &LockResult{}
 	switch {
 	case req.Type == LockUnlock:
@@ -232,6 +250,10 @@ func (a *applier) lock() (Result, error) {
 		return Result{}, err
 	}
 	res.Grants = append(grants, g...)
+	if rc != nil && rc.Cache && res.Granted && req.Type != LockUnlock && st.onlySession(req.Owner.Node, req.Owner.Epoch) {
+		st.Right = &LockRight{Node: req.Owner.Node, Session: req.Owner.Epoch, Seq: max(a.index, 1)}
+		res.RightSeq = st.Right.Seq
+	}
 	a.syncSession(s, c.Ino, st)
 	a.putSession(s)
 	a.putLockState(c.Ino, st)
@@ -301,6 +323,9 @@ func (a *applier) lockCancel() (Result, error) {
 	st, err := a.r.lockState(c.Ino)
 	if err != nil {
 		return Result{}, err
+	}
+	if st.Right.heldBy(c.Lock.Owner.Node, c.Lock.Owner.Epoch) {
+		return Result{}, fmt.Errorf("inode %d: %w", c.Ino, ErrRightHeld)
 	}
 	n := len(st.Waiting)
 	st.Waiting = slices.DeleteFunc(st.Waiting, func(w Lock) bool {

@@ -93,6 +93,13 @@ type LockResult struct {
 	// Lost lists, for OpLockExpire, the inodes where the session had locks
 	// or waits: its node marks them (a holder then sees EIO).
 	Lost []Ino
+	// RightSeq is the lock right granted with the lock (RightCmd.Cache),
+	// or, with Recall, the right held by another session.
+	RightSeq uint64
+	// Recall is the session holding the inode's lock right when another
+	// one asked: nothing was decided, the holder gives the right back
+	// (lockrights.go), and the asker asks again.
+	Recall *LockOwner
 }
 
 // LockGrant is a waiter that was granted.
@@ -131,9 +138,13 @@ type lockState struct {
 	Path    string // last known "bucket/path" (LockCmd.Path)
 	Held    []Lock
 	Waiting []Lock
+	// Right is the holder of the inode's lock right (lockrights.go):
+	// while set, Held and Waiting are as they were at the grant, and the
+	// holder's own table is the inode's.
+	Right *LockRight
 }
 
-func (s *lockState) empty() bool { return len(s.Held) == 0 && len(s.Waiting) == 0 }
+func (s *lockState) empty() bool { return len(s.Held) == 0 && len(s.Waiting) == 0 && s.Right == nil }
 
 func overlaps(a, b *Lock) bool { return a.Start <= b.End && b.Start <= a.End }
 
@@ -252,8 +263,12 @@ func (s *lockState) wake(ino Ino) []LockGrant {
 	return grants
 }
 
-// hasSession reports whether the session has a lock or a waiter here.
+// hasSession reports whether the session has a lock, a waiter or the
+// lock right here.
 func (s *lockState) hasSession(node, epoch uint64) bool {
+	if s.Right.heldBy(node, epoch) {
+		return true
+	}
 	for _, l := range slices.Concat(s.Held, s.Waiting) {
 		if l.Owner.Node == node && l.Owner.Epoch == epoch {
 			return true
@@ -264,6 +279,9 @@ func (s *lockState) hasSession(node, epoch uint64) bool {
 
 // dropSession removes every lock and waiter of a session.
 func (s *lockState) dropSession(node, epoch uint64) {
+	if s.Right.heldBy(node, epoch) {
+		s.Right = nil
+	}
 	keep := func(l Lock) bool { return l.Owner.Node != node || l.Owner.Epoch != epoch }
 	s.Held = slices.DeleteFunc(s.Held, func(l Lock) bool { return !keep(l) })
 	s.Waiting = slices.DeleteFunc(s.Waiting, func(l Lock) bool { return !keep(l) })

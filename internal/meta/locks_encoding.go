@@ -78,9 +78,16 @@ func decodeLockCmd(d *decoder) *LockCmd {
 	return c
 }
 
+// encodeLockState writes version 1, or version 2 (lockrights.go) when
+// the inode's lock right is held: a table without one reads on binaries
+// from before rights, and none holds one before every node reads them.
 func encodeLockState(s *lockState) []byte {
 	e := encoder{}
-	e.byte1(lockVersion)
+	if s.Right != nil {
+		e.byte1(lockRightTableVersion)
+	} else {
+		e.byte1(lockVersion)
+	}
 	e.str(s.Path)
 	e.uvarint(uint64(len(s.Held)))
 	for i := range s.Held {
@@ -90,12 +97,18 @@ func encodeLockState(s *lockState) []byte {
 	for i := range s.Waiting {
 		appendLock(&e, &s.Waiting[i])
 	}
+	if s.Right != nil {
+		e.uvarint(s.Right.Node)
+		e.uvarint(s.Right.Session)
+		e.uvarint(s.Right.Seq)
+	}
 	return e.b
 }
 
 func decodeLockState(p []byte) (*lockState, error) {
 	d := decoder{b: p}
-	if v := d.byte1(); d.err == nil && v != lockVersion {
+	v := d.byte1()
+	if d.err == nil && v != lockVersion && v != lockRightTableVersion {
 		return nil, errCorrupt("lock table version %d", v)
 	}
 	s := &lockState{Path: d.str()}
@@ -104,6 +117,9 @@ func decodeLockState(p []byte) (*lockState, error) {
 	}
 	for n := d.count(maxLockEntries); n > 0 && d.err == nil; n-- {
 		s.Waiting = append(s.Waiting, decodeLock(&d))
+	}
+	if v == lockRightTableVersion {
+		s.Right = &LockRight{Node: d.uvarint(), Session: d.uvarint(), Seq: d.uvarint()}
 	}
 	if err := d.done(); err != nil {
 		return nil, fmt.Errorf("decode lock table: %w", err)

@@ -187,8 +187,9 @@ const (
 	OpVersionDelete                // BucketName, Path, File.MtimeNs+ETag or Trash.At+File.Ino: S3's DELETE of a version or delete marker (apply_version.go)
 	OpOwn                          // Own.Node/Session/Dir (Recall): claim a directory, or ask its owner to give it up (owners.go)
 	OpDisown                       // Own.Node/Dir/Epoch: the owner gives a directory up
+	OpLockReturn                   // Lock.Ino, Lock.Lock.Owner, Right.Seq/Held/Waiting: the holder of an inode's lock right gives it back with its table (lockrights.go)
 
-	opLast = OpDisown
+	opLast = OpLockReturn
 )
 
 // Valid reports whether op is a known command kind.
@@ -261,6 +262,10 @@ type Command struct {
 	// destination's parent directory is missing, as rename(2) does,
 	// instead of making it (mkdir -p). Log version 11.
 	NoParents bool
+	// Right is the lock-right part of OpLock and OpLockReturn and, on a
+	// write, the lock right it was made under (lockrights.go). Log
+	// version 13.
+	Right *RightCmd
 }
 
 // Origin is where a change came from.

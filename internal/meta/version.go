@@ -29,7 +29,8 @@ const (
 	// LogVersionMax is the newest payload version this binary reads and
 	// writes: version 8 adds lock commands, 9 OpSetLogVersion, 10 the
 	// trash and commands' origins, 11 directory ownership (Command.Own,
-	// Command.Exclusive), 12 special files (FIFOs, sockets, devices).
+	// Command.Exclusive), 12 special files (FIFOs, sockets, devices), 13
+	// lock rights (Command.Right, OpLockReturn).
 	LogVersionMax = commandVersion
 	// upgradeVersion is the payload version that carries OpSetLogVersion.
 	upgradeVersion = 9
@@ -68,6 +69,11 @@ func Fit(cmd Command, active byte) Command {
 		// No directory can be owned before version 11, so a claim is
 		// void, and an exclusive mkdir or rename is the old one.
 		cmd.Own, cmd.Exclusive, cmd.NoParents = nil, false, false
+	}
+	if active < lockRightVersion && cmd.Op != OpLockReturn {
+		// No lock right exists before version 13: a request asks for none
+		// and a write is made under none.
+		cmd.Right = nil
 	}
 	return cmd
 }
@@ -132,6 +138,9 @@ func payloadVersion(cmds []Command) byte {
 		}
 		if c := &cmds[i]; c.File != nil && c.File.Type.Special() {
 			v = max(v, specialVersion)
+		}
+		if c := &cmds[i]; c.Right != nil || c.Op == OpLockReturn {
+			v = max(v, lockRightVersion)
 		}
 		if c := &cmds[i]; c.Origin != nil || c.Trash != nil || c.Snap != nil || (c.Bucket != nil && bucketBodyVersion(c.Bucket) >= 6) ||
 			(c.Record != nil && c.Record.Kind == RecordSnapSchedule) {

@@ -170,6 +170,7 @@ func visibleWithin(t *testing.T, nodes []*server, from, to, mode string) {
 		name := fmt.Sprintf("visible-%d.txt", i)
 		want := []byte(fmt.Sprintf("%s %d", mode, i))
 		if err := os.WriteFile(filepath.Join(from, name), want, 0o644); err != nil {
+			dumpWarnings(t, nodes)
 			t.Fatal(err)
 		}
 		worst = max(worst, waitFile(t, 10*time.Second, filepath.Join(to, name), want, nodes...))

@@ -2,11 +2,13 @@ package fuse
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/cairn-fs/cairn/internal/store"
 	"github.com/cairn-fs/cairn/internal/store/storetest"
@@ -293,4 +295,44 @@ func TestInvalDeferredUntilPublished(t *testing.T) {
 		t.Fatal("an invalidation of a published file was deferred")
 	}
 	fh.(fs.FileReleaser).Release(ctx)
+}
+
+// TestDrainWithBusyWriter: drain waits for what was queued before it, not
+// for an empty queue, which a writer that keeps queuing never leaves (a
+// recall of a directory waited 30 s for it, and the claimant on another
+// node answered EIO: TestMountStatAfterChange, handles mode).
+func TestDrainWithBusyWriter(t *testing.T) {
+	m, st := testMount(t)
+	st.mu.Lock()
+	st.beforeChange = func() { time.Sleep(3 * time.Millisecond) }
+	st.mu.Unlock()
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			case <-time.After(100 * time.Microsecond):
+			}
+			m.wb.enqueueRmdir(fmt.Sprintf("gone-%d", i), store.Claim{}, store.Claim{}) // not there: published as done
+		}
+	}()
+	defer func() { close(stop); wg.Wait() }()
+	time.Sleep(50 * time.Millisecond) // the queue is never empty from here
+	for range 5 {
+		start := time.Now()
+		done := make(chan struct{})
+		go func() { m.wb.drain(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(2 * time.Second):
+			t.Fatalf("drain still waiting after 2 s while a writer keeps queuing")
+		}
+		if took := time.Since(start); took > 500*time.Millisecond {
+			t.Errorf("drain took %v", took)
+		}
+	}
 }

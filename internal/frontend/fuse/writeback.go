@@ -74,6 +74,7 @@ type pending struct {
 	done    chan struct{} // closed once published or failed
 	err     error         // set before done is closed
 	taken   atomic.Bool   // the publisher has started it
+	seq     uint64        // its place in the queue (writeback.pushed when queued)
 }
 
 // writeback is a mount's queue of versions to publish.
@@ -82,7 +83,12 @@ type writeback struct {
 	mu   sync.Mutex
 	cond *sync.Cond // signalled when the queue or busy changes
 	q    []*pending
-	busy int // items the publisher has taken and not finished
+	// pushed counts the items ever queued, finished the first ones that
+	// are published or failed (the publisher takes them in order): drain
+	// waits for the items queued before it, not for an empty queue, which
+	// a busy writer may never leave.
+	pushed, finished uint64
+	busy             int // items the publisher has taken and not finished
 	// flying are those items (a fresh file among them cannot be moved).
 	flying []*pending
 	bytes  int64          // queued bytes
@@ -229,6 +235,8 @@ func (wb *writeback) takeNsErr() error {
 
 func (wb *writeback) push(p *pending) {
 	wb.mu.Lock()
+	wb.pushed++
+	p.seq = wb.pushed
 	wb.q = append(wb.q, p)
 	wb.bytes += p.size
 	if p.kind == opUnlink {
@@ -302,7 +310,7 @@ func (wb *writeback) hurry() {
 // drain waits until everything queued so far is published (or failed).
 func (wb *writeback) drain() {
 	wb.mu.Lock()
-	for len(wb.q) > 0 || wb.busy > 0 {
+	for target := wb.pushed; wb.finished < target; {
 		wb.urgent = true
 		wb.cond.Broadcast()
 		wb.cond.Wait()
@@ -379,6 +387,7 @@ func (wb *writeback) run() {
 		wb.mu.Lock()
 		wb.busy = 0
 		wb.flying = nil
+		wb.finished = batch[k-1].seq
 		wb.bytes -= bytes
 		for _, p := range batch {
 			if wb.paths[p.path]--; wb.paths[p.path] <= 0 {
