@@ -196,29 +196,10 @@ func (a *applier) lock() (Result, error) {
 		st.remove(req.Owner, req.Kind, req.Start, req.End)
 		res.Granted = true
 	default:
-		if req.Kind == LockFlock {
-			// flock(2) converts by dropping the old lock first, so a
-			// conversion that has to wait (or fails) loses it.
-			for _, h := range st.Held {
-				if h.Owner == req.Owner && h.Kind == LockFlock && h.Type == req.Type {
-					res.Granted = true
-				}
-			}
-			if !res.Granted {
-				st.remove(req.Owner, LockFlock, 0, LockEOF)
-			}
-		}
-		if res.Granted {
-			break
-		}
-		conflict := st.conflict(&req)
-		if a.st.lockUnsafe {
-			conflict = nil
-		}
+		var conflict *Lock
+		res.Granted, conflict = st.request(req, a.st.lockUnsafe)
 		switch {
-		case conflict == nil:
-			st.grant(req)
-			res.Granted = true
+		case res.Granted:
 		case !c.Wait:
 			cl := *conflict
 			res.Conflict = &cl
@@ -258,6 +239,30 @@ func (a *applier) lock() (Result, error) {
 	a.putSession(s)
 	a.putLockState(c.Ino, st)
 	return Result{Lock: res}, nil
+}
+
+// request grants req if nothing held conflicts with it (unsafe: in any
+// case), or returns the conflicting lock. A flock request converts by
+// dropping the owner's flock lock first, as flock(2) does, so a
+// conversion that has to wait (or fails) loses it.
+func (s *lockState) request(req Lock, unsafe bool) (bool, *Lock) {
+	if req.Kind == LockFlock {
+		for _, h := range s.Held {
+			if h.Owner == req.Owner && h.Kind == LockFlock && h.Type == req.Type {
+				return true, nil
+			}
+		}
+		s.remove(req.Owner, LockFlock, 0, LockEOF)
+	}
+	conflict := s.conflict(&req)
+	if unsafe {
+		conflict = nil
+	}
+	if conflict != nil {
+		return false, conflict
+	}
+	s.grant(req)
+	return true, nil
 }
 
 // deadlock reports whether req, blocked on ino, would wait for itself:

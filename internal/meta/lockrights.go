@@ -201,3 +201,82 @@ func decodeRightCmd(d *decoder) *RightCmd {
 	}
 	return c
 }
+
+// LocalTable is a node's own table of an inode whose lock right it holds.
+// It decides with the log's rules (locks.go): the same conflicts, POSIX
+// splits and merges, flock conversions and FIFO wake-ups. Not safe for
+// concurrent use.
+type LocalTable struct{ s lockState }
+
+// NewLocalTable starts a table from the log's, as it was at the grant.
+func NewLocalTable(held, waiting []Lock) *LocalTable {
+	return &LocalTable{s: lockState{Held: slices.Clone(held), Waiting: slices.Clone(waiting)}}
+}
+
+// Request grants l, or returns the held lock that conflicts with it
+// (unsafe grants in any case: the simulator's sabotage).
+func (t *LocalTable) Request(l Lock, unsafe bool) (bool, *Lock) {
+	if l.Kind == LockFlock {
+		l.Start, l.End = 0, LockEOF
+	}
+	ok, c := t.s.request(l, unsafe)
+	if c != nil {
+		cl := *c
+		c = &cl
+	}
+	return ok, c
+}
+
+// Queue appends waiter l (it has a WaitID); false when the inode has too
+// many.
+func (t *LocalTable) Queue(l Lock) bool {
+	if len(t.s.Waiting) >= maxLockEntries {
+		return false
+	}
+	if l.Kind == LockFlock {
+		l.Start, l.End = 0, LockEOF
+	}
+	t.s.Waiting = append(t.s.Waiting, l)
+	return true
+}
+
+// Release drops owner's held locks of kind (0: every kind) in [start,
+// end] and returns the waiters that granted.
+func (t *LocalTable) Release(owner LockOwner, kind LockKind, start, end uint64) []Lock {
+	t.s.remove(owner, kind, start, end)
+	return t.wake()
+}
+
+// Cancel takes a waiter out of the queue: false if it is not there.
+func (t *LocalTable) Cancel(owner LockOwner, waitID uint64) bool {
+	n := len(t.s.Waiting)
+	t.s.Waiting = slices.DeleteFunc(t.s.Waiting, func(w Lock) bool { return w.Owner == owner && w.WaitID == waitID })
+	return len(t.s.Waiting) < n
+}
+
+func (t *LocalTable) wake() []Lock {
+	var out []Lock
+	for _, g := range t.s.wake(0) {
+		out = append(out, g.Lock)
+	}
+	return out
+}
+
+// Conflict returns the first held lock that conflicts with l, or nil.
+func (t *LocalTable) Conflict(l Lock) *Lock {
+	if c := t.s.conflict(&l); c != nil {
+		cl := *c
+		return &cl
+	}
+	return nil
+}
+
+// Has reports whether owner holds or waits for a lock here.
+func (t *LocalTable) Has(owner LockOwner) bool {
+	return slices.ContainsFunc(slices.Concat(t.s.Held, t.s.Waiting), func(l Lock) bool { return l.Owner == owner })
+}
+
+// Locks returns copies of the held locks and the waiters, in order.
+func (t *LocalTable) Locks() (held, waiting []Lock) {
+	return slices.Clone(t.s.Held), slices.Clone(t.s.Waiting)
+}

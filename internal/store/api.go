@@ -205,6 +205,11 @@ type PutOptions struct {
 	// holders published, and recalls directories another node owns.
 	Decided bool
 	Claims  []Claim
+	// LockedIno is the inode of the file being replaced, as the caller
+	// knows it (the mount): while this node holds that inode's lock right
+	// (design 0006), the write is sent stamped with it, and the log
+	// refuses it (ErrFenced) once the right has moved. 0: no stamp.
+	LockedIno uint64
 	// ContentSHA256, when set, is the body's expected SHA-256 (32 bytes),
 	// e.g. the x-amz-content-sha256 an S3 request was signed with: a body
 	// that hashes otherwise fails with ErrSHA256Mismatch and nothing is

@@ -190,11 +190,24 @@ func (s *Local) commitFiles(ctx context.Context, cmds []*meta.Command, idx []int
 		return
 	}
 	batch := make([]meta.Command, len(idx))
+	stamps := map[meta.Ino]*meta.RightCmd{} // one hold of each right (lockrights.go)
+	var unstamp []func()
 	for k, i := range idx {
 		batch[k] = *cmds[i]
 		s.withOrigin(ctx, &batch[k]) // trash.go
+		if rc := batch[k].Right; rc != nil {
+			if st, ok := stamps[rc.Ino]; ok {
+				batch[k].Right = st
+				continue
+			}
+			unstamp = append(unstamp, s.stampRight(&batch[k]))
+			stamps[rc.Ino] = batch[k].Right
+		}
 	}
 	results, errs := op.ProposeMany(ctx, batch)
+	for _, u := range unstamp {
+		u() // before any retry below, which stamps again
+	}
 	for k, i := range idx {
 		if errs[k] == nil && (errors.Is(results[k].Err, meta.ErrBlobReaped) ||
 			(cmds[i].Own == nil && errors.Is(results[k].Err, meta.ErrOwned))) {

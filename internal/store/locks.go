@@ -108,6 +108,11 @@ type Locker interface {
 	// LockLost reports whether this node lost its locks on ino (its
 	// session expired while it held some) and no lock was taken since.
 	LockLost(ino uint64) bool
+	// HoldsLockRight reports whether this node holds ino's lock right
+	// (lockrights.go): its releases are decided here, and what was
+	// written under them is published (LockFlusher) before the right
+	// goes back, not at each release.
+	HoldsLockRight(ino uint64) bool
 	// Locks lists every lock and waiter of the cluster.
 	Locks(ctx context.Context) ([]LockInfo, error)
 }
@@ -142,6 +147,11 @@ type lockSessions struct {
 	// prev is the session this process gave up last (loseLocks), which the
 	// next claim continues if the log has not expired it (owners.go).
 	prev uint64
+	// rights are the inodes whose lock right this node holds, and
+	// rightWake is closed (and replaced) when a right changes hands in
+	// the log (lockrights.go).
+	rights    map[uint64]*heldRight
+	rightWake chan struct{}
 
 	stats lockCounters
 
@@ -165,13 +175,21 @@ type LockStats struct {
 	Refused uint64 `json:"refused"`
 	// Lost: times this node's lock session expired while it held locks.
 	Lost uint64 `json:"lost"`
+	// LocalGrants: grants decided here, under the inode's lock right,
+	// with no commit (part of Grants). Recalled: rights another node
+	// asked this one to give back; Returned: rights given back (recalled,
+	// idle, or ahead of a POSIX wait). Rights: rights held now.
+	LocalGrants uint64 `json:"local_grants"`
+	Recalled    uint64 `json:"recalled"`
+	Returned    uint64 `json:"returned"`
+	Rights      int    `json:"rights"`
 	// Held: the files on which this node's session holds or waits for
 	// locks now (the log's view).
 	Held int `json:"files"`
 }
 
 type lockCounters struct {
-	commits, grants, waits, refused, lost atomic.Uint64
+	commits, grants, waits, refused, lost, localGrants, recalled, returned atomic.Uint64
 }
 
 // LockStats returns this node's lock counters.
@@ -179,10 +197,11 @@ func (s *Local) LockStats() LockStats {
 	ls := s.locks
 	c := &ls.stats
 	ls.mu.Lock()
-	held := len(ls.mine)
+	held, rights := len(ls.mine), len(ls.rights)
 	ls.mu.Unlock()
 	return LockStats{Commits: c.commits.Load(), Grants: c.grants.Load(), Waits: c.waits.Load(),
-		Refused: c.refused.Load(), Lost: c.lost.Load(), Held: held}
+		Refused: c.refused.Load(), Lost: c.lost.Load(), Held: held,
+		LocalGrants: c.localGrants.Load(), Recalled: c.recalled.Load(), Returned: c.returned.Load(), Rights: rights}
 }
 
 type seenRenewal struct {
@@ -194,6 +213,7 @@ type seenRenewal struct {
 func newLockSessions(node uint64, lease time.Duration, now time.Time) *lockSessions {
 	return &lockSessions{node: node, lease: lease, epoch: uint64(max(now.UnixNano(), 1)),
 		mine: map[uint64]bool{}, lost: map[uint64]bool{}, waits: map[uint64]chan grantOutcome{},
+		rights: map[uint64]*heldRight{}, rightWake: make(chan struct{}),
 		seen: map[uint64]seenRenewal{}, renewEvery: lease / 3}
 }
 
@@ -216,11 +236,15 @@ func lockInfo(ino meta.Ino, path string, l *meta.Lock, waiting bool) *LockInfo {
 // proposeLock proposes a lock command of this node's session. A session
 // the log expired is replaced by a new one (ErrLockLost is returned, and
 // the node's locks are marked lost).
-func (s *Local) proposeLock(ctx context.Context, op meta.Op, c meta.LockCmd) (meta.Result, error) {
+func (s *Local) proposeLock(ctx context.Context, op meta.Op, c meta.LockCmd, right ...*meta.RightCmd) (meta.Result, error) {
 	ls := s.locks
 	start := s.cfg.Clock.Now()
 	c.LeaseNs = int64(ls.lease)
-	res, err := s.log.Propose(ctx, meta.Command{Op: op, TimeNs: s.cfg.Now().UnixNano(), Lock: &c})
+	cmd := meta.Command{Op: op, TimeNs: s.cfg.Now().UnixNano(), Lock: &c}
+	if len(right) > 0 {
+		cmd.Right = right[0]
+	}
+	res, err := s.log.Propose(ctx, cmd)
 	if err == nil {
 		err = res.Err
 	}
@@ -238,19 +262,56 @@ func (s *Local) proposeLock(ctx context.Context, op meta.Op, c meta.LockCmd) (me
 		return res, ErrLockLost
 	case errors.Is(err, meta.ErrDeadlock):
 		return res, ErrDeadlock
+	case errors.Is(err, meta.ErrRightHeld):
+		return res, err
 	}
 	return res, mapErr(err)
 }
 
-// Lock implements Locker.
+// Lock implements Locker: decided here under the inode's lock right if
+// this node holds it (lockrights.go), else in the log, asking for the
+// right with the lock; a request that finds another node holding the
+// right waits for it to come back and asks again.
 func (s *Local) Lock(ctx context.Context, req LockRequest) (*LockInfo, error) {
-	ls := s.locks
 	if req.Type == LockUnlock && !s.HasLocks(req.Ino, req.Owner) {
 		return nil, nil // nothing of the owner's to release
 	}
+	for {
+		if info, err, done := s.lockCached(ctx, req); done {
+			return info, err
+		}
+		ls := s.locks
+		ls.mu.Lock()
+		wake := ls.rightWake
+		ls.mu.Unlock()
+		info, err, recalled := s.lockInLog(ctx, req)
+		if !recalled {
+			return info, err
+		}
+		if s.HoldsLockRight(req.Ino) {
+			continue // granted to this node meanwhile
+		}
+		if err := s.waitRight(ctx, wake); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// lockInLog is Lock decided in the log. recalled: another node holds the
+// inode's lock right (asked to give it back), nothing was decided.
+func (s *Local) lockInLog(ctx context.Context, req LockRequest) (info *LockInfo, err error, recalled bool) {
+	ls := s.locks
 	owner := ls.owner(req.Owner)
 	c := meta.LockCmd{Ino: meta.Ino(req.Ino), Path: req.Path, Wait: req.Wait && req.Type != LockUnlock,
 		Lock: meta.Lock{Owner: owner, Kind: req.Kind, Type: req.Type, Start: req.Start, End: req.End, Pid: req.Pid}}
+	var right *meta.RightCmd
+	if req.Type != LockUnlock {
+		ls.mu.Lock()
+		if len(ls.rights) < maxRights {
+			right = &meta.RightCmd{Cache: true}
+		}
+		ls.mu.Unlock()
+	}
 	var wait chan grantOutcome
 	if c.Wait {
 		ls.mu.Lock()
@@ -265,24 +326,30 @@ func (s *Local) Lock(ctx context.Context, req LockRequest) (*LockInfo, error) {
 			ls.mu.Unlock()
 		}()
 	}
-	res, err := s.proposeLock(ctx, meta.OpLock, c)
+	res, err := s.proposeLock(ctx, meta.OpLock, c, right)
+	if errors.Is(err, meta.ErrRightHeld) {
+		// Granted to this node since it looked: decide it here.
+		return nil, nil, true
+	}
 	if err != nil {
 		if errors.Is(err, ErrDeadlock) {
 			ls.stats.refused.Add(1)
 		}
-		return nil, err
+		return nil, err, false
 	}
 	r := res.Lock
 	switch {
+	case r.Recall != nil:
+		return nil, nil, true
 	case r.Granted:
 		if req.Type != LockUnlock {
 			ls.stats.grants.Add(1)
 		}
 		s.locked(req.Ino)
-		return nil, nil
+		return nil, nil, false
 	case !r.Queued:
 		ls.stats.refused.Add(1)
-		return lockInfo(c.Ino, req.Path, r.Conflict, false), ErrWouldBlock
+		return lockInfo(c.Ino, req.Path, r.Conflict, false), ErrWouldBlock, false
 	}
 	ls.stats.waits.Add(1)
 	select {
@@ -291,27 +358,11 @@ func (s *Local) Lock(ctx context.Context, req LockRequest) (*LockInfo, error) {
 			ls.stats.grants.Add(1)
 			s.locked(req.Ino)
 		}
-		return nil, o.err
+		return nil, o.err, false
 	case <-ctx.Done():
 	}
-	// Interrupted: leave the queue. If the grant came first, the lock is
-	// held and the call succeeds (the cancel's apply comes after the
-	// grant's, so the grant has been delivered when the cancel returns).
-	cctx, cancel := clock.WithTimeout(context.Background(), s.cfg.Clock, 10*time.Second)
-	defer cancel()
-	if _, err := s.proposeLock(cctx, meta.OpLockCancel, meta.LockCmd{Ino: c.Ino, Lock: meta.Lock{Owner: owner, WaitID: c.Lock.WaitID}}); err != nil {
-		s.cfg.Logger.Warn("cancel an interrupted lock wait", "ino", req.Ino, "err", err)
-	}
-	select {
-	case o := <-wait:
-		if o.err == nil {
-			s.locked(req.Ino)
-			return nil, nil
-		}
-		return nil, o.err
-	default:
-	}
-	return nil, ctx.Err()
+	// Interrupted: leave the queue.
+	return nil, s.cancelWait(req.Ino, owner, c.Lock.WaitID, wait, ctx.Err()), false
 }
 
 // locked clears a lost mark: the file was locked again.
@@ -326,19 +377,62 @@ func (s *Local) locked(ino uint64) {
 
 // TestLock implements Locker: a read of the table after a read barrier,
 // so that it sees every lock change committed before it.
+// Under this node's lock right it reads its own table; when another
+// node holds the right, it has it given back first.
 func (s *Local) TestLock(ctx context.Context, req LockRequest) (*LockInfo, error) {
-	if err := s.Barrier(ctx); err != nil {
-		return nil, err
-	}
 	if req.Kind == LockFlock {
 		req.Start, req.End = 0, LockEOF
 	}
-	l := meta.Lock{Owner: s.locks.owner(req.Owner), Kind: req.Kind, Type: req.Type, Start: req.Start, End: req.End}
-	c, err := s.meta.LockConflict(meta.Ino(req.Ino), l)
-	if err != nil || c == nil {
-		return nil, err
+	ls := s.locks
+	l := meta.Lock{Owner: ls.owner(req.Owner), Kind: req.Kind, Type: req.Type, Start: req.Start, End: req.End}
+	for {
+		ls.mu.Lock()
+		hr := ls.rights[req.Ino]
+		if hr != nil && !hr.returning {
+			c := hr.table.Conflict(l)
+			ls.mu.Unlock()
+			if c == nil {
+				return nil, nil
+			}
+			return lockInfo(meta.Ino(req.Ino), req.Path, c, false), nil
+		}
+		wake := ls.rightWake
+		ls.mu.Unlock()
+		if hr != nil {
+			select {
+			case <-hr.returned:
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		}
+		if err := s.Barrier(ctx); err != nil {
+			return nil, err
+		}
+		rt, err := s.meta.LockRight(meta.Ino(req.Ino))
+		if err != nil {
+			return nil, err
+		}
+		if rt == nil || (rt.Node == ls.node && s.HoldsLockRight(req.Ino)) {
+			if rt != nil {
+				continue // this node's: read its table
+			}
+			c, err := s.meta.LockConflict(meta.Ino(req.Ino), l)
+			if err != nil || c == nil {
+				return nil, err
+			}
+			return lockInfo(meta.Ino(req.Ino), req.Path, c, false), nil
+		}
+		// Another node's: recall it, and read once it is back.
+		res, err := s.proposeLock(ctx, meta.OpLock, meta.LockCmd{Ino: meta.Ino(req.Ino), Path: req.Path, Lock: l}, &meta.RightCmd{Recall: true})
+		if err != nil && !errors.Is(err, meta.ErrRightHeld) {
+			return nil, err
+		}
+		if err == nil && res.Lock != nil && res.Lock.Recall != nil {
+			if err := s.waitRight(ctx, wake); err != nil {
+				return nil, err
+			}
+		}
 	}
-	return lockInfo(meta.Ino(req.Ino), req.Path, c, false), nil
 }
 
 // ReleaseOwner implements Locker.
@@ -346,8 +440,8 @@ func (s *Local) ReleaseOwner(ctx context.Context, ino uint64, owner uint64) erro
 	if !s.HasLocks(ino, owner) {
 		return nil // the owner has nothing here: no commit
 	}
-	_, err := s.proposeLock(ctx, meta.OpLock, meta.LockCmd{Ino: meta.Ino(ino),
-		Lock: meta.Lock{Owner: s.locks.owner(owner), Type: meta.LockUnlock, End: meta.LockEOF}})
+	// Kind 0: every held lock of the owner (waits are not a close's).
+	_, err := s.Lock(ctx, LockRequest{Ino: ino, Owner: owner, Type: LockUnlock, End: LockEOF})
 	if errors.Is(err, ErrLockLost) {
 		return nil // nothing is held any more
 	}
@@ -356,6 +450,14 @@ func (s *Local) ReleaseOwner(ctx context.Context, ino uint64, owner uint64) erro
 
 // HasLocks implements Locker.
 func (s *Local) HasLocks(ino, owner uint64) bool {
+	ls := s.locks
+	ls.mu.Lock()
+	if hr := ls.rights[ino]; hr != nil {
+		has := hr.table.Has(meta.LockOwner{Node: ls.node, Epoch: ls.epoch, ID: owner})
+		ls.mu.Unlock()
+		return has
+	}
+	ls.mu.Unlock()
 	if !s.locks.has(ino) {
 		return false // the common case: a map lookup
 	}
@@ -385,9 +487,17 @@ func (s *Local) LockLost(ino uint64) bool {
 }
 
 // Locks implements Locker.
+// An inode whose lock right this node holds shows its own table; one
+// whose right another node holds shows the table as it was at the grant.
 func (s *Local) Locks(ctx context.Context) ([]LockInfo, error) {
 	var out []LockInfo
+	ls := s.locks
 	err := s.meta.AllLocks(func(t meta.LockTable) bool {
+		ls.mu.Lock()
+		if hr := ls.rights[uint64(t.Ino)]; hr != nil {
+			t.Held, t.Waiting = hr.table.Locks()
+		}
+		ls.mu.Unlock()
 		for i := range t.Held {
 			out = append(out, *lockInfo(t.Ino, t.Path, &t.Held[i], false))
 		}
@@ -420,6 +530,15 @@ func (s *Local) loseLocks(epoch uint64, inos []meta.Ino) {
 	n := len(ls.lost)
 	ls.anyLost.Store(n > 0)
 	clear(ls.mine)
+	for ino, hr := range ls.rights {
+		ls.lost[ino] = true
+		if !hr.returning {
+			close(hr.returned)
+		}
+	}
+	ls.anyLost.Store(len(ls.lost) > 0)
+	clear(ls.rights)
+	ls.rightsChanged()
 	for id, w := range ls.waits {
 		w <- grantOutcome{err: ErrLockLost}
 		delete(ls.waits, id)
@@ -472,6 +591,7 @@ func (s *Local) appliedLocks(cmd *meta.Command, r *meta.Result) {
 	if cmd.Lock == nil {
 		return // an OpOwn that started a new session: only its grants
 	}
+	s.appliedRight(cmd, r) // lockrights.go
 	if cmd.Op == meta.OpLockExpire && cmd.Lock.Lock.Owner.Node == ls.node && r.Err == nil {
 		s.loseLocks(cmd.Lock.Lock.Owner.Epoch, r.Lock.Lost)
 		return
@@ -506,13 +626,14 @@ func (s *Local) lockLoop() {
 		}
 		s.renewLocks()
 		s.expireLocks()
+		s.returnIdleRights() // lockrights.go
 	}
 }
 
 func (s *Local) renewLocks() {
 	ls := s.locks
 	ls.mu.Lock()
-	busy := len(ls.mine) > 0 || len(ls.waits) > 0
+	busy := len(ls.mine) > 0 || len(ls.waits) > 0 || len(ls.rights) > 0
 	epoch, renewed, last := ls.epoch, ls.renewed, ls.lastRenew
 	ls.mu.Unlock()
 	if !busy {

@@ -274,6 +274,9 @@ func (s *Local) putFileCommand(bucket, path string, opts PutOptions, size int64,
 	if opts.Decided {
 		cmd.Own = s.heldOwn(opts.Claims) // owners.go
 	}
+	if opts.LockedIno != 0 {
+		cmd.Right = &meta.RightCmd{Ino: meta.Ino(opts.LockedIno)} // stamped at the proposal (lockrights.go)
+	}
 	return cmd
 }
 
@@ -286,6 +289,7 @@ func (s *Local) commitFile(ctx context.Context, cmd meta.Command) (ObjectInfo, b
 	)
 	s.withOrigin(ctx, &cmd) // trash.go
 	decided := cmd.Own != nil
+	defer s.stampRight(&cmd)() // lockrights.go
 	for attempt := 0; ; attempt++ {
 		if decided {
 			res, err = s.log.Propose(ctx, cmd)

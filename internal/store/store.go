@@ -51,6 +51,11 @@ type Config struct {
 	// LockLease is how long a node's file locks outlive its last renewal
 	// when it stops renewing (dies, or is cut off). Default 5 s.
 	LockLease time.Duration
+	// TestingLockUnsafe grants every lock request decided under this
+	// node's lock rights, conflicting or not (lockrights.go). Only
+	// internal/sim sets it, with meta's, to show that its lock safety
+	// invariant fails without the conflict check; never set it elsewhere.
+	TestingLockUnsafe bool
 	// IsLeader reports whether this node leads the log: the leader expires
 	// the lock sessions of nodes that stopped renewing. Nil: always (one
 	// node).
@@ -212,7 +217,7 @@ func (s *Local) Applied(index uint64, cmds []meta.Command, res []meta.Result) {
 			if r.Err == nil {
 				s.recordsChanged()
 			}
-		case meta.OpLock, meta.OpLockCancel, meta.OpLockSession, meta.OpLockExpire, meta.OpOwn:
+		case meta.OpLock, meta.OpLockCancel, meta.OpLockSession, meta.OpLockExpire, meta.OpLockReturn, meta.OpOwn:
 			s.appliedLocks(&cmds[i], r)
 		}
 		if ownerOp(cmds[i].Op) {

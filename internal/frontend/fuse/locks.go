@@ -171,9 +171,13 @@ func (n *node) setlk(ctx context.Context, f fs.FileHandle, owner uint64, lk *gof
 		if !locks.HasLocks(req.Ino, owner) {
 			return 0
 		}
-		// Publish first: the next holder reads what this one wrote.
-		if err := n.sync(); err != nil {
-			return errno(err)
+		// Publish first: the next holder reads what this one wrote. Under
+		// this node's lock right the next holder is on this node, and the
+		// right's return publishes first (FlushIno).
+		if !locks.HoldsLockRight(req.Ino) {
+			if err := n.sync(); err != nil {
+				return errno(err)
+			}
 		}
 		bctx, cancel := bounded(ctx)
 		defer cancel()
@@ -195,6 +199,8 @@ func (n *node) setlk(ctx context.Context, f fs.FileHandle, owner uint64, lk *gof
 		}
 		return errno(err)
 	}
+	n.m.lockNodes.Store(req.Ino, n) // FlushIno publishes it before the right goes
+
 	// The grant was applied after the release that freed the lock, and
 	// so after the holder's writes: drop what the kernel caches of the
 	// file, so that the taker reads them.
@@ -202,6 +208,19 @@ func (n *node) setlk(ctx context.Context, f fs.FileHandle, owner uint64, lk *gof
 		n.NotifyContent(0, 0)
 	}
 	return 0
+}
+
+// FlushIno implements store.LockFlusher: before this node gives the
+// lock right of ino back, what was written to the file is published.
+func (m *Mount) FlushIno(ctx context.Context, ino uint64) {
+	v, ok := m.lockNodes.LoadAndDelete(ino)
+	if !ok {
+		return
+	}
+	n := v.(*node)
+	if err := n.sync(); err != nil {
+		m.cfg.Logger.Warn("publish a locked file before its lock right goes to another node", "path", n.storePath(), "err", err)
+	}
 }
 
 // releaseLocks drops owner's locks on n (a close), publishing what was

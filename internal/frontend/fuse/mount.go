@@ -131,6 +131,9 @@ type Mount struct {
 	kp     *killPrivFS
 	lk     *lockFS      // with Config.Locks: the lock owners of FLUSH and RELEASE
 	owners handleOwners // lock owners per open handle (locks.go)
+	// lockNodes are the files locked through the mount, by inode, until
+	// FlushIno publishes them ahead of their lock right's return.
+	lockNodes sync.Map
 	// flockOnce logs once that a no-open mount refuses flock.
 	flockOnce sync.Once
 	calls     counters  // FUSE calls per opcode (stats.go)

@@ -324,6 +324,9 @@ func (n *node) putOptions(size int64) (store.PutOptions, uint64) {
 	if fresh {
 		opts.Ino = n.StableAttr().Ino
 	}
+	if n.m.cfg.Locks != nil {
+		opts.LockedIno = n.StableAttr().Ino // fenced by this node's lock right, if it holds one
+	}
 	if a == nil {
 		// The new version keeps the file's mode, owner and type.
 		ctx, cancel := context.WithTimeout(changeCtx(context.Background()), writeTimeout)
