@@ -177,7 +177,12 @@
 //   - (h) Lock safety (locks.go): on the same replay, after every command,
 //     no two granted locks of the command's file conflict (different
 //     owners, one family, overlapping ranges, one of them a write): at no
-//     logical instant do two conflicting locks stand.
+//     logical instant do two conflicting locks stand. And live, at every
+//     grant, wherever it was decided (in the log, or by a node under its
+//     cached lock right, which the log never sees): the new lock
+//     conflicts with none that an operation still holds (granted, its
+//     release not begun, its holder running in the session it took it
+//     in, and not told the lock was lost).
 //
 // TestSimDetects breaks each invariant on purpose to show the checks can
 // fail: for (e) the creates lose their exclusive flags and holders create
@@ -190,7 +195,9 @@
 // create under a claim node 2 has taken over ("fencing"); for (h) every
 // node and the replay grant every lock request, conflicting or not
 // (meta.ApplyOptions.TestingLockUnsafe through
-// consensus.RaftConfig.TestingLockUnsafe, "locks").
+// consensus.RaftConfig.TestingLockUnsafe, "locks"), and, for its live
+// check, every node grants every lock request it decides under its
+// cached lock right (store.Config.TestingLockUnsafe, "local-locks").
 //
 // # Replaying
 //

@@ -16,11 +16,19 @@ import (
 // File locks (design 0006): nodes take, wait for and release flock and
 // POSIX byte-range locks on a few shared files, through store.Locker as
 // the mount does, under the run's faults (a crashed or cut-off node's
-// session expires after its lease and frees its locks). The invariant is
-// the lock table's: at no logical instant (after no command of the
-// committed log) do two conflicting locks stand granted on one file. It
-// is checked on the log's replay (fencing.go), command by command, so a
-// conflict that lasts for one command of an entry is seen.
+// session expires after its lease and frees its locks). The invariant:
+// no two conflicting locks are held at one logical instant. It is
+// checked twice:
+//   - on the log's replay (fencing.go), command by command, for the
+//     log's table: no command leaves two conflicting locks granted on
+//     one file;
+//   - live, for every grant, wherever it was decided (in the log, or by
+//     a node under its cached lock right, which the log never sees):
+//     what the operations hold is kept in a table per file (heldLocks),
+//     with the log's rules, from each grant until its release starts;
+//     a new grant that conflicts with a lock whose holder still holds it
+//     (its incarnation runs, its session is the one it took it in, and
+//     its node has not found the lock lost) breaks the invariant.
 
 // The lock files: lockFiles files of exclBucket, made at bootstrap.
 const lockFiles = 2
@@ -57,8 +65,9 @@ func (o lockOp) String() string {
 
 // lockSchedule draws the run's lock operations from an RNG of their own
 // (the rest of a seed's schedule is what it was before them): Config.LockOps
-// operations at random times, through random nodes, by one of three
-// owners per node, in bursts on one file so that they contend.
+// operations at random times, through random nodes (half the bursts
+// through one), by one of three owners per node, in bursts on one file so
+// that they contend.
 func lockSchedule(seed uint64, cfg Config, ids []uint64) []event {
 	rng := rand.New(rand.NewPCG(seed, 0x10c4))
 	span := cfg.Duration - 2*time.Second
@@ -69,6 +78,10 @@ func lockSchedule(seed uint64, cfg Config, ids []uint64) []event {
 	for len(evs) < cfg.LockOps {
 		at := time.Second + time.Duration(rng.Int64N(int64(span)))
 		file := rng.IntN(lockFiles)
+		// Half the bursts go through one node: its processes contend
+		// under its cached lock right, decided there (lockrights.go).
+		one := ids[rng.IntN(len(ids))]
+		local := rng.IntN(2) == 0
 		for range 2 + rng.IntN(3) {
 			op := lockOp{file: file, owner: 1 + uint64(rng.IntN(3)), kind: meta.LockPOSIX,
 				write: rng.IntN(2) == 0, wait: rng.IntN(2) == 0,
@@ -83,17 +96,49 @@ func lockSchedule(seed uint64, cfg Config, ids []uint64) []event {
 					op.end = meta.LockEOF
 				}
 			}
+			node := ids[rng.IntN(len(ids))]
+			if local {
+				node = one
+			}
 			evs = append(evs, event{at: at + time.Duration(rng.Int64N(int64(50*time.Millisecond))), kind: evLock,
-				node: ids[rng.IntN(len(ids))], lk: op, id: len(evs)})
+				node: node, lk: op, id: len(evs)})
 		}
 	}
 	return evs
 }
 
-// lockCounts are the lock operations' outcomes (Result).
+// lockCounts are the lock operations' outcomes (Result), and the locks
+// they hold (the live check).
 type lockCounts struct {
 	mu                             sync.Mutex
 	granted, refused, failed, lost int
+	held                           [lockFiles]*meta.LocalTable
+	holders                        map[meta.LockOwner]*incarnation
+}
+
+// heldCheck checks lock l of file, just granted through inc, against the
+// locks the operations hold, and records it. Under s.locks.mu.
+func (s *Sim) heldCheck(file int, l meta.Lock, inc *incarnation, id int) {
+	c := &s.locks
+	if c.held[file] == nil {
+		c.held[file] = meta.NewLocalTable(nil, nil)
+		c.holders = map[meta.LockOwner]*incarnation{}
+	}
+	t := c.held[file]
+	held, _ := t.Locks()
+	for _, h := range held {
+		hi := c.holders[h.Owner]
+		if hi == nil || hi.stopping.Load() || hi.st.LockSession() != h.Owner.Epoch || hi.st.LockLost(s.lockInos[file]) {
+			t.Release(h.Owner, 0, 0, meta.LockEOF) // no longer held: crashed, or lost with its session
+		}
+	}
+	if x := t.Conflict(l); x != nil {
+		s.fail("lock safety, live: lock #%d (%s) granted through node %d while %s still holds %s",
+			id, lockString(l), inc.n.id, lockString(*x), lockFile(file))
+		return
+	}
+	t.Request(l, false)
+	c.holders[l.Owner] = inc
 }
 
 // runLock starts a lock operation through node e.node, unless the node is
@@ -127,13 +172,16 @@ func (s *Sim) lockOp(inc *incarnation, e event) {
 		req.Type = meta.LockWrite
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+	owner := meta.LockOwner{Node: inc.n.id, Epoch: inc.st.LockSession(), ID: o.owner}
 	_, err := inc.st.Lock(ctx, req)
 	cancel()
 	s.tr.add("lock #%d via %d: %v: %v", e.id, inc.n.id, o, lockErr(err))
+	l := meta.Lock{Owner: owner, Kind: req.Kind, Type: req.Type, Start: req.Start, End: req.End}
 	s.locks.mu.Lock()
 	switch {
 	case err == nil:
 		s.locks.granted++
+		s.heldCheck(o.file, l, inc, e.id)
 	case errors.Is(err, store.ErrWouldBlock), errors.Is(err, store.ErrDeadlock):
 		s.locks.refused++
 	default:
@@ -148,6 +196,11 @@ func (s *Sim) lockOp(inc *incarnation, e event) {
 		return // crashed: its session expires, and frees the lock
 	}
 	lost := inc.st.LockLost(req.Ino)
+	s.locks.mu.Lock()
+	if t := s.locks.held[o.file]; t != nil {
+		t.Release(owner, l.Kind, l.Start, l.End) // from here, the release may free it
+	}
+	s.locks.mu.Unlock()
 	req.Type, req.Wait = meta.LockUnlock, false
 	ctx, cancel = context.WithTimeout(context.Background(), opTimeout)
 	_, err = inc.st.Lock(ctx, req)

@@ -112,7 +112,7 @@ func (s *Sim) start(n *node) error {
 	// ReplicaPutWait: a replica cut off from the leader refuses a put
 	// soon, rather than hold the run for the default 5 s.
 	scfg := store.Config{GCGrace: s.cfg.GCGrace, GCInterval: gcInterval, ReplicaPutWait: replicaPutWait, LockLease: lockLease,
-		TestingLocalOrphanSweep: s.cfg.sabotage == "local-orphan-sweep"}
+		TestingLocalOrphanSweep: s.cfg.sabotage == "local-orphan-sweep", TestingLockUnsafe: s.cfg.sabotage == "local-locks"}
 	c, err := core.New(core.Config{
 		FS: inc.fence, BlobDir: blobDir,
 		Blob: blob.Config{MaxVolumeSize: 256 << 10, MinFreeBytes: 1, DisableMmap: true, CheckpointInterval: 512 << 10,

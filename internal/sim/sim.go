@@ -76,8 +76,10 @@ type Config struct {
 	// holders create without looking; "durability" removes a name an
 	// acknowledged exclusive create made; "fencing" applies commands
 	// stamped with claims that moved (consensus.RaftConfig.TestingUnfenced);
-	// "locks" grants every lock request, conflicting or not
-	// (consensus.RaftConfig.TestingLockUnsafe).
+	// "locks" grants every lock request decided in the log, conflicting
+	// or not (consensus.RaftConfig.TestingLockUnsafe); "local-locks"
+	// every one a node decides under its cached lock right
+	// (store.Config.TestingLockUnsafe).
 	sabotage string
 }
 

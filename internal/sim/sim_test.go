@@ -279,6 +279,7 @@ func TestSimDetects(t *testing.T) {
 		{"durability", "durability, after healing: the "},
 		{"fencing", "applied while the directory's owner was"},
 		{"locks", "holds two conflicting locks"},
+		{"local-locks", "lock safety, live: "},
 	} {
 		t.Run(c.sabotage, func(t *testing.T) {
 			cfg := DefaultConfig(42)
@@ -288,7 +289,7 @@ func TestSimDetects(t *testing.T) {
 			switch c.sabotage {
 			case "exclusive", "durability", "fencing":
 				cfg.Ops, cfg.ExclOps = 20, 40 // races for names
-			case "locks":
+			case "locks", "local-locks":
 				cfg.Ops, cfg.LockOps = 20, 60 // contended locks
 			}
 			cfg.sabotage = c.sabotage

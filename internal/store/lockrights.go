@@ -68,6 +68,15 @@ func (l *lockSessions) rightsChanged() {
 	l.rightWake = make(chan struct{})
 }
 
+// LockSession is this node's lock session now (its epoch): the Epoch of
+// the owners of the locks it takes.
+func (s *Local) LockSession() uint64 {
+	ls := s.locks
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	return ls.epoch
+}
+
 // HoldsLockRight reports whether this node holds ino's lock right: its
 // lock requests on ino are decided locally.
 func (s *Local) HoldsLockRight(ino uint64) bool {
