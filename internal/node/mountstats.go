@@ -35,6 +35,10 @@ package node
 //	cairn_locks_refused_total          lock requests refused (EAGAIN, EDEADLK)
 //	cairn_locks_sessions_lost_total    times this node's lock session expired while it held locks
 //	cairn_locks_inodes                 files on which this node holds or waits for locks now
+//	cairn_locks_local_grants_total     grants decided here under a cached lock right, with no commit
+//	cairn_locks_recalls_total          lock rights another node asked this node to give back
+//	cairn_locks_returns_total          lock rights this node gave back (recalled, idle, or ahead of a POSIX wait)
+//	cairn_locks_rights                 lock rights this node holds now
 
 import (
 	"github.com/cairn-fs/cairn/internal/frontend/fuse"
@@ -114,7 +118,7 @@ var ownerDescs = struct {
 }
 
 var lockDescs = struct {
-	commits, grants, waits, refused, lost, inodes *prometheus.Desc
+	commits, grants, waits, refused, lost, inodes, local, recalls, returns, rights *prometheus.Desc
 }{
 	commits: prometheus.NewDesc("cairn_locks_commits_total", "Lock commands this node committed to the cluster's log (requests, unlocks, cancels).", nil, nil),
 	grants:  prometheus.NewDesc("cairn_locks_grants_total", "Lock requests of this node's mounts granted, at once or after a wait.", nil, nil),
@@ -122,6 +126,10 @@ var lockDescs = struct {
 	refused: prometheus.NewDesc("cairn_locks_refused_total", "Lock requests refused: another owner held a conflicting lock (EAGAIN), or the wait would deadlock (EDEADLK).", nil, nil),
 	lost:    prometheus.NewDesc("cairn_locks_sessions_lost_total", "Times this node's lock session expired while it held locks (its locks were released; writes under them answer EIO).", nil, nil),
 	inodes:  prometheus.NewDesc("cairn_locks_inodes", "Files on which this node holds or waits for locks now.", nil, nil),
+	local:   prometheus.NewDesc("cairn_locks_local_grants_total", "Lock requests granted by this node under its cached lock right of the file, with no commit (part of cairn_locks_grants_total).", nil, nil),
+	recalls: prometheus.NewDesc("cairn_locks_recalls_total", "Cached lock rights another node asked this node to give back.", nil, nil),
+	returns: prometheus.NewDesc("cairn_locks_returns_total", "Cached lock rights this node gave back (recalled, idle, or ahead of a POSIX wait, which the log checks for deadlocks).", nil, nil),
+	rights:  prometheus.NewDesc("cairn_locks_rights", "Files whose lock right this node holds now (it grants and releases their locks itself).", nil, nil),
 }
 
 // lockCollector exports the node's lock counters at scrape time.
@@ -131,7 +139,8 @@ type lockCollector struct {
 
 // Describe implements prometheus.Collector.
 func (c lockCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{lockDescs.commits, lockDescs.grants, lockDescs.waits, lockDescs.refused, lockDescs.lost, lockDescs.inodes} {
+	for _, d := range []*prometheus.Desc{lockDescs.commits, lockDescs.grants, lockDescs.waits, lockDescs.refused, lockDescs.lost, lockDescs.inodes,
+		lockDescs.local, lockDescs.recalls, lockDescs.returns, lockDescs.rights} {
 		ch <- d
 	}
 }
@@ -146,6 +155,10 @@ func (c lockCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(lockDescs.refused, ctr, float64(s.Refused))
 	ch <- prometheus.MustNewConstMetric(lockDescs.lost, ctr, float64(s.Lost))
 	ch <- prometheus.MustNewConstMetric(lockDescs.inodes, prometheus.GaugeValue, float64(s.Held))
+	ch <- prometheus.MustNewConstMetric(lockDescs.local, ctr, float64(s.LocalGrants))
+	ch <- prometheus.MustNewConstMetric(lockDescs.recalls, ctr, float64(s.Recalled))
+	ch <- prometheus.MustNewConstMetric(lockDescs.returns, ctr, float64(s.Returned))
+	ch <- prometheus.MustNewConstMetric(lockDescs.rights, prometheus.GaugeValue, float64(s.Rights))
 }
 
 // ownerCollector exports the node's directory ownership counters at

@@ -61,10 +61,13 @@ func (f fixedLocks) LockStats() store.LockStats { return store.LockStats(f) }
 // TestLockCollector: each of the store's lock counters is exported under
 // its own name.
 func TestLockCollector(t *testing.T) {
-	got := series(t, lockCollector{fixedLocks{Commits: 1, Grants: 2, Waits: 3, Refused: 4, Lost: 5, Held: 6}})
+	got := series(t, lockCollector{fixedLocks{Commits: 1, Grants: 2, Waits: 3, Refused: 4, Lost: 5, Held: 6,
+		LocalGrants: 7, Recalled: 8, Returned: 9, Rights: 10}})
 	want := map[string]float64{
 		"cairn_locks_commits_total counter": 1, "cairn_locks_grants_total counter": 2, "cairn_locks_waits_total counter": 3,
 		"cairn_locks_refused_total counter": 4, "cairn_locks_sessions_lost_total counter": 5, "cairn_locks_inodes gauge": 6,
+		"cairn_locks_local_grants_total counter": 7, "cairn_locks_recalls_total counter": 8, "cairn_locks_returns_total counter": 9,
+		"cairn_locks_rights gauge": 10,
 	}
 	if !maps.Equal(got, want) {
 		t.Errorf("series %v, want %v", got, want)

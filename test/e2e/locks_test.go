@@ -206,6 +206,12 @@ func TestMountLocks(t *testing.T) {
 	})
 
 	t.Run("dead holder", func(t *testing.T) {
+		// A process holds a lock under its node's cached lock right and
+		// writes under it; its node stops (SIGSTOP) before it publishes,
+		// so the recalls of the waiters on the two other nodes go
+		// unanswered, and is then SIGKILLed. One waiter gets the lock
+		// within the lease plus 1 s; neither reads, nor does HTTP serve,
+		// what the dead node had not published.
 		// The holder is on a node that does not lead (the leader expires
 		// sessions: killing it would add an election).
 		v := waitMembers(t, nodes[0], 3, nodes...)
@@ -220,25 +226,60 @@ func TestMountLocks(t *testing.T) {
 		if idx < 0 {
 			t.Fatalf("no follower in %+v", v)
 		}
-		other := (idx + 1) % 3
-		h, w := startLockClient(t, "holder"), startLockClient(t, "waiter")
-		h.must("open "+f(idx, "lockfile"), "ok")
-		h.must("lock w 0 0", "ok")
-		w.must("open "+f(other, "lockfile"), "ok")
-		w.send("lock w 0 0")
+		others := []int{(idx + 1) % 3, (idx + 2) % 3}
+		if err := os.WriteFile(f(others[0], "deadfile"), []byte("published"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		for i := range nodes {
+			waitFile(t, 5*time.Second, f(i, "deadfile"), []byte("published"), nodes...)
+		}
+		before := lockMetrics(t, nodes[idx])
+		h := startLockClient(t, "holder")
+		h.must("open "+f(idx, "deadfile"), "ok")
+		h.must("lock w 0 0", "ok") // takes the file's lock right
+		h.must("lock u 0 0", "ok")
+		h.must("lock w 0 0", "ok") // granted under it: no commit
+		if m := lockMetrics(t, nodes[idx]); m["local_grants_total"] <= before["local_grants_total"] || m["rights"] < 1 {
+			t.Fatalf("the holder's node holds no cached lock right: %v, before %v", m, before)
+		}
+		h.must("write unpublished under the lock", "ok")
+		nodes[idx].cmd.Process.Signal(syscall.SIGSTOP)
+		ws := []*lockClient{startLockClient(t, "waiter-a"), startLockClient(t, "waiter-b")}
+		for i, w := range ws {
+			w.must("open "+f(others[i], "deadfile"), "ok")
+			w.send("lock w 0 0")
+		}
 		time.Sleep(500 * time.Millisecond)
 		killed := time.Now()
 		nodes[idx].kill()
 		syscall.Unmount(mnts[idx], syscall.MNT_DETACH)
-		l, ok := w.answer(lease + 5*time.Second)
-		took := time.Since(killed)
-		if !ok || l != "ok" {
-			t.Fatalf("waiter after the holder's node died: %q %v", l, ok)
+		got := make(chan int, 2)
+		for i, w := range ws {
+			go func() {
+				if l, ok := w.answer(lease + 5*time.Second); ok && l == "ok" {
+					got <- i
+				} else {
+					got <- -1
+				}
+			}()
 		}
-		t.Logf("a waiter got the lock of a SIGKILLed node's process %v after the kill (lease %v)", took, lease)
+		first := <-got
+		took := time.Since(killed)
+		if first < 0 {
+			t.Fatalf("no waiter got the lock after the holder's node died")
+		}
+		t.Logf("a waiter on another node got the lock of a SIGKILLed node's process %v after the kill (lease %v)", took, lease)
 		if took > lease+time.Second {
 			t.Fatalf("the lock came %v after the kill: more than the lease (%v) + 1 s", took, lease)
 		}
+		ws[first].must("read", "ok published")
+		getOK(t, nodes[others[1-first]].url+"/web/deadfile", []byte("published"), nodes...)
+		// The other waiter gets it at the first one's release.
+		ws[first].must("lock u 0 0", "ok")
+		if i := <-got; i != 1-first {
+			t.Fatalf("the second waiter did not get the lock after the first's release")
+		}
+		ws[1-first].must("read", "ok published")
 	})
 }
 
@@ -292,14 +333,24 @@ func TestMountLocksCounter(t *testing.T) {
 		}, nodes...)
 	}
 	// The cost shows in each node's lock metrics: node 1's processes
-	// took (at least) their 2 x 40 x 2 locks, each a commit.
-	_, metrics := do(t, "GET", nodes[0].url+"/_cairn/metrics", nil)
-	for name, least := range map[string]int{"cairn_locks_grants_total": 2 * per * 2, "cairn_locks_commits_total": 2 * per * 2} {
-		v, _ := strconv.Atoi(regexpFind(t, string(metrics), `\n`+name+` ([0-9]+)\n`))
-		if v < least {
-			t.Errorf("node 1's %s = %d, want at least %d", name, v, least)
-		}
+	// took (at least) their 2 x 40 x 2 locks, each a commit or a grant
+	// under node 1's cached lock right of the file.
+	m := lockMetrics(t, nodes[0])
+	if m["grants_total"] < 2*per*2 || m["commits_total"]+m["local_grants_total"] < 2*per*2 {
+		t.Errorf("node 1's lock metrics %v: want at least %d grants, and as many commits and local grants", m, 2*per*2)
 	}
+	t.Logf("node 1's lock metrics: %v", m)
+}
+
+// lockMetrics reads s's cairn_locks_* counters (without the prefix).
+func lockMetrics(t *testing.T, s *server) map[string]int {
+	t.Helper()
+	_, metrics := do(t, "GET", s.url+"/_cairn/metrics", nil)
+	out := map[string]int{}
+	for _, name := range []string{"grants_total", "commits_total", "local_grants_total", "recalls_total", "returns_total", "rights", "waits_total"} {
+		out[name], _ = strconv.Atoi(regexpFind(t, string(metrics), `\ncairn_locks_`+name+` ([0-9]+)\n`))
+	}
+	return out
 }
 
 // TestMountSQLite: two writers on two nodes each insert 2,000 rows into

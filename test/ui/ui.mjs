@@ -162,7 +162,7 @@ async function main() {
     if (!/through-the-mount\.txt/.test(lk) || !/write/.test(lk) || !/held/.test(lk) || !/whole file/.test(lk)) throw new Error('the File locks section: ' + lk);
     // This node's lock counters: the lock above was granted through it.
     const lst = await page.textContent('#locks-stats');
-    if (!/^This node since start: [1-9][0-9,]* granted, .* lock commits, .* locks on [1-9][0-9,]* files now$/.test(lst)) throw new Error('the File locks counters: ' + lst);
+    if (!/^This node since start: [1-9][0-9,]* granted \([0-9,]+ here, under its lock rights\), .* lock commits, [0-9,]+ rights recalled, [0-9,]+ given back, .* locks on [1-9][0-9,]* files now, lock rights of [0-9,]+ files$/.test(lst)) throw new Error('the File locks counters: ' + lst);
     // The Directory owners section: node 1 owns the mount's root and the
     // directory Go made through it; the log's count says so too.
     await page.waitForSelector('#owners tr[data-ino]', { timeout: 10000 });

@@ -431,9 +431,11 @@
     const tb = $('#locks tbody');
     tb.replaceChildren();
     const ls = s && s.lock_stats;
-    $('#locks-stats').textContent = ls ? 'This node since start: ' + num(ls.grants) + ' granted, ' +
-      num(ls.waits) + ' waited, ' + num(ls.refused) + ' refused, ' + num(ls.commits) + ' lock commits, ' + num(ls.lost) +
-      ' sessions lost; locks on ' + num(ls.files) + ' files now' : '';
+    $('#locks-stats').textContent = ls ? 'This node since start: ' + num(ls.grants) + ' granted (' +
+      num(ls.local_grants) + ' here, under its lock rights), ' + num(ls.waits) + ' waited, ' + num(ls.refused) +
+      ' refused, ' + num(ls.commits) + ' lock commits, ' + num(ls.recalled) + ' rights recalled, ' + num(ls.returned) +
+      ' given back, ' + num(ls.lost) + ' sessions lost; locks on ' + num(ls.files) + ' files now, lock rights of ' +
+      num(ls.rights) + ' files' : '';
     $('#locks').hidden = locks.length === 0;
     $('#locks-none').hidden = locks.length > 0;
     const EOF = '18446744073709551615';
