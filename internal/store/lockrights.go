@@ -159,6 +159,9 @@ func (s *Local) lockCached(ctx context.Context, req LockRequest) (info *LockInfo
 	case o := <-wait:
 		if o.err == nil {
 			ls.stats.grants.Add(1)
+			if o.local {
+				ls.stats.localGrants.Add(1)
+			}
 			s.locked(req.Ino)
 		}
 		return nil, o.err, true
@@ -188,7 +191,7 @@ func (s *Local) deliverLocal(grants []meta.Lock) {
 	ls := s.locks
 	for _, g := range grants {
 		if w, ok := ls.waits[g.WaitID]; ok {
-			w <- grantOutcome{}
+			w <- grantOutcome{local: true}
 			delete(ls.waits, g.WaitID)
 		}
 	}

@@ -126,8 +126,12 @@ const (
 	lockLostMargin   = time.Second
 )
 
-// grantOutcome ends a wait: granted, or the session was lost.
-type grantOutcome struct{ err error }
+// grantOutcome ends a wait: granted (here, by a release under this
+// node's lock right: local), or the session was lost.
+type grantOutcome struct {
+	err   error
+	local bool
+}
 
 // lockSessions is this node's side of the lock table.
 type lockSessions struct {

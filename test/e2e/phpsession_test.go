@@ -153,11 +153,13 @@ func fcgiGet(addr, script, query string) (string, error) {
 // one directory of the mounts (PHP's files handler flocks the session
 // file from session_start to session_write_close). Concurrent requests of
 // one session, through both nodes, each increment a counter in it: none
-// is lost.
+// is lost. Then sticky routing: the requests of another session, all
+// through node 1, cost no lock commit after the first (node 1 takes the
+// session file's lock right and grants its flocks itself).
 func TestPHPSessionsAcrossNodes(t *testing.T) {
 	needFuse(t)
 	bin := phpFPM(t)
-	_, mnts := startLockCluster(t, 2, "handles")
+	nodes, mnts := startLockCluster(t, 2, "handles")
 	if err := os.MkdirAll(filepath.Join(mnts[0], "sessions"), 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -232,5 +234,26 @@ session_write_close();
 			}
 		}
 		t.Fatalf("session counter %q, want %s: increments were lost", got, want)
+	}
+
+	// Sticky: one session's requests through one node.
+	const sticky, n = "cairnsession0002", 50
+	before := lockMetrics(t, nodes[0])
+	start = time.Now()
+	for i := range n {
+		v, err := fcgiGet(addrs[0], script, "id="+sticky)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.TrimSpace(v) != strconv.Itoa(i+1) {
+			t.Fatalf("sticky session: request %d answered %q", i+1, v)
+		}
+	}
+	after := lockMetrics(t, nodes[0])
+	commits, local := after["commits_total"]-before["commits_total"], after["local_grants_total"]-before["local_grants_total"]
+	t.Logf("sticky session: %d requests through node 1 in %v: %d lock commits, %d locks granted under its lock right",
+		n, time.Since(start).Round(time.Millisecond), commits, local)
+	if commits > 1 || local < n-1 {
+		t.Errorf("sticky session: %d lock commits and %d local grants for %d requests, want at most 1 commit (the first, which takes the lock right)", commits, local, n)
 	}
 }
