@@ -79,12 +79,17 @@ func (s *Local) LockSession() uint64 {
 
 // HoldsLockRight reports whether this node holds ino's lock right: its
 // lock requests on ino are decided locally.
-func (s *Local) HoldsLockRight(ino uint64) bool {
+func (s *Local) HoldsLockRight(ino uint64) bool { return s.LockRight(ino) != 0 }
+
+// LockRight implements Locker.
+func (s *Local) LockRight(ino uint64) uint64 {
 	ls := s.locks
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
-	hr := ls.rights[ino]
-	return hr != nil && !hr.returning
+	if hr := ls.rights[ino]; hr != nil && !hr.returning {
+		return hr.seq
+	}
+	return 0
 }
 
 // lockCached decides req in this node's table of the inode when it holds

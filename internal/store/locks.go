@@ -108,11 +108,12 @@ type Locker interface {
 	// LockLost reports whether this node lost its locks on ino (its
 	// session expired while it held some) and no lock was taken since.
 	LockLost(ino uint64) bool
-	// HoldsLockRight reports whether this node holds ino's lock right
-	// (lockrights.go): its releases are decided here, and what was
-	// written under them is published (LockFlusher) before the right
-	// goes back, not at each release.
-	HoldsLockRight(ino uint64) bool
+	// LockRight names this node's lock right on ino (lockrights.go), 0
+	// if it holds none: its requests are decided here, and what was
+	// written under its locks is published (LockFlusher) before the
+	// right goes back, not at each release. A right that is given back
+	// and taken again has another name.
+	LockRight(ino uint64) uint64
 	// Locks lists every lock and waiter of the cluster.
 	Locks(ctx context.Context) ([]LockInfo, error)
 }

@@ -500,11 +500,11 @@ func TestStatusOwners(t *testing.T) {
 	since := time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
 	local := &fakeLocal{owners: store.OwnerStats{Owned: 1, Claims: 2, Recalls: 3, HandedOver: 4, Fenced: 5, Lost: 6},
 		owned:     []store.OwnedDir{{Dir: info.Ino, Path: "web/d", Epoch: 9, Since: since}},
-		lockStats: store.LockStats{Commits: 7, Grants: 5, Waits: 2, Refused: 1, Lost: 1, Held: 3}}
+		lockStats: store.LockStats{Commits: 7, Grants: 5, Waits: 2, Refused: 1, Lost: 1, Held: 3, LocalGrants: 4, Recalled: 8, Returned: 9, Rights: 2}}
 	_, srv = newTestOver(t, st, nil, local)
 	_, _, body = call(t, srv, "GET", StatusPath, testKey, "")
 	// This node's lock counters ride along (the File locks section).
-	if want := `"lock_stats":{"commits":7,"grants":5,"waits":2,"refused":1,"lost":1,"files":3}`; !strings.Contains(body, want) {
+	if want := `"lock_stats":{"commits":7,"grants":5,"waits":2,"refused":1,"lost":1,"local_grants":4,"recalled":8,"returned":9,"rights":2,"files":3}`; !strings.Contains(body, want) {
 		t.Errorf("status without this node's lock counters %s: %s", want, body)
 	}
 	want := fmt.Sprintf(`{"node":"0","owned":1,"claims":2,"recalls":3,"handed_over":4,"fenced":5,"lost":6,`+

@@ -174,7 +174,7 @@ func (n *node) setlk(ctx context.Context, f fs.FileHandle, owner uint64, lk *gof
 		// Publish first: the next holder reads what this one wrote. Under
 		// this node's lock right the next holder is on this node, and the
 		// right's return publishes first (FlushIno).
-		if !locks.HoldsLockRight(req.Ino) {
+		if locks.LockRight(req.Ino) == 0 {
 			if err := n.sync(); err != nil {
 				return errno(err)
 			}
@@ -193,6 +193,7 @@ func (n *node) setlk(ctx context.Context, f fs.FileHandle, owner uint64, lk *gof
 		lctx, cancel = bounded(ctx)
 	}
 	defer cancel()
+	right := locks.LockRight(req.Ino)
 	if _, err := locks.Lock(lctx, req); err != nil {
 		if errors.Is(err, context.Canceled) {
 			return syscall.EINTR
@@ -200,11 +201,12 @@ func (n *node) setlk(ctx context.Context, f fs.FileHandle, owner uint64, lk *gof
 		return errno(err)
 	}
 	n.m.lockNodes.Store(req.Ino, n) // FlushIno publishes it before the right goes
-
 	// The grant was applied after the release that freed the lock, and
 	// so after the holder's writes: drop what the kernel caches of the
-	// file, so that the taker reads them.
-	if !n.IsDir() {
+	// file, so that the taker reads them. Granted under a lock right this
+	// node held all along, the last holder was on this node, and wrote
+	// through this kernel's cache.
+	if !n.IsDir() && (right == 0 || locks.LockRight(req.Ino) != right) {
 		n.NotifyContent(0, 0)
 	}
 	return 0
