@@ -113,6 +113,14 @@ func (s *Local) lockCached(ctx context.Context, req LockRequest) (info *LockInfo
 			return nil, ctx.Err(), true
 		}
 	}
+	if mono := s.cfg.Clock.Now(); !ls.renewed.IsZero() && mono.Sub(ls.renewed) > ls.lease-min(lockLostMargin, ls.lease/3) {
+		// The session may expire before the lock loop's next look: give
+		// it up now rather than grant under a right about to go.
+		epoch := ls.epoch
+		ls.mu.Unlock()
+		s.loseLocks(epoch, nil)
+		return nil, nil, false
+	}
 	now := s.cfg.Now()
 	hr.used = s.cfg.Clock.Now()
 	owner := meta.LockOwner{Node: ls.node, Epoch: ls.epoch, ID: req.Owner}

@@ -186,3 +186,29 @@ func TestLockRightLost(t *testing.T) {
 		t.Fatalf("node 2 after the expiry: %v", err)
 	}
 }
+
+// TestLockRightStaleSession: a node whose session has not renewed for the
+// lease less the margin grants nothing more under its rights: it gives
+// its locks up first (the leader may expire the session at any moment),
+// and the request goes to the log in a new session.
+func TestLockRightStaleSession(t *testing.T) {
+	n1, _ := twoNodes(t)
+	ctx := context.Background()
+	req := LockRequest{Ino: 70, Owner: 1, Kind: LockFlock, Type: LockWrite}
+	if _, err := n1.Lock(ctx, req); err != nil {
+		t.Fatal(err)
+	}
+	old := n1.LockSession()
+	n1.locks.mu.Lock()
+	n1.locks.renewed = time.Now().Add(-time.Hour)
+	n1.locks.lastRenew = time.Now() // and no renewal is due
+	n1.locks.mu.Unlock()
+	other := req
+	other.Owner = 2
+	if _, err := n1.Lock(ctx, other); err != nil {
+		t.Fatalf("request in the new session: %v", err)
+	}
+	if s := n1.LockStats(); s.Lost != 1 || s.LocalGrants != 0 || n1.LockSession() == old {
+		t.Fatalf("after a request on a stale session: %+v, session %d (was %d)", s, n1.LockSession(), old)
+	}
+}
