@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -58,22 +59,57 @@ func rfc3339(t time.Time) string {
 	return t.UTC().Format(time.RFC3339Nano)
 }
 
-// TrashList returns the entries of bucket's trash whose path starts with
-// prefix ("" all), by path and then deletion time (admin). ErrNotFound if
-// there is no such bucket.
-func (c *Client) TrashList(ctx context.Context, bucket, prefix string) ([]TrashEntry, error) {
+// TrashPage returns a page of the entries of bucket's trash whose path
+// starts with prefix ("" all), by path and then deletion time (admin):
+// at most limit (0: the server's default, 1,000), from after (the next
+// of the page before; "" from the first). next is "" on the last page.
+// ErrNotFound if there is no such bucket.
+func (c *Client) TrashPage(ctx context.Context, bucket, prefix, after string, limit int) (entries []TrashEntry, next string, err error) {
 	if bucket == "" {
-		return nil, fmt.Errorf("trash list: %w: empty bucket name", ErrInvalidArgument)
+		return nil, "", fmt.Errorf("trash list: %w: empty bucket name", ErrInvalidArgument)
 	}
-	rq := request{method: http.MethodGet, url: c.trashURL(bucket, "")}
+	q := url.Values{}
 	if p := cleanPath(prefix); p != "" {
-		rq.query = url.Values{"prefix": {p}}
+		q.Set("prefix", p)
 	}
-	var out []TrashEntry
-	if err := c.doJSON(ctx, rq, &out); err != nil {
-		return nil, fmt.Errorf("trash list %s: %w", strings.TrimSuffix(bucket+"/"+cleanPath(prefix), "/"), err)
+	if after != "" {
+		q.Set("after", after)
 	}
-	return out, nil
+	if limit > 0 {
+		q.Set("limit", strconv.Itoa(limit))
+	}
+	rq := request{method: http.MethodGet, url: c.trashURL(bucket, ""), query: q, header: http.Header{"Accept": {"application/json"}}}
+	resp, err := c.do(ctx, rq)
+	if err == nil {
+		next = resp.Header.Get("X-Cairn-Next")
+		err = decodeJSON(resp, &entries)
+	}
+	if err != nil {
+		return nil, "", fmt.Errorf("trash list %s: %w", strings.TrimSuffix(bucket+"/"+cleanPath(prefix), "/"), err)
+	}
+	return entries, next, nil
+}
+
+// TrashEach calls fn for every entry of bucket's trash whose path starts
+// with prefix, in TrashPage's order, one page in memory at a time, until
+// fn returns an error (returned).
+func (c *Client) TrashEach(ctx context.Context, bucket, prefix string, fn func(TrashEntry) error) error {
+	after := ""
+	for {
+		page, next, err := c.TrashPage(ctx, bucket, prefix, after, 0)
+		if err != nil {
+			return err
+		}
+		for _, e := range page {
+			if err := fn(e); err != nil {
+				return err
+			}
+		}
+		if next == "" {
+			return nil
+		}
+		after = next
+	}
 }
 
 // TrashRestore puts entries of bucket's trash back as files (admin): for

@@ -43,7 +43,7 @@ func TestTrashRequests(t *testing.T) {
 	c := client.New(ts.URL, "k")
 	ctx := context.Background()
 
-	list, err := c.TrashList(ctx, "web", "/d/")
+	list, _, err := c.TrashPage(ctx, "web", "/d/", "", 0)
 	want := client.TrashEntry{Path: "d/a.txt", Deleted: time.Date(2026, 11, 27, 9, 4, 5, 123456789, time.UTC), Size: 5, Replaced: true,
 		Node: 3, Frontend: "s3", Key: "AK7", ETag: "e", SHA256: "s"}
 	if err != nil || len(list) != 1 || !list[0].Deleted.Equal(want.Deleted) {
@@ -87,7 +87,7 @@ func TestTrashRequests(t *testing.T) {
 		t.Fatalf("no entry: %v", err)
 	}
 	for _, err := range []error{
-		func() error { _, err := c.TrashList(ctx, "", ""); return err }(),
+		func() error { _, _, err := c.TrashPage(ctx, "", "", "", 0); return err }(),
 		func() error { _, err := c.TrashRestore(ctx, "", "x", time.Time{}, ""); return err }(),
 		func() error { _, err := c.TrashEmpty(ctx, "", time.Time{}); return err }(),
 	} {

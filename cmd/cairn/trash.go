@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -43,20 +44,19 @@ func newTrashListCmd(cf *clientFlags) *cobra.Command {
 				prefix = strings.TrimLeft(args[1], "/")
 			}
 			c := cf.client()
-			list, err := c.TrashList(cmd.Context(), args[0], prefix)
+			// Page by page (client.TrashEach): a trash of millions of
+			// entries is printed in the memory of one page.
+			each := func(fn func(client.TrashEntry) error) error {
+				return c.TrashEach(cmd.Context(), args[0], prefix, fn)
+			}
+			if asJSON {
+				return printJSONEach(cmd.OutOrStdout(), each)
+			}
+			n, err := printTrash(cmd.OutOrStdout(), args[0], prefix, each, time.Local)
 			if err != nil {
 				return err
 			}
-			if asJSON {
-				if list == nil {
-					list = []client.TrashEntry{}
-				}
-				return printJSON(cmd.OutOrStdout(), list)
-			}
-			if err := printTrash(cmd.OutOrStdout(), args[0], prefix, list, time.Local); err != nil {
-				return err
-			}
-			if len(list) == 0 {
+			if n == 0 {
 				if b, err := c.Bucket(cmd.Context(), args[0]); err == nil && b.TrashSeconds == 0 {
 					fmt.Fprintf(cmd.OutOrStdout(), "(bucket %s keeps no trash: cairn bucket set %s --trash 7d)\n", b.Name, b.Name)
 				}
@@ -72,32 +72,76 @@ func newTrashListCmd(cf *clientFlags) *cobra.Command {
 // the forms parseTrashTime reads.
 const trashTimeLayout = time.DateTime
 
-// printTrash writes the table of trash list, times in loc.
-func printTrash(out io.Writer, bucket, prefix string, list []client.TrashEntry, loc *time.Location) error {
+// trashAligned is how many rows of trash list are aligned together: the
+// table is written in blocks of that many, so that its memory does not
+// grow with the trash.
+const trashAligned = 1000
+
+// printTrash writes the table of trash list, times in loc, of the
+// entries each gives, and returns how many.
+func printTrash(out io.Writer, bucket, prefix string, each func(func(client.TrashEntry) error) error, loc *time.Location) (int, error) {
 	where := "the trash of " + bucket
 	if prefix != "" {
 		where += " under " + prefix
 	}
-	if len(list) == 0 {
-		fmt.Fprintf(out, "%s holds nothing\n", where)
-		return nil
-	}
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "PATH\tDELETED\tSIZE\tKIND\tORIGIN")
+	n := 0
 	var total int64
-	for _, e := range list {
+	err := each(func(e client.TrashEntry) error {
+		if n == 0 {
+			fmt.Fprintln(tw, "PATH\tDELETED\tSIZE\tKIND\tORIGIN")
+		}
 		kind := "deleted"
 		if e.Replaced {
 			kind = "overwritten"
 		}
+		n++
 		total += e.Size
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", e.Path, e.Deleted.In(loc).Format(trashTimeLayout), humanBytes(e.Size), kind, trashOrigin(e))
+		if n%trashAligned == 0 {
+			return tw.Flush()
+		}
+		return nil
+	})
+	if ferr := tw.Flush(); err == nil {
+		err = ferr
 	}
-	if err := tw.Flush(); err != nil {
+	if err != nil {
+		return n, err
+	}
+	if n == 0 {
+		fmt.Fprintf(out, "%s holds nothing\n", where)
+		return 0, nil
+	}
+	fmt.Fprintf(out, "%s: %s, %s\n", where, count(n, "entry", "entries"), humanBytes(total))
+	return n, nil
+}
+
+// printJSONEach writes the entries each gives as one JSON array, entry by
+// entry (printJSON's layout).
+func printJSONEach[T any](out io.Writer, each func(func(T) error) error) error {
+	first := true
+	err := each(func(v T) error {
+		b, err := json.MarshalIndent(v, "  ", "  ")
+		if err != nil {
+			return err
+		}
+		sep := ",\n  "
+		if first {
+			sep, first = "[\n  ", false
+		}
+		_, err = fmt.Fprintf(out, "%s%s", sep, b)
+		return err
+	})
+	if err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "%s: %s, %s\n", where, count(len(list), "entry", "entries"), humanBytes(total))
-	return nil
+	if first {
+		_, err = fmt.Fprintln(out, "[]")
+		return err
+	}
+	_, err = fmt.Fprintln(out, "\n]")
+	return err
 }
 
 // trashOrigin is an entry's node/front end/access key, "-" for what is
@@ -155,8 +199,12 @@ delete it first (in a bucket with a trash that keeps it too), or restore
 			restored, err := c.TrashRestore(cmd.Context(), bucket, path, atT, strings.TrimLeft(to, "/"))
 			if errors.Is(err, client.ErrNotFound) && path != "" && !strings.HasSuffix(path, "/") {
 				// A directory named without its slash: say so.
-				if under, lerr := c.TrashList(cmd.Context(), bucket, path+"/"); lerr == nil && len(under) > 0 {
-					return fmt.Errorf("%w\n(the trash holds %d entries under %s/: to restore that directory, end PATH with a slash)", err, len(under), path)
+				if under, next, lerr := c.TrashPage(cmd.Context(), bucket, path+"/", "", 100); lerr == nil && len(under) > 0 {
+					n := strconv.Itoa(len(under))
+					if next != "" {
+						n = "more than " + n
+					}
+					return fmt.Errorf("%w\n(the trash holds %s entries under %s/: to restore that directory, end PATH with a slash)", err, n, path)
 				}
 			}
 			if err != nil {

@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"regexp"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -64,11 +66,11 @@ func TestPrintTrash(t *testing.T) {
 	loc := time.FixedZone("UTC+1", 3600)
 	d := time.Date(2026, 11, 27, 9, 4, 5, 123, time.UTC)
 	var b strings.Builder
-	if err := printTrash(&b, "web", "site/", []client.TrashEntry{
+	if _, err := printTrash(&b, "web", "site/", slice([]client.TrashEntry{
 		{Path: "site/a.php", Deleted: d, Size: 2048, Node: 3, Frontend: "mount"},
 		{Path: "site/b.css", Deleted: d.Add(time.Hour), Size: 10, Replaced: true, Node: 2, Frontend: "s3", Key: "AK7"},
 		{Path: "site/c.js", Deleted: d, Size: 1},
-	}, loc); err != nil {
+	}), loc); err != nil {
 		t.Fatal(err)
 	}
 	want := regexp.MustCompile(`^PATH +DELETED +SIZE +KIND +ORIGIN
@@ -81,9 +83,21 @@ $`)
 		t.Errorf("table:\n%s", b.String())
 	}
 	b.Reset()
-	printTrash(&b, "web", "", nil, loc)
+	printTrash(&b, "web", "", slice[client.TrashEntry](nil), loc)
 	if b.String() != "the trash of web holds nothing\n" {
 		t.Errorf("empty: %q", b.String())
+	}
+}
+
+// slice is an each function over list.
+func slice[T any](list []T) func(func(T) error) error {
+	return func(fn func(T) error) error {
+		for _, v := range list {
+			if err := fn(v); err != nil {
+				return err
+			}
+		}
+		return nil
 	}
 }
 
@@ -131,7 +145,13 @@ func TestTrashCommands(t *testing.T) {
 		w.Header().Set("Content-Type", "application/json")
 		json.NewEncoder(w).Encode(b)
 	})
-	srv := httptest.NewServer(mux)
+	var pages atomic.Int64 // trash listing pages served
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodGet && strings.HasPrefix(r.URL.Path, "/_cairn/trash/") {
+			pages.Add(1)
+		}
+		mux.ServeHTTP(w, r)
+	}))
 	t.Cleanup(srv.Close)
 	run := func(args ...string) (string, error) {
 		t.Helper()
@@ -255,5 +275,40 @@ func TestTrashCommands(t *testing.T) {
 	}
 	if _, err = run("trash", "list", "nope"); err == nil || !strings.Contains(err.Error(), `404 Not Found: no bucket "nope" (NoSuchBucket)`) {
 		t.Fatalf("list of no bucket: %v", err)
+	}
+
+	// A trash of 2,500 entries is listed page by page (1,000 entries a
+	// request at most), in text and in JSON, every entry once.
+	const big = 2500
+	var files []store.FilePut
+	var cs []store.Change
+	for i := range big {
+		p := fmt.Sprintf("big/%02d/f%04d", i/100, i)
+		files = append(files, store.FilePut{Path: p, Data: []byte("x"), Opts: store.PutOptions{Size: 1}})
+		cs = append(cs, store.Change{Kind: store.ChangeDelete, Path: p})
+	}
+	for _, r := range st.PutFiles(ctx, "web", files) {
+		if r.Err != nil {
+			t.Fatal(r.Err)
+		}
+	}
+	for _, err := range st.ChangeMany(ctx, "web", cs) {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	pages.Store(0)
+	out, err = run("trash", "list", "web", "big/", "--json")
+	list = nil
+	if err != nil || json.Unmarshal([]byte(out), &list) != nil || len(list) != big || list[big-1].Path != "big/24/f2499" {
+		t.Fatalf("trash list --json of %d entries: %v, %d entries", big, err, len(list))
+	}
+	if n := pages.Load(); n != 3 {
+		t.Errorf("trash list --json of %d entries took %d requests, want 3 pages", big, n)
+	}
+	pages.Store(0)
+	if out, err = run("trash", "list", "web", "big/"); err != nil || !strings.Contains(out, "the trash of web under big/: 2500 entries, 2.4 KiB") ||
+		strings.Count(out, "\n") != big+2 || pages.Load() != 3 {
+		t.Fatalf("trash list of %d entries: %v, %d lines, %d requests:\n%.300s", big, err, strings.Count(out, "\n"), pages.Load(), out)
 	}
 }

@@ -302,9 +302,24 @@ func (r *Reader) newestTrash(bucket, path string, at int64) (*TrashEntry, error)
 // Trash calls fn for the bucket's trash entries whose path starts with
 // prefix, by path and then deletion time, until fn returns false.
 func (r *Reader) Trash(bucket, prefix string, fn func(*TrashEntry) bool) error {
-	lower := append(trashBucketPrefix(bucket), prefix...)
+	return r.TrashFrom(bucket, prefix, nil, func(e *TrashEntry, _ []byte) bool { return fn(e) })
+}
+
+// TrashFrom is Trash from the entry after position after (nil: the
+// first), a position fn was given: the entry's key inside the bucket's
+// trash, which a listing continues from (a page's end).
+func (r *Reader) TrashFrom(bucket, prefix string, after []byte, fn func(e *TrashEntry, pos []byte) bool) error {
+	base := trashBucketPrefix(bucket)
+	lower := append(slices.Clone(base), prefix...)
+	upper := prefixEnd(lower)
+	if after != nil {
+		from := append(append(slices.Clone(base), after...), 0) // the key right after it
+		if string(from) > string(lower) {
+			lower = from
+		}
+	}
 	var derr error
-	err := r.r.Scan(lower, prefixEnd(lower), func(k, v []byte) bool {
+	err := r.r.Scan(lower, upper, func(k, v []byte) bool {
 		path, _, err := parseTrashKey(bucket, k)
 		if err != nil {
 			derr = err
@@ -315,7 +330,7 @@ func (r *Reader) Trash(bucket, prefix string, fn func(*TrashEntry) bool) error {
 			derr = err
 			return false
 		}
-		return fn(e)
+		return fn(e, k[len(base):])
 	})
 	if err != nil {
 		return err

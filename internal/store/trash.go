@@ -2,7 +2,9 @@ package store
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
+	"fmt"
 	"strings"
 	"time"
 
@@ -15,9 +17,11 @@ import (
 // (BucketInfo.TrashSeconds). Local implements it; the admin front end
 // serves it (cairn trash).
 type Trash interface {
-	// TrashList returns the entries whose path starts with prefix, by
-	// path and then deletion time.
-	TrashList(ctx context.Context, bucket, prefix string) ([]TrashEntry, error)
+	// TrashList returns a page of the entries whose path starts with
+	// opts.Prefix, by path and then deletion time: at most opts.Limit,
+	// from after opts.After (the Next of the page before). ErrInvalidName
+	// for an After that is not a Next.
+	TrashList(ctx context.Context, bucket string, opts TrashListOptions) (TrashPage, error)
 	// TrashRestore puts entries back: path's newest entry deleted at or
 	// before at (zero: the newest), as to (""; the same path). A path
 	// ending in "/" (or "" for the whole bucket) restores every path
@@ -47,6 +51,26 @@ type TrashEntry struct {
 	Frontend string `json:"frontend,omitempty"`
 	Key      string `json:"key,omitempty"`
 }
+
+// TrashListOptions select a page of a trash listing.
+type TrashListOptions struct {
+	Prefix string
+	After  string // the Next of the page before; "" from the first entry
+	Limit  int    // entries at most: 0 DefaultTrashPage, at most MaxTrashPage
+}
+
+// TrashPage is one page of a trash listing. Next, when set, is where the
+// next page starts (TrashListOptions.After); "" on the last page.
+type TrashPage struct {
+	Entries []TrashEntry
+	Next    string
+}
+
+// Trash pages: the default size and the largest.
+const (
+	DefaultTrashPage = 1000
+	MaxTrashPage     = 10000
+)
 
 var _ Trash = (*Local)(nil)
 
@@ -79,20 +103,46 @@ func trashEntry(e *meta.TrashEntry) TrashEntry {
 		Node: e.Origin.Node, Frontend: e.Origin.Frontend, Key: e.Origin.Key}
 }
 
-// TrashList implements Trash.
-func (s *Local) TrashList(ctx context.Context, bucket, prefix string) ([]TrashEntry, error) {
+// TrashList implements Trash. A page's Next is the position of its last
+// entry in the bucket's trash (base64url): the next page starts after it,
+// wherever entries came or went in between.
+func (s *Local) TrashList(ctx context.Context, bucket string, opts TrashListOptions) (TrashPage, error) {
 	if _, err := s.meta.Bucket(bucket); err != nil {
-		return nil, mapErr(err)
+		return TrashPage{}, mapErr(err)
 	}
-	var out []TrashEntry
-	err := s.meta.Trash(bucket, prefix, func(e *meta.TrashEntry) bool {
-		out = append(out, trashEntry(e))
+	limit := opts.Limit
+	switch {
+	case limit <= 0:
+		limit = DefaultTrashPage
+	case limit > MaxTrashPage:
+		limit = MaxTrashPage
+	}
+	var after []byte
+	if opts.After != "" {
+		var err error
+		if after, err = base64.RawURLEncoding.DecodeString(opts.After); err != nil || len(after) == 0 {
+			return TrashPage{}, fmt.Errorf("%w: trash listing position %q", ErrInvalidName, opts.After)
+		}
+	}
+	var page TrashPage
+	var last []byte
+	more := false
+	err := s.meta.TrashFrom(bucket, opts.Prefix, after, func(e *meta.TrashEntry, pos []byte) bool {
+		if len(page.Entries) == limit {
+			more = true
+			return false
+		}
+		page.Entries = append(page.Entries, trashEntry(e))
+		last = append(last[:0], pos...)
 		return ctx.Err() == nil
 	})
 	if err == nil {
 		err = ctx.Err()
 	}
-	return out, mapErr(err)
+	if more {
+		page.Next = base64.RawURLEncoding.EncodeToString(last)
+	}
+	return page, mapErr(err)
 }
 
 // TrashRestore implements Trash.

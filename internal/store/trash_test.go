@@ -38,7 +38,8 @@ func TestTrashUndo(t *testing.T) {
 	mustPut(t, e.s, "keep.txt", []byte("v2 overwritten"))
 	e.clock.Add(time.Second)
 	mustPut(t, e.s, "keep.txt", []byte("v3"))
-	kept, err := e.s.TrashList(context.Background(), "bkt", "keep.txt")
+	keptPage, err := e.s.TrashList(context.Background(), "bkt", TrashListOptions{Prefix: "keep.txt"})
+	kept := keptPage.Entries
 	if err != nil || len(kept) != 2 || !kept[0].Replaced || kept[0].Size != 2 {
 		t.Fatalf("keep.txt's versions: %+v, %v", kept, err)
 	}
@@ -59,7 +60,8 @@ func TestTrashUndo(t *testing.T) {
 	if err := e.s.Delete(ctx, "bkt", "site", ""); err != nil {
 		t.Fatal(err)
 	}
-	list, err := e.s.TrashList(context.Background(), "bkt", "site/")
+	page, err := e.s.TrashList(context.Background(), "bkt", TrashListOptions{Prefix: "site/"})
+	list := page.Entries
 	if err != nil || len(list) != 30 {
 		t.Fatalf("trash of site/: %d entries, %v", len(list), err)
 	}
@@ -111,5 +113,86 @@ func TestTrashUndo(t *testing.T) {
 	}
 	if n, err := e.s.TrashEmpty(context.Background(), "bkt", time.Time{}); err != nil || n != 30 {
 		t.Fatalf("empty: %d, %v", n, err)
+	}
+}
+
+// TestTrashListPages: a trash listing comes in pages of at most the
+// limit, each continuing after the last (also when entries go in between),
+// together every entry once, in order; a page's memory is its own, not the
+// trash's.
+func TestTrashListPages(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	b, _ := e.s.Bucket(ctx, "bkt")
+	b.TrashSeconds = 3600
+	if err := e.s.UpdateBucket(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	const n = 5000
+	var files []FilePut
+	var cs []Change
+	for i := range n {
+		p := fmt.Sprintf("up/%03d/f%05d.jpg", i/100, i)
+		files = append(files, FilePut{Path: p, Data: []byte(p), Opts: PutOptions{Size: int64(len(p))}})
+		cs = append(cs, Change{Kind: ChangeDelete, Path: p})
+	}
+	for _, r := range e.s.PutFiles(ctx, "bkt", files) {
+		if r.Err != nil {
+			t.Fatal(r.Err)
+		}
+	}
+	for _, err := range e.s.ChangeMany(ctx, "bkt", cs) {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	seen, pages, last := 0, 0, ""
+	opts := TrashListOptions{Prefix: "up/", Limit: 700}
+	for {
+		page, err := e.s.TrashList(ctx, "bkt", opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pages++
+		if len(page.Entries) > opts.Limit {
+			t.Fatalf("page of %d entries, limit %d", len(page.Entries), opts.Limit)
+		}
+		for _, en := range page.Entries {
+			if en.Path <= last {
+				t.Fatalf("entry %s after %s", en.Path, last)
+			}
+			last = en.Path
+			seen++
+		}
+		if pages == 2 {
+			// Entries go between two pages: the listing goes on after the
+			// last entry it gave.
+			if _, err := e.s.TrashEmpty(ctx, "bkt", time.Time{}); err != nil {
+				t.Fatal(err)
+			}
+			for _, r := range e.s.PutFiles(ctx, "bkt", files[1400:]) {
+				if r.Err != nil {
+					t.Fatal(r.Err)
+				}
+			}
+			for _, err := range e.s.ChangeMany(ctx, "bkt", cs[1400:]) {
+				if err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		if page.Next == "" {
+			break
+		}
+		opts.After = page.Next
+	}
+	if seen != n || pages != (n+opts.Limit-1)/opts.Limit {
+		t.Fatalf("%d entries in %d pages, want %d in %d", seen, pages, n, (n+opts.Limit-1)/opts.Limit)
+	}
+	if _, err := e.s.TrashList(ctx, "bkt", TrashListOptions{After: "not base64!"}); !errors.Is(err, ErrInvalidName) {
+		t.Fatalf("a made-up position: %v", err)
+	}
+	if p, err := e.s.TrashList(ctx, "bkt", TrashListOptions{Limit: 1 << 30}); err != nil || len(p.Entries) != n-1400 || p.Next != "" {
+		t.Fatalf("a limit past the largest page: %d entries, next %q, %v", len(p.Entries), p.Next, err)
 	}
 }

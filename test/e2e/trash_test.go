@@ -158,7 +158,7 @@ func TestTrashUndo(t *testing.T) {
 			t.Fatalf("sync --delete: %s", out)
 		}
 		checkGone(t, c, "synced")
-		list, err := c.TrashList(context.Background(), "web", "synced/")
+		list, _, err := c.TrashPage(context.Background(), "web", "synced/", "", 0)
 		if err != nil || len(list) != 240 {
 			t.Fatalf("trash of synced/: %d entries, %v", len(list), err)
 		}
@@ -255,7 +255,7 @@ func TestTrashUndo(t *testing.T) {
 			}
 		}
 		// The bad versions wait in the trash, in case.
-		left, err := c.TrashList(context.Background(), "web", "s3/")
+		left, _, err := c.TrashPage(context.Background(), "web", "s3/", "", 0)
 		if err != nil || len(left) != files {
 			t.Fatalf("the overwriting versions in the trash: %d, %v", len(left), err)
 		}
@@ -270,7 +270,7 @@ func TestTrashUndo(t *testing.T) {
 	// The space is visible: what the trash holds now (the bad versions of
 	// the S3 files), then nothing once emptied.
 	held := int64(0)
-	if l, err := c.TrashList(context.Background(), "web", ""); err == nil {
+	if l, _, err := c.TrashPage(context.Background(), "web", "", "", 0); err == nil {
 		held = int64(len(l))
 	}
 	if out := cli(t, "status"); !regexp.MustCompile(`trash of web: keeps 7d: ` + strconv.FormatInt(held, 10) + ` files?, `).MatchString(out) {

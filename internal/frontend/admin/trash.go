@@ -4,7 +4,9 @@ package admin
 // files a bucket's deletes and overwrites removed, kept for its retention
 // (store.BucketInfo.TrashSeconds), through store.Trash. Admin key only:
 //
-//	GET  /_cairn/trash/BUCKET?prefix=P   the entries whose path starts with P
+//	GET  /_cairn/trash/BUCKET?prefix=P&after=A&limit=N
+//	                                     a page of the entries whose path starts with P
+//	                                     (X-Cairn-Next: where the next page starts)
 //	POST /_cairn/trash/BUCKET/restore    {"path","at","to"}: put entries back; never overwrites
 //	POST /_cairn/trash/BUCKET/empty      {"before"}: drop entries, and their bytes, for good
 //
@@ -19,6 +21,7 @@ import (
 	"io"
 	"net/http"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -139,17 +142,40 @@ func (h *Handler) serveTrash(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// TrashNextHeader carries, on a page of a trash listing that is not the
+// last, where the next page starts (its after= parameter).
+const TrashNextHeader = "X-Cairn-Next"
+
+// listTrash serves one page of a bucket's trash: prefix, after (a page's
+// TrashNextHeader) and limit (default store.DefaultTrashPage, at most
+// store.MaxTrashPage) select it.
 func (h *Handler) listTrash(w http.ResponseWriter, r *http.Request, bucket string) {
-	prefix := strings.TrimLeft(r.URL.Query().Get("prefix"), "/")
-	list, err := h.store.TrashList(r.Context(), bucket, prefix)
+	q := r.URL.Query()
+	opts := store.TrashListOptions{Prefix: strings.TrimLeft(q.Get("prefix"), "/"), After: q.Get("after")}
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > store.MaxTrashPage {
+			h.fail(w, r, errStatus(http.StatusBadRequest, "InvalidArgument", "limit %q: want 1 to %d", v, store.MaxTrashPage))
+			return
+		}
+		opts.Limit = n
+	}
+	page, err := h.store.TrashList(r.Context(), bucket, opts)
 	if err != nil {
+		if errors.Is(err, store.ErrInvalidName) {
+			h.fail(w, r, errStatus(http.StatusBadRequest, "InvalidArgument", "after %q: not a position a trash listing gave", opts.After))
+			return
+		}
 		h.fail(w, r, trashError(bucket, err))
 		return
 	}
-	out := make([]trashEntryJSON, len(list))
-	for i, e := range list {
+	out := make([]trashEntryJSON, len(page.Entries))
+	for i, e := range page.Entries {
 		out[i] = trashEntryJSON{Path: e.Path, Deleted: e.Deleted.UTC(), Size: e.Size, Replaced: e.Replaced,
 			Node: e.Node, Frontend: e.Frontend, Key: e.Key, ETag: e.ETag, SHA256: e.SHA256}
+	}
+	if page.Next != "" {
+		w.Header().Set(TrashNextHeader, page.Next)
 	}
 	h.writeJSON(w, r, http.StatusOK, out)
 }
@@ -227,30 +253,40 @@ func (h *Handler) restoreError(ctx context.Context, bucket, path string, at time
 	return trashError(bucket, err)
 }
 
+// maxBlocked bounds the targets a failed tree restore names.
+const maxBlocked = 1000
+
 // blockedTargets returns the targets of the paths under prefix that a
 // tree restore left in the trash: each path with an entry deleted at or
-// before at that was not restored.
+// before at that was not restored (the first maxBlocked).
 func (h *Handler) blockedTargets(ctx context.Context, bucket, prefix string, at time.Time, to string, restored []string) []string {
 	done := make(map[string]bool, len(restored))
 	for _, p := range restored {
 		done[p] = true
 	}
-	list, err := h.store.TrashList(ctx, bucket, prefix)
-	if err != nil {
-		return nil
-	}
 	var out []string
-	for _, e := range list {
-		if !at.IsZero() && e.Deleted.After(at) {
-			continue
+	opts := store.TrashListOptions{Prefix: prefix}
+	for len(out) < maxBlocked {
+		page, err := h.store.TrashList(ctx, bucket, opts)
+		if err != nil {
+			return out
 		}
-		dst := e.Path
-		if to != "" {
-			dst = strings.TrimSuffix(to, "/") + "/" + strings.TrimPrefix(e.Path, prefix)
+		for _, e := range page.Entries {
+			if !at.IsZero() && e.Deleted.After(at) {
+				continue
+			}
+			dst := e.Path
+			if to != "" {
+				dst = strings.TrimSuffix(to, "/") + "/" + strings.TrimPrefix(e.Path, prefix)
+			}
+			if !done[dst] && (len(out) == 0 || out[len(out)-1] != dst) && len(out) < maxBlocked {
+				out = append(out, dst)
+			}
 		}
-		if !done[dst] && (len(out) == 0 || out[len(out)-1] != dst) {
-			out = append(out, dst)
+		if page.Next == "" {
+			return out
 		}
+		opts.After = page.Next
 	}
 	return out
 }

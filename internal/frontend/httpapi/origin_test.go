@@ -33,7 +33,8 @@ func TestChangeOrigin(t *testing.T) {
 		do("PUT", "/trashy/a.txt", "one")
 		do("PUT", "/trashy/a.txt", "two")
 		do("DELETE", "/trashy/a.txt", "")
-		list, err := st.TrashList(ctx, "trashy", "a.txt")
+		page, err := st.TrashList(ctx, "trashy", store.TrashListOptions{Prefix: "a.txt"})
+		list := page.Entries
 		must(t, err)
 		if len(list) != 2 {
 			t.Fatalf("fast=%v: %d trash entries", fast, len(list))

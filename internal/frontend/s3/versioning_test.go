@@ -286,8 +286,8 @@ func TestVersioning(t *testing.T) {
 	if err != nil || aws.ToString(comp.VersionId) == "" {
 		t.Fatalf("complete: %+v %v", comp, err)
 	}
-	if list, _ := e.st.TrashList(ctx, b, internalDir+"/"); len(list) > 1 { // the record's own overwrite, until collected
-		t.Fatalf("parts kept in the trash: %+v", list)
+	if page, _ := e.st.TrashList(ctx, b, store.TrashListOptions{Prefix: internalDir + "/"}); len(page.Entries) > 1 { // the record's own overwrite, until collected
+		t.Fatalf("parts kept in the trash: %+v", page.Entries)
 	}
 	// Empty the bucket by version (markers too), then delete it.
 	items, _ = versionsOf(t, c, b, 2, "")
