@@ -458,7 +458,7 @@ func (n *Node) Blobs() *blob.Store { return n.blobs }
 func (n *Node) stats() httpapi.NodeStats {
 	bs := n.blobs.Stats()
 	ns := httpapi.NodeStats{Blobs: bs.Blobs, Volumes: int64(bs.Volumes),
-		LiveBytes: bs.LiveBytes, Fsyncs: uint64(bs.Fsyncs)}
+		LiveBytes: bs.LiveBytes, Fsyncs: uint64(bs.Fsyncs), IndexBytes: bs.IndexBytes}
 	if free, total, err := vfs.OS().Statfs(n.cfg.DataDir); err == nil {
 		ns.DiskFreeBytes = free
 		ns.DiskUsedBytes = total - free

@@ -19,6 +19,7 @@ type NodeStats struct {
 	DiskFreeBytes uint64 // bytes free on the data file system
 	Fsyncs        uint64 // fsync calls since start (a counter)
 	LiveBytes     int64  // bytes of live (referenced) blob data on this node
+	IndexBytes    int64  // bytes of RAM the blob store's index takes
 }
 
 // Methods tracked with their own label value; others count as "OTHER".
@@ -180,18 +181,19 @@ func (m *Metrics) observeRequest(method string, status int, in, out int64, d tim
 // statsCollector exports NodeStats at scrape time.
 type statsCollector struct {
 	fn    func() NodeStats
-	descs [6]*prometheus.Desc
+	descs [7]*prometheus.Desc
 }
 
 func newStatsCollector(fn func() NodeStats) *statsCollector {
 	d := func(name, help string) *prometheus.Desc { return prometheus.NewDesc(name, help, nil, nil) }
-	return &statsCollector{fn: fn, descs: [6]*prometheus.Desc{
+	return &statsCollector{fn: fn, descs: [7]*prometheus.Desc{
 		d("cairn_node_blobs", "Blobs held on this node."),
 		d("cairn_node_volumes", "Volume files on this node."),
 		d("cairn_node_disk_used_bytes", "Bytes used on the data file system."),
 		d("cairn_node_disk_free_bytes", "Bytes free on the data file system."),
 		d("cairn_node_fsyncs_total", "fsync calls since the node started."),
 		d("cairn_node_live_bytes", "Bytes of live blob data on this node."),
+		d("cairn_node_blob_index_bytes", "Bytes of RAM the blob store's in-memory index takes (it grows with the blobs held)."),
 	}}
 }
 
@@ -212,4 +214,5 @@ func (c *statsCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.descs[3], g, float64(st.DiskFreeBytes))
 	ch <- prometheus.MustNewConstMetric(c.descs[4], prometheus.CounterValue, float64(st.Fsyncs))
 	ch <- prometheus.MustNewConstMetric(c.descs[5], g, float64(st.LiveBytes))
+	ch <- prometheus.MustNewConstMetric(c.descs[6], g, float64(st.IndexBytes))
 }

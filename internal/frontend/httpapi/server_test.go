@@ -670,7 +670,7 @@ func TestHealthAndMetrics(t *testing.T) {
 		}
 		c.StatsFunc = func() NodeStats {
 			fsyncs++
-			return NodeStats{Blobs: 7, Volumes: 2, DiskUsedBytes: 100, DiskFreeBytes: 900, Fsyncs: fsyncs, LiveBytes: 42}
+			return NodeStats{Blobs: 7, Volumes: 2, DiskUsedBytes: 100, DiskFreeBytes: 900, Fsyncs: fsyncs, LiveBytes: 42, IndexBytes: 4096}
 		}
 	})
 	w := e.do("GET", "/_cairn/health", nil)
@@ -702,6 +702,7 @@ func TestHealthAndMetrics(t *testing.T) {
 		`cairn_node_blobs 7`,
 		`cairn_node_disk_free_bytes 900`,
 		`cairn_node_live_bytes 42`,
+		`cairn_node_blob_index_bytes 4096`,
 		`cairn_node_fsyncs_total 1`,
 	} {
 		if !strings.Contains(body, want) {
