@@ -67,7 +67,13 @@ metric() {
 	curl -fsS --max-time 10 -H "Authorization: Bearer $CAIRN_ADMIN_KEY" "${NODE_URL[$1]}/_cairn/metrics" 2>/dev/null |
 		awk -v m="$2" '$1 == m {printf "%.0f\n", $2; found=1} END {if (!found) print 0}'
 }
-rss_mb() { awk '/^VmRSS/ {printf "%.0f", $2 / 1024}' "/proc/$1/status" 2>/dev/null || echo "?"; }
+# rss_mb PID: "RSS MB (anon MB, file MB)": anonymous memory, and the pages
+# of mapped files (the blob volumes, which the kernel may drop and read
+# again) the process has touched.
+rss_mb() {
+	awk '/^VmRSS/ {r = $2} /^RssAnon/ {a = $2} /^RssFile/ {f = $2}
+		END {printf "%.0f (anon %.0f, file %.0f)", r / 1024, a / 1024, f / 1024}' "/proc/$1/status" 2>/dev/null || echo "?"
+}
 meta_bytes() { du -sb "$CL_DIR/n$1/meta" 2>/dev/null | cut -f1; }
 
 prev=0
