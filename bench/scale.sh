@@ -16,7 +16,8 @@
 #   - the p50 and p99 of a GET of a random small file through node 2, a
 #     listing of a random directory (100 entries) and a stat of a random
 #     file through node 1's mount (bench/scale probe, PROBES of each): the
-#     latencies that must not grow with the tree.
+#     latencies that must not grow with the tree, SETTLE s (30) after
+#     the stage's ingest, once the nodes' compactions are done.
 # After the last stage: node 2 is stopped cleanly and started again, node
 # 3 is SIGKILLed and started again; for each, the time until it serves a
 # GET and its RSS then.
@@ -39,6 +40,7 @@ STAGES=${STAGES:-"100000 1000000"}
 STREAMS=${STREAMS:-3}
 BATCH=${BATCH:-20000}
 PROBES=${PROBES:-2000}
+SETTLE=${SETTLE:-30}
 [ "$(id -u)" -eq 0 ] || die "run as root: the mount uses allow_other"
 bench_traps
 trap cluster_cleanup EXIT
@@ -113,6 +115,7 @@ for stage in $STAGES; do
 			curl -fsS --max-time 20 -o "$OUT/heap-$stage-n$i.pb.gz" "http://${NODE_DEBUG[i]}/debug/pprof/heap?gc=1" || true
 		done
 	fi
+	sleep "$SETTLE" # the nodes' compactions after the ingest are not what the probe measures
 	p=$("$SCALE" probe -url "${NODE_URL[2]}" -bucket uploads -files "$stage" -n "$PROBES" -mount "$MNT/") || die "probe at $stage failed"
 	echo "stage $stage: probe $p" | tee -a "$OUT/results.txt"
 	prev=$stage
