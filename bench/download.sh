@@ -34,6 +34,13 @@
 # --gc-interval 10s": deleted files' blobs are kept --gc-grace, 15 min by
 # default, so that downloads in progress finish; at 20 MB/s of churn the
 # default needs 15 min and about 18 GB more before the disk use levels off)
+# A/B: with CAIRN_BIN_B=path, a second 3-node cluster runs that binary,
+# loaded with the same corpus the same way, and the wrk parts (sidecars,
+# large) measure nginx, CAIRN_BIN's node 2 and CAIRN_BIN_B's node 2 in
+# every round, in a rotating order: a change of a few percent between two
+# binaries shows against the same nginx rounds, not against another run's
+# (the table adds B's best, B/nginx and B/A of the means). The other parts
+# use CAIRN_BIN's cluster only.
 # Output: tables on stdout and in bench/.data/results/download-DATE/.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
@@ -91,10 +98,24 @@ NGINX_PORT=$(pick_port)
 nginx_start "$CORPUS/all" "$NGINX_PORT"
 NGINX_URL=http://127.0.0.1:$NGINX_PORT
 
-cluster_start download
-bucket_create downloads 3 --checksum-sidecars
-log "loading the corpus into bucket downloads (cairn sync through node 1)"
-ccli 1 sync "$CORPUS/bin" downloads --no-progress >>"$OUT/cli.log" 2>&1 || die "cairn sync failed (see $OUT/cli.log)"
+# load_cluster NAME: a new cluster with the corpus in bucket downloads.
+load_cluster() {
+	cluster_start "$1"
+	bucket_create downloads 3 --checksum-sidecars
+	log "loading the corpus into bucket downloads of cluster $1 (cairn sync through node 1)"
+	ccli 1 sync "$CORPUS/bin" downloads --no-progress >>"$OUT/cli.log" 2>&1 || die "cairn sync failed (see $OUT/cli.log)"
+}
+B_URL="" B_PID=""
+if [ -n "${CAIRN_BIN_B:-}" ]; then
+	[ -x "$CAIRN_BIN_B" ] || die "CAIRN_BIN_B=$CAIRN_BIN_B is not executable"
+	CAIRN_BIN_A=$CAIRN_BIN
+	CAIRN_BIN=$CAIRN_BIN_B
+	load_cluster download-b
+	B_URL=${NODE_URL[2]} B_PID=${NODE_PID[2]}
+	CAIRN_BIN=$CAIRN_BIN_A
+	log "A/B: node 2 of $CAIRN_BIN_B's cluster is $B_URL"
+fi
+load_cluster download
 CAIRN_URL=${NODE_URL[2]}/downloads
 # The readers check every body; a spot check first proves both sides serve
 # the corpus and the sidecars.
@@ -158,14 +179,30 @@ wrk_pair() {
 	shift 2
 	csv=$OUT/$what.csv
 	echo "round,conns,server,rps,p99_ms,cpu_us_per_req" >"$csv"
-	emit "| conns | nginx req/s (best) | Cairn req/s (best) | **Cairn/nginx (best)** | (mean) | nginx p99 ms | Cairn p99 ms | nginx CPU µs/req | Cairn CPU µs/req |" "|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+	if [ -n "$B_URL" ]; then
+		emit "| conns | nginx req/s (best) | Cairn req/s (best) | **Cairn/nginx (best)** | (mean) | nginx p99 ms | Cairn p99 ms | nginx CPU µs/req | Cairn CPU µs/req | B req/s (best) | **B/nginx (best)** | (mean) | **B/A (mean)** |" \
+			"|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+	else
+		emit "| conns | nginx req/s (best) | Cairn req/s (best) | **Cairn/nginx (best)** | (mean) | nginx p99 ms | Cairn p99 ms | nginx CPU µs/req | Cairn CPU µs/req |" "|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+	fi
 	for c in "$@"; do
 		for r in $(seq 1 "$WRK_ROUNDS"); do
 			order="nginx cairn"
 			[ $((r % 2)) -eq 1 ] || order="cairn nginx"
+			if [ -n "$B_URL" ]; then
+				# Each server first, second and last in turn.
+				case $((r % 3)) in
+				1) order="nginx cairn cairnb" ;;
+				2) order="cairnb nginx cairn" ;;
+				0) order="cairn cairnb nginx" ;;
+				esac
+			fi
 			for srv in $order; do
 				base=$NGINX_URL prefix=/ pids=$(pgrep -P "$NGINX_PID" || true)
-				[ "$srv" = nginx ] || { base=${NODE_URL[2]}; prefix=/downloads/; pids=${NODE_PID[2]}; }
+				case $srv in
+				cairn) base=${NODE_URL[2]} prefix=/downloads/ pids=${NODE_PID[2]} ;;
+				cairnb) base=$B_URL prefix=/downloads/ pids=$B_PID ;;
+				esac
 				t=$((c < 2 ? c : 2))
 				# shellcheck disable=SC2086 # a list of PIDs
 				c0=$(pid_ticks $pids)
@@ -183,9 +220,14 @@ wrk_pair() {
 		done
 		awk -F, -v c="$c" 'NR > 1 && $2 == c {
 			n[$3]++; s[$3] += $4; u[$3] += $6; if ($4 > b[$3]) { b[$3] = $4; p[$3] = $5 } }
-			END { printf "| %s | %.0f | %.0f | **%.2f** | %.2f | %s | %s | %.1f | %.1f |\n", c, b["nginx"], b["cairn"],
+			END { printf "| %s | %.0f | %.0f | **%.2f** | %.2f | %s | %s | %.1f | %.1f |", c, b["nginx"], b["cairn"],
 				(b["nginx"] > 0 ? b["cairn"] / b["nginx"] : 0), (s["nginx"] > 0 ? (s["cairn"] / n["cairn"]) / (s["nginx"] / n["nginx"]) : 0),
-				p["nginx"], p["cairn"], u["nginx"] / n["nginx"], u["cairn"] / n["cairn"] }' "$csv" | tee -a "$TABLE"
+				p["nginx"], p["cairn"], u["nginx"] / n["nginx"], u["cairn"] / n["cairn"]
+				if (n["cairnb"] > 0)
+					printf " %.0f | **%.2f** | %.2f | **%.3f** |", b["cairnb"], (b["nginx"] > 0 ? b["cairnb"] / b["nginx"] : 0),
+						(s["nginx"] > 0 ? (s["cairnb"] / n["cairnb"]) / (s["nginx"] / n["nginx"]) : 0),
+						(s["cairn"] > 0 ? (s["cairnb"] / n["cairnb"]) / (s["cairn"] / n["cairn"]) : 0)
+				printf "\n" }' "$csv" | tee -a "$TABLE"
 	done
 	emit ""
 }
