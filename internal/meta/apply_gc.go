@@ -76,6 +76,15 @@ func (a *applier) dequeueGarbage(h cas.Hash) error {
 // been deleted by a reap the proposer did not see. A blob with a refcount
 // entry has not been reaped since it was last written, so it is safe.
 func (a *applier) checkReaped(exts []Extent) error {
+	if len(exts) > 0 && a.cmd.StartIndex+ReapMarkerWindow >= a.index {
+		// With no reaped marker at all, every blob passes below (a
+		// referenced one, or one without a marker whose start index is in
+		// the window): skip its reads. A bulk upload into a tree that
+		// nothing was reaped from pays no lookup per blob.
+		if any, err := a.anyReaped(); err != nil || !any {
+			return err
+		}
+	}
 	for _, x := range exts {
 		if _, ok, err := a.r.get(refKey(x.Hash)); err != nil {
 			return err
@@ -104,18 +113,23 @@ func (a *applier) checkReaped(exts []Extent) error {
 // marker exists at all (found with one scan per Apply), it answers "absent"
 // without a read: an ingest then skips one negative lookup per blob.
 func (a *applier) reapedMarker(h cas.Hash) ([]byte, bool, error) {
+	if any, err := a.anyReaped(); err != nil || !any {
+		return nil, false, err
+	}
+	return a.r.get(reapedKey(h))
+}
+
+// anyReaped reports whether a reaped marker exists (one scan per Apply).
+func (a *applier) anyReaped() (bool, error) {
 	if !a.st.reapedKnown {
 		found := false
 		p := []byte{pReaped}
 		if err := a.t.Scan(p, prefixEnd(p), func(_, _ []byte) bool { found = true; return false }); err != nil {
-			return nil, false, err
+			return false, err
 		}
 		a.st.reapedKnown, a.st.anyReaped = true, found
 	}
-	if !a.st.anyReaped {
-		return nil, false, nil
-	}
-	return a.r.get(reapedKey(h))
+	return a.st.anyReaped, nil
 }
 
 // --- garbage ---
