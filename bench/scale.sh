@@ -16,8 +16,9 @@
 #   - the p50 and p99 of a GET of a random small file through node 2, a
 #     listing of a random directory (100 entries) and a stat of a random
 #     file through node 1's mount (bench/scale probe, PROBES of each): the
-#     latencies that must not grow with the tree, SETTLE s (30) after
-#     the stage's ingest, once the nodes' compactions are done.
+#     latencies that must not grow with the tree, once the nodes are idle
+#     after the stage's ingest (their compactions done; SETTLE s at most,
+#     600).
 # After the last stage: node 2 is stopped cleanly and started again, node
 # 3 is SIGKILLed and started again; for each, the time until it serves a
 # GET and its RSS then.
@@ -41,7 +42,7 @@ STAGES=${STAGES:-"100000 1000000"}
 STREAMS=${STREAMS:-3}
 BATCH=${BATCH:-20000}
 PROBES=${PROBES:-2000}
-SETTLE=${SETTLE:-30}
+SETTLE=${SETTLE:-600}
 [ "$(id -u)" -eq 0 ] || die "run as root: the mount uses allow_other"
 bench_traps
 trap cluster_cleanup EXIT
@@ -78,6 +79,22 @@ rss_mb() {
 		END {printf "%.0f (anon %.0f, file %.0f)", r / 1024, a / 1024, f / 1024}' "/proc/$1/status" 2>/dev/null || echo "?"
 }
 meta_bytes() { du -sb "$CL_DIR/n$1/meta" 2>/dev/null | cut -f1; }
+
+# settle: wait until the three nodes together use under a tenth of a core
+# over 5 s (their compactions after an ingest are done), SETTLE s at most.
+settle() {
+	local deadline=$((SECONDS + SETTLE)) t0 t1 hz
+	hz=$(getconf CLK_TCK)
+	while [ $SECONDS -lt $deadline ]; do
+		t0=$(pid_ticks "${NODE_PID[1]}" "${NODE_PID[2]}" "${NODE_PID[3]}")
+		sleep 5
+		t1=$(pid_ticks "${NODE_PID[1]}" "${NODE_PID[2]}" "${NODE_PID[3]}")
+		if [ $(((t1 - t0) * 100 / hz / 5)) -lt 10 ]; then
+			return
+		fi
+	done
+	log "the nodes were still busy after $SETTLE s; probing anyway"
+}
 
 prev=0
 for stage in $STAGES; do
@@ -116,7 +133,7 @@ for stage in $STAGES; do
 			curl -fsS --max-time 20 -o "$OUT/heap-$stage-n$i.pb.gz" "http://${NODE_DEBUG[i]}/debug/pprof/heap?gc=1" || true
 		done
 	fi
-	sleep "$SETTLE" # the nodes' compactions after the ingest are not what the probe measures
+	settle # the nodes' compactions after the ingest are not what the probe measures
 	p=$("$SCALE" probe -url "${NODE_URL[2]}" -bucket uploads -files "$stage" -n "$PROBES" -mount "$MNT/") || die "probe at $stage failed"
 	echo "stage $stage: probe $p" | tee -a "$OUT/results.txt"
 	prev=$stage
