@@ -135,13 +135,17 @@ test-race:
 
 # Benchmarks against nginx on the same files (installs wrk and nginx), and
 # the mount against a local ext4 directory (as root; installs siege, nginx,
-# php-fpm, MariaDB, WordPress and linux-source).
+# php-fpm, MariaDB, WordPress and linux-source); then a tree grown to a
+# million files (bench/scale.sh; STAGES="100000 1000000 10000000" for ten
+# million, about 50 GB of disk) and the namespace's apply ceiling.
 bench: build
 	bash bench/read.sh
 	bash bench/ingest.sh
 	bash bench/cluster.sh
 	bash bench/mount.sh
 	bash bench/download.sh
+	bash bench/scale.sh
+	go run ./bench/apply
 
 # Longer randomized and crash runs: internal/sim runs SOAK_SEEDS seeds
 # (1000, 1001, ...) beyond the 40 of make test, about 2 s each on 2 cores,
