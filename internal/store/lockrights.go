@@ -58,9 +58,6 @@ type heldRight struct {
 	gate dirLock
 }
 
-// right returns this node's right on ino, or nil (ls.mu held).
-func (l *lockSessions) right(ino uint64) *heldRight { return l.rights[ino] }
-
 // rightsChanged wakes the requests waiting for another node's right to
 // come back (ls.mu held).
 func (l *lockSessions) rightsChanged() {
@@ -350,22 +347,6 @@ func (s *Local) appliedRight(cmd *meta.Command, r *meta.Result) {
 		ls.rightsChanged()
 		ls.mu.Unlock()
 	}
-}
-
-// waitRight waits until a lock right changes hands in the log,
-// recallRetry passes (the recall is sent again), or ctx ends.
-func (s *Local) waitRight(ctx context.Context, changed chan struct{}) error {
-	t := clock.NewTimer(s.cfg.Clock, recallRetry)
-	defer t.Stop()
-	select {
-	case <-changed:
-	case <-t.C:
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-s.stop:
-		return ErrUnavailable
-	}
-	return nil
 }
 
 // returnIdleRights gives back the rights whose tables have been empty for

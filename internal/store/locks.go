@@ -296,7 +296,7 @@ func (s *Local) Lock(ctx context.Context, req LockRequest) (*LockInfo, error) {
 		if s.HoldsLockRight(req.Ino) {
 			continue // granted to this node meanwhile
 		}
-		if err := s.waitRight(ctx, wake); err != nil {
+		if err := s.waitRecall(ctx, wake); err != nil {
 			return nil, err
 		}
 	}
@@ -417,25 +417,24 @@ func (s *Local) TestLock(ctx context.Context, req LockRequest) (*LockInfo, error
 		if err != nil {
 			return nil, err
 		}
-		if rt == nil || (rt.Node == ls.node && s.HoldsLockRight(req.Ino)) {
-			if rt != nil {
-				continue // this node's: read its table
-			}
+		if rt == nil {
 			c, err := s.meta.LockConflict(meta.Ino(req.Ino), l)
 			if err != nil || c == nil {
 				return nil, err
 			}
 			return lockInfo(meta.Ino(req.Ino), req.Path, c, false), nil
 		}
-		// Another node's: recall it, and read once it is back.
-		res, err := s.proposeLock(ctx, meta.OpLock, meta.LockCmd{Ino: meta.Ino(req.Ino), Path: req.Path, Lock: l}, &meta.RightCmd{Recall: true})
+		if s.HoldsLockRight(req.Ino) {
+			continue // granted to this node since it looked: read its table
+		}
+		// Another node's: recall it, and read once it is back (or, if the
+		// log still names this node, once its return is applied).
+		_, err = s.proposeLock(ctx, meta.OpLock, meta.LockCmd{Ino: meta.Ino(req.Ino), Path: req.Path, Lock: l}, &meta.RightCmd{Recall: true})
 		if err != nil && !errors.Is(err, meta.ErrRightHeld) {
 			return nil, err
 		}
-		if err == nil && res.Lock != nil && res.Lock.Recall != nil {
-			if err := s.waitRight(ctx, wake); err != nil {
-				return nil, err
-			}
+		if err := s.waitRecall(ctx, wake); err != nil {
+			return nil, err
 		}
 	}
 }

@@ -382,15 +382,27 @@ func (s *Local) inLog(dir, epoch uint64) bool {
 }
 
 // waitOwner waits until an owner changes in the log, recallRetry passes,
-// or ctx ends.
+// or ctx ends (ErrUnavailable).
 func (s *Local) waitOwner(ctx context.Context, changed chan struct{}) error {
+	err := s.waitRecall(ctx, changed)
+	if err != nil && ctx.Err() != nil {
+		return fmt.Errorf("%w: waiting for another node to hand a directory over: %w", ErrUnavailable, err)
+	}
+	return err
+}
+
+// waitRecall waits, after a recall, until changed is closed (what was
+// recalled changed hands in the log), recallRetry passes (the caller
+// sends the recall again, for a holder that missed it), or ctx ends (its
+// error). Directory claims and lock rights both wait so.
+func (s *Local) waitRecall(ctx context.Context, changed chan struct{}) error {
 	t := clock.NewTimer(s.cfg.Clock, recallRetry)
 	defer t.Stop()
 	select {
 	case <-changed:
 	case <-t.C:
 	case <-ctx.Done():
-		return fmt.Errorf("%w: waiting for another node to hand a directory over: %w", ErrUnavailable, ctx.Err())
+		return ctx.Err()
 	case <-s.stop:
 		return ErrUnavailable
 	}
