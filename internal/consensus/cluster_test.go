@@ -132,6 +132,9 @@ func (c *cluster) running() []*tnode {
 func (c *cluster) signature() (sig int64, quiet bool) {
 	quiet = c.net.Pending() == 0
 	for _, n := range c.running() {
+		if n.stopped() {
+			continue // a log stopped by an error counts nothing more
+		}
 		q, d, tk, sn := n.r.stepsQueued.Load(), n.r.stepsDone.Load(), n.r.ticksDone.Load(), n.r.snapsInflight.Load()
 		sig += q + d + tk
 		if q != d || tk != n.ticksSent || sn != 0 {
@@ -154,12 +157,29 @@ func (c *cluster) settle() {
 	}
 }
 
+// tickAll ticks every running node whose loop has not stopped. A loop
+// stops on its own when its log does (an entry it cannot apply); nodes do
+// not all stop in the same tick, and a tick sent to a stopped loop would
+// block the harness for good.
 func (c *cluster) tickAll() {
 	for _, n := range c.running() {
-		n.ticksSent++
-		n.tick <- time.Time{}
+		select {
+		case n.tick <- time.Time{}:
+			n.ticksSent++
+		case <-n.r.done:
+		}
 	}
 	c.net.Tick()
+}
+
+// stopped reports whether n's loop has ended.
+func (n *tnode) stopped() bool {
+	select {
+	case <-n.r.done:
+		return true
+	default:
+		return false
+	}
 }
 
 // untilFloor is the least real time until waits before it fails. Ticks
