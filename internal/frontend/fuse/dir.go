@@ -21,15 +21,21 @@ func (n *node) OpendirHandle(ctx context.Context, flags uint32) (fs.FileHandle, 
 	return &dirHandle{n: n}, gofuse.FOPEN_CACHE_DIR | gofuse.FOPEN_KEEP_CACHE, 0
 }
 
-// dirHandle is an open directory: its listing is read at the first
-// readdir (or seek), and dropped at release.
+// dirHandle is an open directory: its listing is read from the store a
+// page at a time as the kernel reads on (dirStream), and dropped at
+// release.
 type dirHandle struct {
-	n  *node
-	ds fs.DirStream
-	// infos are the listing's files as the store described them:
-	// READDIRPLUS's lookup of each answers from them (Lookup).
-	infos map[string]store.ObjectInfo
+	n *node
+	s *dirStream
+	// plus counts READDIRPLUS look-ups answered from the listing.
+	plus int
 }
+
+// maxPlusLookups bounds the inodes one listing makes through READDIRPLUS:
+// past it, entries go to the kernel as plain names (its later stat or
+// open looks them up), so that a listing of a huge directory does not
+// make an inode per entry in the node's memory.
+const maxPlusLookups = 10000
 
 var (
 	_ fs.FileReaddirenter = (*dirHandle)(nil)
@@ -38,25 +44,24 @@ var (
 	_ fs.FileLookuper     = (*dirHandle)(nil)
 )
 
-func (d *dirHandle) stream(ctx context.Context) syscall.Errno {
-	if d.ds != nil {
-		return 0
+func (d *dirHandle) stream() *dirStream {
+	if d.s == nil {
+		d.s = d.n.stream()
 	}
-	entries, infos, e := d.n.list(ctx)
-	if e != 0 {
-		return e
-	}
-	d.ds, d.infos = fs.NewListDirStream(entries), infos
-	return 0
+	return d.s
 }
 
 // Lookup answers READDIRPLUS's look-up of an entry the listing just read
 // from the store's description of it (a listing of a directory of files
-// is then one store call, not one per file); the node's Lookup answers
-// the others (directories, names changed here).
+// is then one store call a page, not one per file); the node's Lookup
+// answers the others (directories, names changed here).
 func (d *dirHandle) Lookup(ctx context.Context, name string, out *gofuse.EntryOut) (*fs.Inode, syscall.Errno) {
 	n := d.n
-	info, ok := d.infos[name]
+	if d.plus >= maxPlusLookups {
+		return nil, syscall.ENOENT // listed as a plain name: no inode (fuse_direntplus_link)
+	}
+	d.plus++
+	info, ok := d.stream().info(name)
 	if !ok || n.m.wb.queued(info.Path) {
 		return n.Lookup(ctx, name, out)
 	}
@@ -70,104 +75,197 @@ func (d *dirHandle) Lookup(ctx context.Context, name string, out *gofuse.EntryOu
 
 // Readdirent returns the next entry (nil at the end).
 func (d *dirHandle) Readdirent(ctx context.Context) (*gofuse.DirEntry, syscall.Errno) {
-	if e := d.stream(ctx); e != 0 {
-		return nil, e
-	}
-	if !d.ds.HasNext() {
-		return nil, 0
-	}
-	de, e := d.ds.Next()
-	return &de, e
+	return d.stream().next(ctx)
 }
 
 // Seekdir moves to entry off.
 func (d *dirHandle) Seekdir(ctx context.Context, off uint64) syscall.Errno {
-	if e := d.stream(ctx); e != 0 {
-		return e
-	}
-	if sd, ok := d.ds.(fs.FileSeekdirer); ok {
-		return sd.Seekdir(ctx, off)
-	}
-	return syscall.ENOTSUP
+	return d.stream().seek(ctx, off)
 }
 
 // Releasedir drops the listing.
-func (d *dirHandle) Releasedir(ctx context.Context, flags uint32) {
-	if d.ds != nil {
-		d.ds.Close()
-	}
-}
+func (d *dirHandle) Releasedir(ctx context.Context, flags uint32) { d.s = nil }
 
-// Readdir lists directory n: the store's entries, with the mount's own
-// changes not published yet laid over them (names created here, whose
-// nodes are n's children, and names whose removal is queued), so that a
-// listing never waits for the write-back queue (chmod -R, rm -rf and find
-// list every directory they walk).
+// Readdir lists directory n (see dirStream).
 func (n *node) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
-	entries, _, e := n.list(ctx)
-	if e != 0 {
-		return nil, e
-	}
-	return fs.NewListDirStream(entries), 0
+	return &dirStreamCtx{s: n.stream(), ctx: ctx}, 0
 }
 
-// list is Readdir's listing, and the store's description of each file in
-// it by name.
-func (n *node) list(ctx context.Context) ([]gofuse.DirEntry, map[string]store.ObjectInfo, syscall.Errno) {
+// list is n's whole listing (tests).
+func (n *node) list(ctx context.Context) ([]gofuse.DirEntry, syscall.Errno) {
+	var out []gofuse.DirEntry
+	s := n.stream()
+	for {
+		de, e := s.next(ctx)
+		if e != 0 || de == nil {
+			return out, e
+		}
+		out = append(out, *de)
+	}
+}
+
+// dirPage is how many entries a listing reads from the store at a time.
+const dirPage = 1000
+
+// dirStream is a listing of directory n read from the store a page at a
+// time, so that its memory does not grow with the directory. The
+// mount's changes not published yet are laid over it, so that a listing
+// never waits for the write-back queue (chmod -R, rm -rf and find list
+// every directory they walk): names whose removal is queued are left
+// out, and names created here and not yet in the store come at the end.
+// Offsets are entry counts: the n-th entry has offset n.
+type dirStream struct {
+	n      *node
+	prefix string
+	page   []gofuse.DirEntry
+	// infos describe this page's files and prev the last page's, as the
+	// store did (READDIRPLUS looks up what Readdirent just returned).
+	infos, prev map[string]store.ObjectInfo
+	after       string // the store key the next page starts after
+	more        bool   // the store has more pages
+	// fresh are the names made here and not published when the listing
+	// began, less those met in the store since; they end the listing.
+	fresh     map[string]gofuse.DirEntry
+	freshDone bool
+	pos       uint64
+}
+
+func (n *node) stream() *dirStream {
 	prefix := n.storePath()
 	if prefix != "" {
 		prefix += "/"
 	}
-	var entries []gofuse.DirEntry
-	infos := map[string]store.ObjectInfo{}
-	opts := store.ListOptions{Prefix: prefix, Delimiter: "/", Limit: 1000}
-	for {
-		res, err := n.m.cfg.Store.List(ctx, n.m.cfg.Bucket, opts)
-		if err != nil {
-			return nil, nil, errno(err)
-		}
-		for _, e := range res.Entries {
-			name := path.Base(e.Path)
-			entries = append(entries, gofuse.DirEntry{Name: name, Ino: e.Ino, Mode: fileType(e)})
-			infos[name] = e
-		}
-		for _, p := range res.CommonPrefixes {
-			entries = append(entries, gofuse.DirEntry{Name: path.Base(strings.TrimSuffix(p, "/")), Mode: syscall.S_IFDIR})
-		}
-		if !res.Truncated {
-			break
-		}
-		opts.StartAfter = res.NextToken
-	}
-	return n.overlay(prefix, entries), infos, 0
+	s := &dirStream{n: n, prefix: prefix}
+	s.reset()
+	return s
 }
 
-// overlay lays the mount's unpublished changes in directory n (store
-// prefix prefix) over entries from the store: names whose removal is
-// queued go, names created here and not published yet come.
-func (n *node) overlay(prefix string, entries []gofuse.DirEntry) []gofuse.DirEntry {
-	seen := make(map[string]bool, len(entries))
-	out := entries[:0]
-	for _, e := range entries {
-		if n.m.wb.unlinking(prefix + e.Name) {
-			continue
+// reset starts the listing again from its first entry.
+func (s *dirStream) reset() {
+	s.page, s.infos, s.prev, s.after, s.more, s.freshDone, s.pos = nil, nil, nil, "", true, false, 0
+	s.fresh = map[string]gofuse.DirEntry{}
+	for name, ch := range s.n.Children() {
+		if c, ok := ch.Operations().(*node); ok && c.isFresh() {
+			mode := uint32(syscall.S_IFREG)
+			if ch.IsDir() {
+				mode = syscall.S_IFDIR
+			}
+			s.fresh[name] = gofuse.DirEntry{Name: name, Ino: ch.StableAttr().Ino, Mode: mode}
 		}
-		seen[e.Name] = true
-		out = append(out, e)
 	}
-	for name, ch := range n.Children() {
-		c, ok := ch.Operations().(*node)
-		if !ok || seen[name] || !c.isFresh() {
-			continue
-		}
-		mode := uint32(syscall.S_IFREG)
-		if ch.IsDir() {
-			mode = syscall.S_IFDIR
-		}
-		out = append(out, gofuse.DirEntry{Name: name, Ino: ch.StableAttr().Ino, Mode: mode})
-	}
-	return out
 }
+
+// next returns the next entry (nil at the end).
+func (s *dirStream) next(ctx context.Context) (*gofuse.DirEntry, syscall.Errno) {
+	for len(s.page) == 0 {
+		switch {
+		case s.more:
+			if e := s.fill(ctx); e != 0 {
+				return nil, e
+			}
+		case !s.freshDone:
+			s.freshDone = true
+			for _, de := range s.fresh {
+				s.page = append(s.page, de)
+			}
+			s.fresh = nil
+		default:
+			return nil, 0
+		}
+	}
+	de := s.page[0]
+	s.page = s.page[1:]
+	s.pos++
+	de.Off = s.pos
+	return &de, 0
+}
+
+// fill reads the store's next page.
+func (s *dirStream) fill(ctx context.Context) syscall.Errno {
+	res, err := s.n.m.cfg.Store.List(ctx, s.n.m.cfg.Bucket,
+		store.ListOptions{Prefix: s.prefix, Delimiter: "/", Limit: dirPage, StartAfter: s.after})
+	if err != nil {
+		return errno(err)
+	}
+	s.more, s.after = res.Truncated, res.NextToken
+	s.prev, s.infos = s.infos, make(map[string]store.ObjectInfo, len(res.Entries))
+	s.page = make([]gofuse.DirEntry, 0, len(res.Entries)+len(res.CommonPrefixes))
+	add := func(de gofuse.DirEntry) {
+		if s.n.m.wb.unlinking(s.prefix + de.Name) {
+			return
+		}
+		delete(s.fresh, de.Name)
+		s.page = append(s.page, de)
+	}
+	for _, e := range res.Entries {
+		name := path.Base(e.Path)
+		s.infos[name] = e
+		add(gofuse.DirEntry{Name: name, Ino: e.Ino, Mode: fileType(e)})
+	}
+	for _, p := range res.CommonPrefixes {
+		add(gofuse.DirEntry{Name: path.Base(strings.TrimSuffix(p, "/")), Mode: syscall.S_IFDIR})
+	}
+	return 0
+}
+
+// info is the store's description of name, a file of the current or the
+// last page.
+func (s *dirStream) info(name string) (store.ObjectInfo, bool) {
+	if info, ok := s.infos[name]; ok {
+		return info, true
+	}
+	info, ok := s.prev[name]
+	return info, ok
+}
+
+// seek moves to offset off: the next entry returned is the (off+1)-th.
+// The kernel reads on from where it stopped; any other offset lists
+// again from the start.
+func (s *dirStream) seek(ctx context.Context, off uint64) syscall.Errno {
+	if off == s.pos {
+		return 0
+	}
+	s.reset()
+	for s.pos < off {
+		de, e := s.next(ctx)
+		if e != 0 {
+			return e
+		}
+		if de == nil {
+			break
+		}
+	}
+	return 0
+}
+
+// dirStreamCtx is a dirStream as an fs.DirStream.
+type dirStreamCtx struct {
+	s    *dirStream
+	ctx  context.Context
+	peek *gofuse.DirEntry
+	err  syscall.Errno
+}
+
+func (d *dirStreamCtx) HasNext() bool {
+	if d.peek == nil && d.err == 0 {
+		d.peek, d.err = d.s.next(d.ctx)
+	}
+	return d.peek != nil || d.err != 0
+}
+
+func (d *dirStreamCtx) Next() (gofuse.DirEntry, syscall.Errno) {
+	if !d.HasNext() {
+		return gofuse.DirEntry{}, syscall.ENOENT
+	}
+	if d.err != 0 {
+		return gofuse.DirEntry{}, d.err
+	}
+	de := *d.peek
+	d.peek = nil
+	return de, 0
+}
+
+func (d *dirStreamCtx) Close() {}
 
 // Mkdir creates directory name in n: the mount's at once (a reserved
 // inode number), queued for the cluster like a closed file. In a
