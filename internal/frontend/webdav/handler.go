@@ -123,6 +123,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	var xmlBody []byte
 	if r.Method == "PROPFIND" || r.Method == "PROPPATCH" {
 		// encoding/xml accepts a prefix bound to the empty namespace name
 		// (xmlns:foo=""), which Namespaces in XML forbids: refuse it.
@@ -135,7 +136,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			http.Error(w, "invalid XML namespace declaration: a prefix bound to the empty name", http.StatusBadRequest)
 			return
 		}
-		r.Body = io.NopCloser(bytes.NewReader(body))
+		r.Body, xmlBody = io.NopCloser(bytes.NewReader(body)), body
 	}
 	pr, err := h.principal(r)
 	if err != nil {
@@ -195,7 +196,12 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		r = r.WithContext(context.WithValue(r.Context(), exclusiveKey{}, ex))
 		w = &preconditionWriter{ResponseWriter: w, ex: ex}
 	}
-	h.bucketHandler(bucket).ServeHTTP(w, r)
+	x := h.bucketHandler(bucket)
+	if r.Method == "PROPFIND" && r.Header.Get("Depth") == "1" &&
+		propfindMembers(w, r, x, &fileSystem{st: h.cfg.Store, bucket: bucket}, strings.Trim(p, "/"), xmlBody) {
+		return
+	}
+	x.ServeHTTP(w, r)
 }
 
 // preconditionWriter answers 412 instead of x/net/webdav's 405 when an

@@ -16,6 +16,12 @@ import (
 // New returns a store with no bucket, closed at the test's cleanup.
 func New(tb testing.TB) *store.Local {
 	tb.Helper()
+	return NewWith(tb, nil)
+}
+
+// NewWith is New with the store's configuration changed by mod first.
+func NewWith(tb testing.TB, mod func(*store.Config)) *store.Local {
+	tb.Helper()
 	bs, err := blob.Open(blob.Config{Dir: "/blobs", FS: vfs.NewMem(), MinFreeBytes: 1, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		tb.Fatal(err)
@@ -28,7 +34,11 @@ func New(tb testing.TB) *store.Local {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	st, err = store.New(store.Config{Blobs: bs, KV: db, Log: lg, GCGrace: time.Minute})
+	cfg := store.Config{Blobs: bs, KV: db, Log: lg, GCGrace: time.Minute}
+	if mod != nil {
+		mod(&cfg)
+	}
+	st, err = store.New(cfg)
 	if err != nil {
 		tb.Fatal(err)
 	}
