@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -12,16 +13,21 @@ import (
 	"os"
 	"path"
 	"path/filepath"
-	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/cairn-fs/cairn/internal/spill"
 )
 
 // DefaultSyncJobs is the number of parallel uploads Sync uses when
 // SyncOptions.Jobs is 0.
 const DefaultSyncJobs = 64
+
+// syncSpillAfter is how many entries Sync keeps in memory before its
+// lists move to disk (0: spill.DefaultMemEntries). Tests lower it.
+var syncSpillAfter int
 
 // defaultSyncPage is the listing page size Sync asks for (the server's cap),
 // so that a tree of 470k files is listed in 47 requests.
@@ -57,6 +63,10 @@ type SyncOptions struct {
 	// BatchBytes bytes, one bulk upload (Extract) each, Jobs/8 (at least
 	// one) at once; a server without bulk upload gets single PUTs.
 	NoBatch bool
+	// TempDir is where Sync keeps its lists of a large tree (both
+	// listings and the plan: about 150 bytes a file, past 100,000
+	// entries; removed at the end). Default: os.TempDir().
+	TempDir string
 
 	// OnPlan, if set, is called once, before any upload, with the plan.
 	OnPlan func(SyncPlan)
@@ -196,6 +206,16 @@ type syncer struct {
 	stats SyncStats
 	// noBulk: the server has no bulk upload (Extract); single PUTs only.
 	noBulk atomic.Bool
+
+	// m holds both trees and the plan (run); root is the local tree's
+	// resolved root; the counts are of m's local files, remote files and
+	// skipped local entries.
+	m                           *spill.Map
+	root                        string
+	nLocal, nRemote, nProtected int
+	// underLocalFile's answer for the last directory asked.
+	underDir       string
+	under, underOK bool
 }
 
 // Sync makes bucket/prefix hold the same regular files as opts.LocalDir:
@@ -269,78 +289,99 @@ func (s *syncer) run(ctx context.Context) error {
 	if jobs <= 0 {
 		jobs = DefaultSyncJobs
 	}
+	// Both trees, the plan and what it removes are kept in a spill.Map:
+	// in memory for a small tree, on disk under TempDir for a large one.
+	s.m = spill.New(spill.Options{Dir: s.opts.TempDir, MemEntries: syncSpillAfter})
+	defer s.m.Close()
 
 	// 1. The local tree.
-	locals, localDirs, protected, walkOK, err := s.walk()
+	walkOK, err := s.walk()
 	if err != nil {
 		return err
 	}
-	s.stats.LocalFiles = len(locals)
 
 	// 2. The remote tree, in one paginated listing.
-	remotes, remoteDirs, err := s.listRemote(ctx)
+	if err := s.listRemote(ctx); err != nil {
+		return err
+	}
+	s.stats.LocalFiles, s.stats.RemoteFiles = s.nLocal, s.nRemote
+
+	// 3. The plan: uploads in path order (a site's files arrive by
+	// directory), deletions, type clashes.
+	plan := SyncPlan{LocalFiles: s.nLocal, RemoteFiles: s.nRemote}
+	err = s.scan(keyLocal, func(rel string, v []byte) error {
+		lf := decodeFile(v)
+		r, ok, err := s.get(keyRemote, rel)
+		if err != nil {
+			return err
+		}
+		var checksum string
+		switch {
+		case !ok || r.size != lf.size:
+		case s.opts.Checksum:
+			checksum = strings.ToLower(r.sha)
+		case MtimeEqual(lf.mtime, r.mtime):
+			plan.Unchanged++
+			return nil
+		}
+		plan.Candidates++
+		plan.CandidateBytes += lf.size
+		lf.sha = checksum
+		return s.set(keyUpload, rel, lf.encode())
+	})
 	if err != nil {
 		return err
 	}
-	s.stats.RemoteFiles = len(remotes)
-
-	// 3. The plan.
-	var tasks []syncTask
-	plan := SyncPlan{LocalFiles: len(locals), RemoteFiles: len(remotes)}
-	for rel, lf := range locals {
-		r, ok := remotes[rel]
-		switch {
-		case !ok || r.IsDir || r.Size != lf.size:
-			tasks = append(tasks, syncTask{rel: rel, local: lf})
-		case s.opts.Checksum:
-			tasks = append(tasks, syncTask{rel: rel, local: lf, checksum: strings.ToLower(r.SHA256)})
-		case MtimeEqual(lf.mtime, r.ModTime):
-			plan.Unchanged++
-		default:
-			tasks = append(tasks, syncTask{rel: rel, local: lf})
-		}
-	}
-	// Upload in path order: predictable, and a site's files arrive by directory.
-	sort.Slice(tasks, func(i, j int) bool { return tasks[i].rel < tasks[j].rel })
-	for _, t := range tasks {
-		plan.CandidateBytes += t.local.size
-	}
-	plan.Candidates = len(tasks)
 	s.stats.Skipped = plan.Unchanged
 
-	var deletes, conflictFiles, conflictDirs []string
+	var conflictFiles, conflictDirs []string
 	if s.opts.Delete && !walkOK {
 		s.warn(s.opts.LocalDir, "part of the local tree could not be read: not deleting anything")
 	}
 	if s.opts.Delete && walkOK {
-		for rel := range remotes {
-			if _, ok := locals[rel]; ok || isProtected(rel, protected) {
-				continue
+		err := s.scan(keyRemote, func(rel string, v []byte) error {
+			if ok, err := s.has(keyLocal, rel); ok || err != nil {
+				return err
+			}
+			if p, err := s.isProtected(rel); p || err != nil {
+				return err
+			}
+			isDir, err := s.has(keyLocalDir, rel)
+			if err != nil {
+				return err
+			}
+			under, err := s.underLocalFile(rel)
+			if err != nil {
+				return err
 			}
 			switch {
-			case localDirs[rel]:
+			case isDir:
 				// A remote file where a local directory is: remove it first.
 				conflictFiles = append(conflictFiles, rel)
-			case hasAncestorIn(rel, locals):
+				plan.Deletes++
+			case under:
 				// Under a remote directory where a local file is: removed
 				// with the whole directory below.
-			default:
-				deletes = append(deletes, rel)
-			}
-		}
-		for rel := range locals {
-			if remoteDirs[rel] {
-				conflictDirs = append(conflictDirs, rel)
-			}
-		}
-		sort.Strings(deletes)
-		sort.Strings(conflictFiles)
-		sort.Strings(conflictDirs)
-		plan.Deletes = len(deletes) + len(conflictFiles)
-		for rel := range remotes {
-			if !isProtected(rel, protected) && hasAncestorIn(rel, locals) {
 				plan.Deletes++
+			default:
+				plan.Deletes++
+				return s.set(keyDelete, rel, v)
 			}
+			return nil
+		})
+		if err == nil {
+			err = s.scan(keyLocal, func(rel string, _ []byte) error {
+				if ok, err := s.has(keyRemoteDir, rel); ok || err != nil {
+					if ok {
+						conflictDirs = append(conflictDirs, rel)
+					}
+					return err
+				}
+				return nil
+			})
+		}
+		if err != nil {
+			return err
 		}
 	}
 	if s.opts.OnPlan != nil {
@@ -349,52 +390,236 @@ func (s *syncer) run(ctx context.Context) error {
 
 	// 4. Clear type clashes so that the uploads can land.
 	for _, rel := range conflictFiles {
-		s.deleteFile(ctx, rel, remotes[rel].Size)
+		r, _, _ := s.get(keyRemote, rel)
+		s.deleteFile(ctx, rel, r.size)
 	}
 	for _, rel := range conflictDirs {
-		s.removeDir(ctx, rel, remotes)
+		s.removeDir(ctx, rel)
 	}
 
 	// 5. Uploads: small files in bulk, the rest one by one.
-	var batches [][]syncTask
-	if !s.opts.NoBatch && !s.opts.DryRun {
-		batches, tasks = planBatches(tasks)
+	if err := s.uploads(ctx, jobs); err != nil {
+		return err
 	}
-	if len(batches) > 0 {
-		runPool(ctx, max(1, jobs/8), len(batches), func(i int) { s.uploadBatch(ctx, batches[i]) })
-	}
-	runPool(ctx, jobs, len(tasks), func(i int) { s.upload(ctx, tasks[i]) })
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("sync: %w", err)
 	}
 
 	// 6. Deletions, then the directories they emptied.
-	if len(deletes) > 0 {
-		runPool(ctx, jobs, len(deletes), func(i int) { s.deleteFile(ctx, deletes[i], remotes[deletes[i]].Size) })
+	deleted := false
+	err = s.pool(ctx, jobs, func(work chan<- func()) error {
+		return s.scan(keyDelete, func(rel string, v []byte) error {
+			deleted = true
+			size := decodeFile(v).size
+			return send(ctx, work, func() { s.deleteFile(ctx, rel, size) })
+		})
+	})
+	if err != nil {
+		return err
+	}
+	if deleted {
 		if err := ctx.Err(); err != nil {
 			return fmt.Errorf("sync: %w", err)
 		}
-		s.deleteEmptyDirs(ctx, deletes, locals, localDirs, remotes, remoteDirs, protected)
+		if err := s.deleteEmptyDirs(ctx); err != nil {
+			return err
+		}
 	}
 	return ctx.Err()
 }
 
-// walk collects the regular files of the local tree by slash-separated path
-// relative to the root. protected holds skipped entries (never deleted
-// remotely); ok is false if some directory could not be read.
-func (s *syncer) walk() (files map[string]localFile, dirs, protected map[string]bool, ok bool, err error) {
+// The key spaces of a Sync's spill.Map: a byte, then a path relative to
+// the prefix.
+const (
+	keyLocal     = 'l' // a local regular file: its size and mtime
+	keyLocalDir  = 'd' // a local directory
+	keyProtected = 'p' // a skipped local entry (symlink, device, unreadable)
+	keyRemote    = 'r' // a remote file: size, mtime, SHA-256
+	keyRemoteDir = 'D' // a remote directory
+	keyUpload    = 'u' // a file to upload (and the remote SHA-256 to compare with, if any)
+	keyDelete    = 'x' // a remote file to delete
+	keyNeeded    = 'n' // a remote directory that holds something that stays
+	keyCandidate = 'c' // a remote directory that may be left empty
+	keyRmdir     = 'z' // a directory to remove, deepest first: 'z', 4 digits, the path
+)
+
+// fileRec is a file as the spill map keeps it.
+type fileRec struct {
+	size  int64
+	mtime time.Time
+	sha   string
+}
+
+func (f fileRec) encode() []byte {
+	b := binary.AppendVarint(nil, f.size)
+	mt, _ := f.mtime.MarshalBinary()
+	b = append(b, byte(len(mt)))
+	b = append(b, mt...)
+	return append(b, f.sha...)
+}
+
+func decodeFile(v []byte) fileRec {
+	var f fileRec
+	size, n := binary.Varint(v)
+	if n <= 0 || n >= len(v) {
+		return f
+	}
+	f.size, v = size, v[n:]
+	l := int(v[0])
+	if 1+l > len(v) {
+		return f
+	}
+	_ = f.mtime.UnmarshalBinary(v[1 : 1+l])
+	f.sha = string(v[1+l:])
+	return f
+}
+
+func spillKey(space byte, rel string) []byte {
+	k := make([]byte, 0, 1+len(rel))
+	return append(append(k, space), rel...)
+}
+
+func (s *syncer) set(space byte, rel string, v []byte) error {
+	return s.m.Set(spillKey(space, rel), v)
+}
+
+func (s *syncer) has(space byte, rel string) (bool, error) {
+	return s.m.Has(spillKey(space, rel))
+}
+
+func (s *syncer) get(space byte, rel string) (fileRec, bool, error) {
+	v, ok, err := s.m.Get(spillKey(space, rel))
+	if !ok || err != nil {
+		return fileRec{}, false, err
+	}
+	return decodeFile(v), true, nil
+}
+
+// scan calls fn for every path of a key space, in order, until it fails.
+func (s *syncer) scan(space byte, fn func(rel string, v []byte) error) error {
+	var ferr error
+	err := s.m.Scan([]byte{space}, func(k, v []byte) bool {
+		ferr = fn(string(k[1:]), v)
+		return ferr == nil
+	})
+	if err == nil {
+		err = ferr
+	}
+	if err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("sync: %w", err)
+	}
+	return err
+}
+
+// pool runs the functions feed sends with at most jobs at a time, and
+// returns feed's error once all have returned.
+func (s *syncer) pool(ctx context.Context, jobs int, feed func(work chan<- func()) error) error {
+	work := make(chan func())
+	var wg sync.WaitGroup
+	for range jobs {
+		wg.Go(func() {
+			for f := range work {
+				f()
+			}
+		})
+	}
+	err := feed(work)
+	close(work)
+	wg.Wait()
+	if err != nil && ctx.Err() != nil {
+		return nil // the caller reports the context's end
+	}
+	return err
+}
+
+// send hands f to a pool, unless ctx ends first.
+func send(ctx context.Context, work chan<- func(), f func()) error {
+	select {
+	case work <- f:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// uploads uploads the planned files: those of up to BatchFileBytes (and
+// no checksum to compare) in bulk-upload batches, in path order, Jobs/8
+// (at least one) at once; then the others, Jobs at once.
+func (s *syncer) uploads(ctx context.Context, jobs int) error {
+	bulk := !s.opts.NoBatch && !s.opts.DryRun
+	batchable := func(t syncTask) bool { return bulk && t.checksum == "" && t.local.size <= BatchFileBytes }
+	task := func(rel string, v []byte) syncTask {
+		f := decodeFile(v)
+		return syncTask{rel: rel, local: localFile{abs: s.abs(rel), size: f.size, mtime: f.mtime}, checksum: f.sha}
+	}
+	if bulk {
+		err := s.pool(ctx, max(1, jobs/8), func(work chan<- func()) error {
+			var cur []syncTask
+			var size int64
+			flush := func() error {
+				if len(cur) == 0 {
+					return nil
+				}
+				b := cur
+				cur, size = nil, 0
+				return send(ctx, work, func() { s.uploadBatch(ctx, b) })
+			}
+			err := s.scan(keyUpload, func(rel string, v []byte) error {
+				t := task(rel, v)
+				if !batchable(t) {
+					return nil
+				}
+				if len(cur) > 0 && (len(cur) >= BatchFiles || size+t.local.size > BatchBytes) {
+					if err := flush(); err != nil {
+						return err
+					}
+				}
+				cur = append(cur, t)
+				size += t.local.size
+				return nil
+			})
+			if err == nil {
+				err = flush()
+			}
+			return err
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return s.pool(ctx, jobs, func(work chan<- func()) error {
+		return s.scan(keyUpload, func(rel string, v []byte) error {
+			if t := task(rel, v); !batchable(t) {
+				return send(ctx, work, func() { s.upload(ctx, t) })
+			}
+			return nil
+		})
+	})
+}
+
+// abs is the local path of rel.
+func (s *syncer) abs(rel string) string { return filepath.Join(s.root, filepath.FromSlash(rel)) }
+
+// walk records the regular files of the local tree by slash-separated path
+// relative to the root, its directories, and its skipped entries (never
+// deleted remotely); ok is false if some directory could not be read.
+func (s *syncer) walk() (ok bool, err error) {
 	root, err := filepath.EvalSymlinks(s.opts.LocalDir)
 	if err != nil {
-		return nil, nil, nil, false, fmt.Errorf("sync: %w", err)
+		return false, fmt.Errorf("sync: %w", err)
 	}
 	st, err := os.Stat(root)
 	if err != nil {
-		return nil, nil, nil, false, fmt.Errorf("sync: %w", err)
+		return false, fmt.Errorf("sync: %w", err)
 	}
 	if !st.IsDir() {
-		return nil, nil, nil, false, fmt.Errorf("sync: %w: %s is not a directory", ErrInvalidArgument, s.opts.LocalDir)
+		return false, fmt.Errorf("sync: %w: %s is not a directory", ErrInvalidArgument, s.opts.LocalDir)
 	}
-	files, dirs, protected, ok = map[string]localFile{}, map[string]bool{}, map[string]bool{}, true
+	s.root, ok = root, true
+	protect := func(rel string) error {
+		s.nProtected++
+		return s.set(keyProtected, rel, nil)
+	}
 	err = filepath.WalkDir(root, func(p string, d fs.DirEntry, werr error) error {
 		rel, rerr := filepath.Rel(root, p)
 		if rerr != nil {
@@ -406,8 +631,10 @@ func (s *syncer) walk() (files map[string]localFile, dirs, protected map[string]
 		}
 		if werr != nil {
 			ok = false
-			protected[rel] = true
 			s.record(SyncEvent{Op: SyncUpload, Path: p, Err: fmt.Errorf("read local: %w", werr)})
+			if err := protect(rel); err != nil {
+				return err
+			}
 			if d != nil && d.IsDir() {
 				return fs.SkipDir
 			}
@@ -415,13 +642,13 @@ func (s *syncer) walk() (files map[string]localFile, dirs, protected map[string]
 		}
 		switch {
 		case d.IsDir():
-			dirs[rel] = true
+			return s.set(keyLocalDir, rel, nil)
 		case d.Type()&fs.ModeSymlink != 0:
-			protected[rel] = true
 			s.warn(p, "skipping symlink")
+			return protect(rel)
 		case !d.Type().IsRegular():
-			protected[rel] = true
 			s.warn(p, "skipping non-regular file")
+			return protect(rel)
 		default:
 			info, ierr := d.Info()
 			if ierr != nil {
@@ -429,23 +656,22 @@ func (s *syncer) walk() (files map[string]localFile, dirs, protected map[string]
 					return nil // vanished while walking
 				}
 				ok = false
-				protected[rel] = true
 				s.record(SyncEvent{Op: SyncUpload, Path: p, Err: fmt.Errorf("stat local: %w", ierr)})
-				return nil
+				return protect(rel)
 			}
-			files[rel] = localFile{abs: p, size: info.Size(), mtime: info.ModTime()}
+			s.nLocal++
+			return s.set(keyLocal, rel, fileRec{size: info.Size(), mtime: info.ModTime()}.encode())
 		}
-		return nil
 	})
 	if err != nil {
-		return nil, nil, nil, false, fmt.Errorf("sync: walk %s: %w", s.opts.LocalDir, err)
+		return false, fmt.Errorf("sync: walk %s: %w", s.opts.LocalDir, err)
 	}
-	return files, dirs, protected, ok, nil
+	return ok, nil
 }
 
-// listRemote lists every file under the prefix, keyed by path relative to it.
-func (s *syncer) listRemote(ctx context.Context) (files map[string]ObjectInfo, dirs map[string]bool, err error) {
-	files, dirs = map[string]ObjectInfo{}, map[string]bool{}
+// listRemote records every file and directory under the prefix, by path
+// relative to it.
+func (s *syncer) listRemote(ctx context.Context) error {
 	limit := s.opts.PageSize
 	if limit <= 0 {
 		limit = defaultSyncPage
@@ -454,7 +680,8 @@ func (s *syncer) listRemote(ctx context.Context) (files map[string]ObjectInfo, d
 	if s.prefix != "" {
 		base = s.prefix + "/"
 	}
-	err = s.c.ListPages(ctx, s.opts.Bucket, s.prefix, ListOptions{Recursive: true, Limit: limit}, func(page ListResult) error {
+	lastDir := ""
+	err := s.c.ListPages(ctx, s.opts.Bucket, s.prefix, ListOptions{Recursive: true, Limit: limit}, func(page ListResult) error {
 		for _, e := range page.Entries {
 			p := strings.Trim(e.Path, "/")
 			rel, ok := strings.CutPrefix(p, base)
@@ -462,27 +689,36 @@ func (s *syncer) listRemote(ctx context.Context) (files map[string]ObjectInfo, d
 				continue
 			}
 			if e.IsDir {
-				dirs[rel] = true
+				if err := s.set(keyRemoteDir, rel, nil); err != nil {
+					return err
+				}
 				continue
 			}
-			files[rel] = e
-			for d := path.Dir(rel); d != "."; d = path.Dir(d) {
-				dirs[d] = true
+			s.nRemote++
+			if err := s.set(keyRemote, rel, fileRec{size: e.Size, mtime: e.ModTime, sha: e.SHA256}.encode()); err != nil {
+				return err
 			}
+			// Its directories (those of the last file are set already).
+			for d := path.Dir(rel); d != "." && d != lastDir && !strings.HasPrefix(lastDir, d+"/"); d = path.Dir(d) {
+				if err := s.set(keyRemoteDir, d, nil); err != nil {
+					return err
+				}
+			}
+			lastDir = path.Dir(rel)
 		}
 		return nil
 	})
 	if errors.Is(err, ErrNotFound) && s.prefix != "" {
 		// No such directory yet; fine if the bucket exists.
 		if _, berr := s.c.Bucket(ctx, s.opts.Bucket); berr != nil {
-			return nil, nil, fmt.Errorf("sync: %w", berr)
+			return fmt.Errorf("sync: %w", berr)
 		}
-		return files, dirs, nil
+		return nil
 	}
 	if err != nil {
-		return nil, nil, fmt.Errorf("sync: %w", err)
+		return fmt.Errorf("sync: %w", err)
 	}
-	return files, dirs, nil
+	return nil
 }
 
 func (s *syncer) upload(ctx context.Context, t syncTask) {
@@ -549,14 +785,13 @@ func (s *syncer) deleteFile(ctx context.Context, rel string, size int64) {
 
 // removeDir removes the remote directory rel and everything below it, where
 // a local file of that name is to be uploaded.
-func (s *syncer) removeDir(ctx context.Context, rel string, remotes map[string]ObjectInfo) {
+func (s *syncer) removeDir(ctx context.Context, rel string) {
 	remote := s.remote(rel)
 	if s.opts.DryRun {
-		for r, info := range remotes {
-			if strings.HasPrefix(r, rel+"/") {
-				s.record(SyncEvent{Op: SyncDelete, Path: s.remote(r), Size: info.Size})
-			}
-		}
+		_ = s.m.Scan(spillKey(keyRemote, rel+"/"), func(k, v []byte) bool {
+			s.record(SyncEvent{Op: SyncDelete, Path: s.remote(string(k[1:])), Size: decodeFile(v).size})
+			return true
+		})
 		s.record(SyncEvent{Op: SyncDeleteDir, Path: remote})
 		return
 	}
@@ -573,60 +808,86 @@ func (s *syncer) removeDir(ctx context.Context, rel string, remotes map[string]O
 // deleteEmptyDirs removes, deepest first, the remote directories that held
 // deleted files, are absent locally and hold nothing that stays. A directory
 // that turns out not to be empty is left alone.
-func (s *syncer) deleteEmptyDirs(ctx context.Context, deleted []string, locals map[string]localFile,
-	localDirs map[string]bool, remotes map[string]ObjectInfo, remoteDirs, protected map[string]bool) {
-	gone := make(map[string]bool, len(deleted))
-	for _, d := range deleted {
-		gone[d] = true
-	}
-	needed := map[string]bool{}
-	markParents := func(rel string) {
-		for d := path.Dir(rel); d != "." && !needed[d]; d = path.Dir(d) {
-			needed[d] = true
+func (s *syncer) deleteEmptyDirs(ctx context.Context) error {
+	// needed: the directories of every local file, of every remote file
+	// that stays, and of every skipped local entry (and that entry).
+	last := ""
+	markParents := func(rel string) error {
+		d := path.Dir(rel)
+		if d == last {
+			return nil
 		}
-	}
-	for rel := range locals {
-		markParents(rel)
-	}
-	for rel := range remotes {
-		if !gone[rel] {
-			markParents(rel)
+		last = d
+		for ; d != "."; d = path.Dir(d) {
+			if ok, err := s.has(keyNeeded, d); ok || err != nil {
+				return err
+			}
+			if err := s.set(keyNeeded, d, nil); err != nil {
+				return err
+			}
 		}
+		return nil
 	}
-	for rel := range protected {
-		needed[rel] = true
-		markParents(rel)
+	err := s.scan(keyLocal, func(rel string, _ []byte) error { return markParents(rel) })
+	if err == nil {
+		last = ""
+		err = s.scan(keyRemote, func(rel string, _ []byte) error {
+			if gone, err := s.has(keyDelete, rel); gone || err != nil {
+				return err
+			}
+			return markParents(rel)
+		})
 	}
-	candidates := map[string]bool{}
-	for _, rel := range deleted {
-		for d := path.Dir(rel); d != "."; d = path.Dir(d) {
-			candidates[d] = true
+	if err == nil {
+		last = ""
+		err = s.scan(keyProtected, func(rel string, _ []byte) error {
+			if err := s.set(keyNeeded, rel, nil); err != nil {
+				return err
+			}
+			return markParents(rel)
+		})
+	}
+	// candidates: the directories of deleted files, and every remote one.
+	if err == nil {
+		last = ""
+		err = s.scan(keyDelete, func(rel string, _ []byte) error {
+			d := path.Dir(rel)
+			if d == last {
+				return nil
+			}
+			last = d
+			for ; d != "."; d = path.Dir(d) {
+				if err := s.set(keyCandidate, d, nil); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	}
+	if err == nil {
+		err = s.scan(keyRemoteDir, func(rel string, _ []byte) error { return s.set(keyCandidate, rel, nil) })
+	}
+	if err == nil {
+		err = s.scan(keyCandidate, func(d string, _ []byte) error {
+			for _, space := range []byte{keyNeeded, keyLocalDir} {
+				if ok, err := s.has(space, d); ok || err != nil {
+					return err
+				}
+			}
+			return s.set(keyRmdir, fmt.Sprintf("%04d%s", 9999-strings.Count(d, "/"), d), nil)
+		})
+	}
+	if err != nil {
+		return err
+	}
+	return s.scan(keyRmdir, func(k string, _ []byte) error {
+		if err := ctx.Err(); err != nil {
+			return err
 		}
-	}
-	for d := range remoteDirs {
-		candidates[d] = true
-	}
-	var dirs []string
-	for d := range candidates {
-		if !needed[d] && !localDirs[d] {
-			dirs = append(dirs, d)
-		}
-	}
-	sort.Slice(dirs, func(i, j int) bool {
-		ci, cj := strings.Count(dirs[i], "/"), strings.Count(dirs[j], "/")
-		if ci != cj {
-			return ci > cj
-		}
-		return dirs[i] < dirs[j]
-	})
-	for _, d := range dirs {
-		if ctx.Err() != nil {
-			return
-		}
-		remote := s.remote(d)
+		remote := s.remote(k[4:])
 		if s.opts.DryRun {
 			s.record(SyncEvent{Op: SyncDeleteDir, Path: remote})
-			continue
+			return nil
 		}
 		err := s.c.Delete(ctx, s.opts.Bucket, remote)
 		switch {
@@ -638,32 +899,45 @@ func (s *syncer) deleteEmptyDirs(ctx context.Context, deleted []string, locals m
 		default:
 			s.record(SyncEvent{Op: SyncDeleteDir, Path: remote, Err: err})
 		}
-	}
+		return nil
+	})
 }
 
 // isProtected reports whether rel is, or is below, a skipped local entry.
-func isProtected(rel string, protected map[string]bool) bool {
-	if len(protected) == 0 {
-		return false
+func (s *syncer) isProtected(rel string) (bool, error) {
+	if s.nProtected == 0 {
+		return false, nil
 	}
 	for p := rel; ; p = path.Dir(p) {
-		if protected[p] {
-			return true
+		if ok, err := s.has(keyProtected, p); ok || err != nil {
+			return ok, err
 		}
 		if !strings.Contains(p, "/") {
-			return false
+			return false, nil
 		}
 	}
 }
 
-// hasAncestorIn reports whether a proper ancestor of rel is a local file.
-func hasAncestorIn(rel string, locals map[string]localFile) bool {
-	for d := path.Dir(rel); d != "."; d = path.Dir(d) {
-		if _, ok := locals[d]; ok {
-			return true
+// underLocalFile reports whether a proper ancestor of rel is a local
+// file. Paths come in order: the answer for the last directory is kept.
+func (s *syncer) underLocalFile(rel string) (bool, error) {
+	dir := path.Dir(rel)
+	if s.underDir == dir && s.underOK {
+		return s.under, nil
+	}
+	s.underDir, s.underOK, s.under = dir, false, false
+	for d := dir; d != "."; d = path.Dir(d) {
+		ok, err := s.has(keyLocal, d)
+		if err != nil {
+			return false, err
+		}
+		if ok {
+			s.under = true
+			break
 		}
 	}
-	return false
+	s.underOK = true
+	return s.under, nil
 }
 
 // runPool calls fn(i) for i in [0, n) with at most jobs calls at a time and

@@ -29,29 +29,6 @@ const (
 	BatchBytes = 8 << 20
 )
 
-// planBatches splits tasks into bulk-upload batches (new or changed files
-// of up to BatchFileBytes, in the tasks' order) and the rest.
-func planBatches(tasks []syncTask) (batches [][]syncTask, rest []syncTask) {
-	var cur []syncTask
-	var size int64
-	for _, t := range tasks {
-		if t.checksum != "" || t.local.size > BatchFileBytes {
-			rest = append(rest, t)
-			continue
-		}
-		if len(cur) > 0 && (len(cur) >= BatchFiles || size+t.local.size > BatchBytes) {
-			batches = append(batches, cur)
-			cur, size = nil, 0
-		}
-		cur = append(cur, t)
-		size += t.local.size
-	}
-	if len(cur) > 0 {
-		batches = append(batches, cur)
-	}
-	return batches, rest
-}
-
 // uploadBatch sends batch as one tar archive (Extract) and records every
 // file's outcome. Files that cannot be read locally fail alone; when the
 // server has no bulk upload, or the request fails as a whole, the files
