@@ -43,10 +43,10 @@ const (
 // Map is an ordered map from keys to values. Safe for concurrent use; a
 // Scan's callback must not write to the map.
 type Map struct {
-	opts    Options
-	mu      sync.Mutex
-	db  kv.Store
-	dir string // the spilled database's directory ("" in memory)
+	opts Options
+	mu   sync.Mutex
+	db   kv.Store
+	dir  string // the spilled database's directory ("" in memory)
 	// pending are the writes not yet committed to db (a batch's own read
 	// cache would grow with every Get), pendingBytes their size.
 	pending      map[string]write
