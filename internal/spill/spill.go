@@ -40,8 +40,7 @@ const (
 	batchBytes   = 1 << 20
 )
 
-// Map is an ordered map from keys to values. Safe for concurrent use; a
-// Scan's callback must not write to the map.
+// Map is an ordered map from keys to values. Safe for concurrent use.
 type Map struct {
 	opts Options
 	mu   sync.Mutex
@@ -131,8 +130,8 @@ func (m *Map) Has(key []byte) (bool, error) {
 }
 
 // Scan calls fn for every key starting with prefix, in order, until fn
-// returns false. k and v are valid only during the call, and fn must not
-// write to the map.
+// returns false. k and v are valid only during the call. fn may write to
+// the map: the scan reads the map as it was when the scan began.
 func (m *Map) Scan(prefix []byte, fn func(k, v []byte) bool) error {
 	m.mu.Lock()
 	if err := m.flushLocked(); err != nil {
