@@ -21,7 +21,7 @@
 #     600).
 # After the last stage: node 2 is stopped cleanly and started again, node
 # 3 is SIGKILLed and started again; for each, the time until it serves a
-# GET and its RSS then.
+# GET and its RSS then. Then a fourth node joins (see "join" below).
 #
 # Disk: each node keeps about 1.6 KB a file (1.1 KB of content on average
 # in its volumes, about 0.4 KB of namespace, the Raft log), so 10,000,000
@@ -167,4 +167,47 @@ for i in 1 2 3; do
 	printf 'after the restarts, node %d: namespace %.0f B/file (meta directory %s bytes)\n' "$i" \
 		"$(echo "$(meta_bytes "$i") / $prev" | bc -l)" "$(meta_bytes "$i")" | tee -a "$OUT/results.txt"
 done
+# join: a fourth node joins the cluster of $prev files. It catches up on
+# the namespace (a Raft snapshot, then the log's tail), serves reads, and
+# pulls its share of the blobs (R=3 of 4 nodes: three quarters of them)
+# in its first repair pass. Reported: the time to each, and its peak RSS
+# (VmHWM) over the whole catch-up. JOIN=0 skips it; JOIN_WAIT (3600) s at
+# most for each part.
+if [ "${JOIN:-1}" = 1 ]; then
+	JOIN_WAIT=${JOIN_WAIT:-3600}
+	port4=$(pick_port)
+	NODE_URL[4]=http://127.0.0.1:$port4
+	NODE_LOG[4]=$OUT/scale-join-n4.log
+	target=$(metric 1 cairn_raft_applied_index)
+	t0=$(date +%s.%N)
+	# shellcheck disable=SC2086 # SERVER_ARGS: words
+	CAIRN_CLUSTER_SECRET=$CLUSTER_SECRET "$CAIRN_BIN" server --data "$CL_DIR/n4" \
+		--listen "127.0.0.1:$port4" --join "${NODE_URL[1]}" $SERVER_ARGS >"${NODE_LOG[4]}" 2>&1 &
+	NODE_PID[4]=$!
+	BENCH_PIDS+=("${NODE_PID[4]}")
+	peak() { awk '/^VmHWM/ {printf "%.0f", $2 / 1024}' "/proc/${NODE_PID[4]}/status" 2>/dev/null || echo "?"; }
+	since() { echo "$(date +%s.%N) - $t0" | bc -l; }
+	deadline=$((SECONDS + JOIN_WAIT))
+	until [ "$(metric 4 cairn_raft_applied_index)" -ge "$target" ]; do
+		kill -0 "${NODE_PID[4]}" 2>/dev/null || die "node 4 exited while joining (see ${NODE_LOG[4]})"
+		[ $SECONDS -lt $deadline ] || die "node 4 has applied $(metric 4 cairn_raft_applied_index) of $target after $JOIN_WAIT s"
+		sleep 0.5
+	done
+	t_ns=$(since)
+	deadline=$((SECONDS + JOIN_WAIT))
+	until curl -fsS -o /dev/null --max-time 2 "${NODE_URL[4]}/uploads/$(printf 'd%06d/f%08d.bin' 0 7)"; do
+		[ $SECONDS -lt $deadline ] || die "node 4 does not serve a GET $JOIN_WAIT s after it caught up"
+		sleep 0.2
+	done
+	t_get=$(since)
+	deadline=$((SECONDS + JOIN_WAIT))
+	until [ "$(metric 4 cairn_repair_passes_total)" -ge 1 ] && [ "$(metric 4 cairn_repair_active)" = 0 ]; do
+		[ $SECONDS -lt $deadline ] || { log "node 4's first repair pass has not ended after $JOIN_WAIT s"; break; }
+		sleep 1
+	done
+	t_blobs=$(since)
+	printf 'join of node 4 to %d files: namespace caught up after %.1f s, serves a GET after %.1f s, first repair pass done after %.0f s holding %d blobs (pulled %d); peak RSS %s MB, RSS then %s MB\n' \
+		"$prev" "$t_ns" "$t_get" "$t_blobs" "$(metric 4 cairn_node_blobs)" "$(metric 4 cairn_repair_pulled_blobs_total)" \
+		"$(peak)" "$(rss_mb "${NODE_PID[4]}")" | tee -a "$OUT/results.txt"
+fi
 log "results in $OUT/results.txt"
