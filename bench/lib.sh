@@ -199,8 +199,8 @@ nginx_start() {
 	log "nginx $NGINX_PID serving $root on 127.0.0.1:$port"
 }
 
-# resolve_cairn_bin: set CAIRN_BIN to the cairn binary, building it if needed.
-# A preset CAIRN_BIN wins; else bin/cairn (built with `make build` when the
+# resolve_cairn_bin: set CAIRN_BIN to the cairn binary of this checkout.
+# A preset CAIRN_BIN wins; else bin/cairn, (re)built with `make build` when the
 # Makefile has that target); else `go build ./cmd/cairn` into $DATA_DIR/bin.
 # Call it once, outside a subshell.
 resolve_cairn_bin() {
@@ -208,8 +208,9 @@ resolve_cairn_bin() {
 		[ -x "$CAIRN_BIN" ] || die "CAIRN_BIN=$CAIRN_BIN is not executable"
 		return
 	fi
-	if [ ! -x "$REPO_DIR/bin/cairn" ] && [ -f "$REPO_DIR/Makefile" ] &&
-		grep -q '^build:' "$REPO_DIR/Makefile"; then
+	# Always built (go build is quick when nothing changed): a bin/cairn
+	# left from an older checkout must not be what a benchmark measures.
+	if [ -f "$REPO_DIR/Makefile" ] && grep -q '^build:' "$REPO_DIR/Makefile"; then
 		log "building bin/cairn with make build"
 		make -C "$REPO_DIR" build >&2 || die "make build failed"
 	fi
