@@ -201,7 +201,7 @@ nginx_start() {
 
 # resolve_cairn_bin: set CAIRN_BIN to the cairn binary of this checkout.
 # A preset CAIRN_BIN wins; else bin/cairn, (re)built with `make build` when the
-# Makefile has that target); else `go build ./cmd/cairn` into $DATA_DIR/bin.
+# Makefile has that target; else `go build ./cmd/cairn` into $DATA_DIR/bin.
 # Call it once, outside a subshell.
 resolve_cairn_bin() {
 	if [ -n "${CAIRN_BIN:-}" ]; then

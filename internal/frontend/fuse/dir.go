@@ -1,9 +1,11 @@
 package fuse
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"path"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -124,10 +126,22 @@ type dirStream struct {
 	after       string // the store key the next page starts after
 	more        bool   // the store has more pages
 	// fresh are the names made here and not published when the listing
-	// began, less those met in the store since; they end the listing.
-	fresh     map[string]gofuse.DirEntry
+	// began, by name; those met in the store (seen) are left out at the
+	// end, where the others come.
+	fresh     []gofuse.DirEntry
+	seen      map[string]bool
 	freshDone bool
 	pos       uint64
+	// marks are where the store's pages began: a seek starts again from
+	// the last one before its offset, not from the first entry.
+	marks []dirMark
+}
+
+// dirMark: the entry after offset pos is the first of the store's page
+// that starts after key after.
+type dirMark struct {
+	pos   uint64
+	after string
 }
 
 func (n *node) stream() *dirStream {
@@ -135,24 +149,18 @@ func (n *node) stream() *dirStream {
 	if prefix != "" {
 		prefix += "/"
 	}
-	s := &dirStream{n: n, prefix: prefix}
-	s.reset()
-	return s
-}
-
-// reset starts the listing again from its first entry.
-func (s *dirStream) reset() {
-	s.page, s.infos, s.prev, s.after, s.more, s.freshDone, s.pos = nil, nil, nil, "", true, false, 0
-	s.fresh = map[string]gofuse.DirEntry{}
-	for name, ch := range s.n.Children() {
+	s := &dirStream{n: n, prefix: prefix, more: true, seen: map[string]bool{}}
+	for name, ch := range n.Children() {
 		if c, ok := ch.Operations().(*node); ok && c.isFresh() {
 			mode := uint32(syscall.S_IFREG)
 			if ch.IsDir() {
 				mode = syscall.S_IFDIR
 			}
-			s.fresh[name] = gofuse.DirEntry{Name: name, Ino: ch.StableAttr().Ino, Mode: mode}
+			s.fresh = append(s.fresh, gofuse.DirEntry{Name: name, Ino: ch.StableAttr().Ino, Mode: mode})
 		}
 	}
+	slices.SortFunc(s.fresh, func(a, b gofuse.DirEntry) int { return strings.Compare(a.Name, b.Name) })
+	return s
 }
 
 // next returns the next entry (nil at the end).
@@ -166,9 +174,10 @@ func (s *dirStream) next(ctx context.Context) (*gofuse.DirEntry, syscall.Errno) 
 		case !s.freshDone:
 			s.freshDone = true
 			for _, de := range s.fresh {
-				s.page = append(s.page, de)
+				if !s.seen[de.Name] {
+					s.page = append(s.page, de)
+				}
 			}
-			s.fresh = nil
 		default:
 			return nil, 0
 		}
@@ -182,6 +191,9 @@ func (s *dirStream) next(ctx context.Context) (*gofuse.DirEntry, syscall.Errno) 
 
 // fill reads the store's next page.
 func (s *dirStream) fill(ctx context.Context) syscall.Errno {
+	if len(s.marks) == 0 || s.marks[len(s.marks)-1].pos < s.pos {
+		s.marks = append(s.marks, dirMark{pos: s.pos, after: s.after})
+	}
 	res, err := s.n.m.cfg.Store.List(ctx, s.n.m.cfg.Bucket,
 		store.ListOptions{Prefix: s.prefix, Delimiter: "/", Limit: dirPage, StartAfter: s.after})
 	if err != nil {
@@ -194,7 +206,11 @@ func (s *dirStream) fill(ctx context.Context) syscall.Errno {
 		if s.n.m.wb.unlinking(s.prefix + de.Name) {
 			return
 		}
-		delete(s.fresh, de.Name)
+		if _, fresh := slices.BinarySearchFunc(s.fresh, de.Name, func(e gofuse.DirEntry, name string) int {
+			return strings.Compare(e.Name, name)
+		}); fresh {
+			s.seen[de.Name] = true
+		}
 		s.page = append(s.page, de)
 	}
 	for _, e := range res.Entries {
@@ -219,13 +235,20 @@ func (s *dirStream) info(name string) (store.ObjectInfo, bool) {
 }
 
 // seek moves to offset off: the next entry returned is the (off+1)-th.
-// The kernel reads on from where it stopped; any other offset lists
-// again from the start.
+// The kernel reads on from where it stopped; another offset (a reader
+// that started again, two readers of one directory without handles)
+// reads again from the start of the store's page that holds it.
 func (s *dirStream) seek(ctx context.Context, off uint64) syscall.Errno {
 	if off == s.pos {
 		return 0
 	}
-	s.reset()
+	var m dirMark // the first entry's
+	if i, found := slices.BinarySearchFunc(s.marks, off, func(m dirMark, off uint64) int { return cmp.Compare(m.pos, off) }); found {
+		m = s.marks[i]
+	} else if i > 0 {
+		m = s.marks[i-1]
+	}
+	s.page, s.infos, s.prev, s.after, s.more, s.freshDone, s.pos = nil, nil, nil, m.after, true, false, m.pos
 	for s.pos < off {
 		de, e := s.next(ctx)
 		if e != 0 {

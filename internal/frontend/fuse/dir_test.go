@@ -4,9 +4,11 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"slices"
 	"testing"
 
 	"github.com/cairn-fs/cairn/internal/store"
+	gofuse "github.com/hanwen/go-fuse/v2/fuse"
 )
 
 // putMany stores n empty files dir/f000000... in the test mount's bucket.
@@ -111,5 +113,71 @@ func TestReaddirMemoryBounded(t *testing.T) {
 	t.Logf("heap held half way through a listing of %d entries: %d KB", n, grew/1024)
 	if limit := int64(n * 40 / 2); grew > limit {
 		t.Fatalf("a listing of %d entries holds %d KB half way through: more than %d KB, the list is held", n, grew/1024, limit/1024)
+	}
+}
+
+// readAll reads d from its position to the end.
+func readAll(t *testing.T, d *dirHandle) []string {
+	t.Helper()
+	var names []string
+	for {
+		de, e := d.Readdirent(context.Background())
+		if e != 0 {
+			t.Fatal(e)
+		}
+		if de == nil {
+			return names
+		}
+		names = append(names, de.Name)
+	}
+}
+
+// Names made here and not yet published come once, after the store's,
+// and at the same offsets when a seek reads the listing again; once
+// published they come once, from the store.
+func TestReaddirFreshAcrossSeeks(t *testing.T) {
+	m, st := testMount(t)
+	ctx := context.Background()
+	putMany(t, st, "d", 2*dirPage+500)
+	dir := m.testChild(t, "d")
+	release := make(chan struct{})
+	st.mu.Lock()
+	st.beforeChange = func() { <-release }
+	st.mu.Unlock()
+	var out gofuse.EntryOut
+	for _, name := range []string{"zz-new", "a-new"} {
+		ch, e := dir.Mkdir(ctx, name, 0o755, &out)
+		if e != 0 {
+			t.Fatal(e)
+		}
+		dir.AddChild(name, ch, true) // as go-fuse does once Mkdir returns
+	}
+	d := &dirHandle{n: dir}
+	all := readAll(t, d)
+	if n := len(all); n != 2*dirPage+502 || all[n-2] != "a-new" || all[n-1] != "zz-new" {
+		t.Fatalf("%d entries, ending %v: want %d, the two new names last", n, all[max(0, n-3):], 2*dirPage+502)
+	}
+	for _, off := range []uint64{1200, 2*dirPage + 500, 2*dirPage + 501, 1} {
+		if e := d.Seekdir(ctx, off); e != 0 {
+			t.Fatal(e)
+		}
+		if got := readAll(t, d); !slices.Equal(got, all[off:]) {
+			t.Fatalf("after a seek to %d: %d entries, want %d", off, len(got), len(all)-int(off))
+		}
+	}
+	during := &dirHandle{n: dir}
+	during.stream() // begun before the publish, read after it
+	close(release)
+	st.mu.Lock()
+	st.beforeChange = nil
+	st.mu.Unlock()
+	m.wb.drain()
+	slices.Sort(all)
+	for _, h := range []*dirHandle{during, {n: dir}} {
+		again := readAll(t, h)
+		slices.Sort(again)
+		if !slices.Equal(again, all) {
+			t.Fatalf("after the publish: %d entries, want the same %d", len(again), len(all))
+		}
 	}
 }
