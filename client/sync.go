@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/cairn-fs/cairn/internal/spill"
+	"github.com/cairn-fs/cairn/internal/workpool"
 )
 
 // DefaultSyncJobs is the number of parallel uploads Sync uses when
@@ -407,11 +408,11 @@ func (s *syncer) run(ctx context.Context) error {
 
 	// 6. Deletions, then the directories they emptied.
 	deleted := false
-	err = s.pool(ctx, jobs, func(work chan<- func()) error {
+	err = workpool.Run(ctx, jobs, func(work chan<- func()) error {
 		return s.scan(keyDelete, func(rel string, v []byte) error {
 			deleted = true
 			size := decodeFile(v).size
-			return send(ctx, work, func() { s.deleteFile(ctx, rel, size) })
+			return workpool.Send(ctx, work, func() { s.deleteFile(ctx, rel, size) })
 		})
 	})
 	if err != nil {
@@ -497,49 +498,11 @@ func (s *syncer) get(space byte, rel string) (fileRec, bool, error) {
 
 // scan calls fn for every path of a key space, in order, until it fails.
 func (s *syncer) scan(space byte, fn func(rel string, v []byte) error) error {
-	var ferr error
-	err := s.m.Scan([]byte{space}, func(k, v []byte) bool {
-		ferr = fn(string(k[1:]), v)
-		return ferr == nil
-	})
-	if err == nil {
-		err = ferr
-	}
+	err := s.m.Each([]byte{space}, func(k, v []byte) error { return fn(string(k[1:]), v) })
 	if err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
 		return fmt.Errorf("sync: %w", err)
 	}
 	return err
-}
-
-// pool runs the functions feed sends with at most jobs at a time, and
-// returns feed's error once all have returned.
-func (s *syncer) pool(ctx context.Context, jobs int, feed func(work chan<- func()) error) error {
-	work := make(chan func())
-	var wg sync.WaitGroup
-	for range jobs {
-		wg.Go(func() {
-			for f := range work {
-				f()
-			}
-		})
-	}
-	err := feed(work)
-	close(work)
-	wg.Wait()
-	if err != nil && ctx.Err() != nil {
-		return nil // the caller reports the context's end
-	}
-	return err
-}
-
-// send hands f to a pool, unless ctx ends first.
-func send(ctx context.Context, work chan<- func(), f func()) error {
-	select {
-	case work <- f:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }
 
 // uploads uploads the planned files: those of up to BatchFileBytes (and
@@ -553,7 +516,7 @@ func (s *syncer) uploads(ctx context.Context, jobs int) error {
 		return syncTask{rel: rel, local: localFile{abs: s.abs(rel), size: f.size, mtime: f.mtime}, checksum: f.sha}
 	}
 	if bulk {
-		err := s.pool(ctx, max(1, jobs/8), func(work chan<- func()) error {
+		err := workpool.Run(ctx, max(1, jobs/8), func(work chan<- func()) error {
 			var cur []syncTask
 			var size int64
 			flush := func() error {
@@ -562,7 +525,7 @@ func (s *syncer) uploads(ctx context.Context, jobs int) error {
 				}
 				b := cur
 				cur, size = nil, 0
-				return send(ctx, work, func() { s.uploadBatch(ctx, b) })
+				return workpool.Send(ctx, work, func() { s.uploadBatch(ctx, b) })
 			}
 			err := s.scan(keyUpload, func(rel string, v []byte) error {
 				t := task(rel, v)
@@ -587,10 +550,10 @@ func (s *syncer) uploads(ctx context.Context, jobs int) error {
 			return err
 		}
 	}
-	return s.pool(ctx, jobs, func(work chan<- func()) error {
+	return workpool.Run(ctx, jobs, func(work chan<- func()) error {
 		return s.scan(keyUpload, func(rel string, v []byte) error {
 			if t := task(rel, v); !batchable(t) {
-				return send(ctx, work, func() { s.upload(ctx, t) })
+				return workpool.Send(ctx, work, func() { s.upload(ctx, t) })
 			}
 			return nil
 		})

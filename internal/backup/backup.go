@@ -1,16 +1,21 @@
 package backup
 
 import (
+	"cmp"
 	"context"
+	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"net/url"
-	"slices"
+	"os"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/cairn-fs/cairn/client"
+	"github.com/cairn-fs/cairn/internal/workpool"
 )
 
 // DefaultJobs is the number of files a run copies at once when
@@ -141,12 +146,14 @@ func Backup(ctx context.Context, cfg Config) (st Stats, err error) {
 		}
 	}
 	dest := cfg.Dest
+	l := newLists(tempDir())
+	defer l.close()
 
 	// 1. What the destination holds.
 	if cl, ok := dest.(*cairnLocation); ok && cl.bucket == cfg.Bucket && sameServer(cl.c.BaseURL(), cfg.Source.BaseURL()) {
 		return st, refused("backup refused: %s is inside bucket %s, which it would copy into itself", dest, cfg.Bucket)
 	}
-	old, jr, manifestSum, err := readState(ctx, dest)
+	old, jr, manifestSum, err := readState(ctx, dest, l)
 	if err != nil {
 		return st, err
 	}
@@ -155,13 +162,16 @@ func Backup(ctx context.Context, cfg Config) (st Stats, err error) {
 			return st, refused("backup refused: %s holds a backup of bucket %s, not %s: use another destination", dest, b, cfg.Bucket)
 		}
 	}
-	inv, err := dest.Inventory(ctx)
-	if err != nil {
+	invFiles := 0
+	if err := dest.Inventory(ctx, func(p string, f Found) error {
+		invFiles++
+		return l.set(keyInv, p, encodeFound(f))
+	}); err != nil {
 		return st, err
 	}
-	if old == nil && jr == nil && len(inv) > 0 {
+	if old == nil && jr == nil && invFiles > 0 {
 		return st, refused("backup refused: %s holds %d files but no backup (%s/%s): give an empty or new destination, or one a backup wrote",
-			dest, len(inv), MetaDir, ManifestName)
+			dest, invFiles, MetaDir, ManifestName)
 	}
 
 	// 2. The snapshot.
@@ -182,123 +192,105 @@ func Backup(ctx context.Context, cfg Config) (st Stats, err error) {
 			st.SnapshotKept = false
 		}()
 	}
-	snap, skipped, bad, err := listSnapshot(ctx, cfg.Source, cfg.Bucket, snapInfo.Name)
+	ls, err := listSnapshot(ctx, cfg.Source, cfg.Bucket, snapInfo.Name, l)
 	if err != nil {
 		return st, err
 	}
 	if old != nil {
 		// The destination's manifest in the snapshot: the destination is
 		// inside the bucket (through another node's URL, say).
-		for p, e := range snap {
-			if strings.HasSuffix(p, "/"+MetaDir+"/"+ManifestName) && e.SHA256 == manifestSum {
+		for _, p := range ls.manifests {
+			if e, _, _ := l.entry(keySnap, p); e.SHA256 == manifestSum {
 				return st, refused("backup refused: %s is inside bucket %s (its manifest is %s there): it would copy into itself",
 					dest, cfg.Bucket, p)
 			}
 		}
 	}
-	st.Skipped, st.Failures = skipped, bad
-	if skipped > 0 {
-		warn("%d files under %s/ or .cairn-uploads/ of bucket %s are not backed up", skipped, MetaDir, cfg.Bucket)
+	st.Skipped, st.Failures = ls.skipped, ls.bad
+	if ls.skipped > 0 {
+		warn("%d files under %s/ or .cairn-uploads/ of bucket %s are not backed up", ls.skipped, MetaDir, cfg.Bucket)
 	}
-	st.Files = len(snap)
-	for _, e := range snap {
-		st.Bytes += e.Size
-	}
+	st.Files, st.Bytes = ls.files, ls.bytes
 
 	// 3. The plan, the checks, the journal.
-	pending := map[string]bool{}
-	if jr != nil {
-		for _, p := range jr.Paths {
-			pending[p] = true
+	pl, err := makePlan(l, old != nil, cfg.Verify)
+	if err != nil {
+		return st, err
+	}
+	var mu sync.Mutex
+	var lerr error // a failure of the working lists
+	keep := func(err error) {
+		if err != nil {
+			mu.Lock()
+			lerr = cmp.Or(lerr, err)
+			mu.Unlock()
 		}
 	}
-	pl := MakePlan(snap, old, pending, inv)
-	if cfg.Verify {
-		// Without the manifest every present file of the right size is
-		// checked; what the manifest named is still the backup's to delete.
-		full := pl
-		pl = MakePlan(snap, nil, pending, inv)
-		pl.Delete, pl.Foreign = full.Delete, full.Foreign
-	}
-	held := make([]bool, len(pl.Check))
-	runPool(ctx, jobs, len(pl.Check), func(i int) {
-		ok, herr := dest.Holds(ctx, pl.Check[i].Path, pl.Check[i].Entry)
-		if herr != nil && ctx.Err() == nil {
-			warn("%s: %v: copying it again", pl.Check[i].Path, herr)
-		}
-		held[i] = ok && herr == nil
+	err = workpool.Run(ctx, jobs, func(work chan<- func()) error {
+		return l.eachEntry(keyCheck, func(p string, e Entry, _ string) error {
+			return workpool.Send(ctx, work, func() {
+				ok, herr := dest.Holds(ctx, p, e)
+				if herr != nil && ctx.Err() == nil {
+					warn("%s: %v: copying it again", p, herr)
+				}
+				if ok && herr == nil {
+					keep(l.set(keySame, p, encodeEntry(e, "")))
+					keep(l.set(keyTouch, p, nil)) // an unfinished run may have left other metadata
+					mu.Lock()
+					st.Checked++
+					pl.same++
+					mu.Unlock()
+				} else {
+					keep(l.set(keyCopy, p, encodeEntry(e, "")))
+					mu.Lock()
+					pl.copy++
+					mu.Unlock()
+				}
+			})
+		})
 	})
-	if err := ctx.Err(); err != nil {
-		return st, interrupted(err)
+	if err == nil {
+		err = lerr
 	}
-	for i, t := range pl.Check {
-		if held[i] {
-			pl.Same = append(pl.Same, t.Path)
-			pl.Touch = append(pl.Touch, t.Path) // an unfinished run may have left other metadata
-			st.Checked++
-		} else {
-			pl.Copy = append(pl.Copy, t)
-		}
+	if cerr := ctx.Err(); cerr != nil {
+		return st, interrupted(cerr)
 	}
-	slices.SortFunc(pl.Copy, func(a, b Task) int { return strings.Compare(a.Path, b.Path) })
+	if err != nil {
+		return st, err
+	}
 	// A local destination copies content it holds at another path (a
 	// moved or duplicated file) instead of fetching it; a file about to be
 	// deleted that serves so is deleted after the copies.
-	var lateDelete map[string]bool
 	if _, ok := dest.(localCopier); ok {
-		held := make(map[string]string, len(pl.Same))
-		for _, p := range pl.Same {
-			held[p] = snap[p].SHA256
-		}
-		if old != nil && !cfg.Verify {
-			for _, p := range pl.Delete {
-				if e, ok := old.Files[p]; ok && !pending[p] && inv[p].Size == e.Size {
-					held[p] = e.SHA256
-				}
-			}
-		}
-		LocalSources(pl.Copy, held)
-		for _, t := range pl.Copy {
-			if _, same := snap[t.From]; t.From != "" && !same {
-				if lateDelete == nil {
-					lateDelete = map[string]bool{}
-				}
-				lateDelete[t.From] = true
-			}
+		if err := localSources(l, old != nil && !cfg.Verify); err != nil {
+			return st, err
 		}
 	}
-	sum := Summary{Snapshot: snapInfo.Name, Files: st.Files, Bytes: st.Bytes, Copy: len(pl.Copy),
-		Same: len(pl.Same), Delete: len(pl.Delete), Foreign: len(pl.Foreign)}
-	for _, t := range pl.Copy {
-		sum.CopyBytes += t.Entry.Size
+	sum := Summary{Snapshot: snapInfo.Name, Files: st.Files, Bytes: st.Bytes, Copy: pl.copy,
+		Same: pl.same, Delete: pl.delete, Foreign: pl.foreign}
+	added := 0
+	err = l.eachEntry(keyCopy, func(p string, e Entry, _ string) error {
+		sum.CopyBytes += e.Size
+		return l.journal(p, &added)
+	})
+	if err == nil {
+		err = l.each(keyDelete, func(p string, _ []byte) error { return l.journal(p, &added) })
 	}
-	st.Unchanged, st.Foreign = len(pl.Same), len(pl.Foreign)
-	prog.TotalFiles.Store(int64(len(pl.Copy)))
+	if err != nil {
+		return st, err
+	}
+	st.Unchanged, st.Foreign = pl.same, pl.foreign
+	prog.TotalFiles.Store(int64(pl.copy))
 	prog.TotalBytes.Store(sum.CopyBytes)
 	if cfg.OnPlan != nil {
 		cfg.OnPlan(sum)
 	}
-	var add []string
-	for _, t := range pl.Copy {
-		if !pending[t.Path] {
-			add = append(add, t.Path)
+	if added > 0 {
+		if err := l.each(keyPending, func(p string, _ []byte) error { return l.set(keyJournal, p, nil) }); err != nil {
+			return st, err
 		}
-	}
-	for _, p := range pl.Delete {
-		if !pending[p] {
-			add = append(add, p)
-		}
-	}
-	if len(add) > 0 {
-		j := &Journal{Bucket: cfg.Bucket, Snapshot: snapInfo.Name, Started: now().UTC(), Paths: add}
-		if jr != nil {
-			j.Paths = append(j.Paths, jr.Paths...)
-		}
-		data, err := EncodeJournal(j)
-		if err == nil {
-			err = dest.WriteMeta(ctx, JournalName, data)
-		}
-		if err != nil {
+		j := &Journal{Bucket: cfg.Bucket, Snapshot: snapInfo.Name, Started: now().UTC()}
+		if err := putMeta(ctx, dest, JournalName, func(w io.Writer) error { return writeJournal(w, j, l, keyJournal) }); err != nil {
 			return st, fmt.Errorf("backup: write the journal at %s (nothing changed there yet): %w", dest, err)
 		}
 		jr = j
@@ -306,73 +298,83 @@ func Backup(ctx context.Context, cfg Config) (st Stats, err error) {
 
 	// 4. Removals (first, so that a file can take the place of a
 	// directory that went), copies, late removals, metadata.
-	var early, late, deleted []string
-	for _, p := range pl.Delete {
-		if lateDelete[p] {
-			late = append(late, p)
-		} else {
-			early = append(early, p)
+	remove := func(late bool, done byte) error {
+		err := workpool.Run(ctx, jobs, func(work chan<- func()) error {
+			return l.each(keyDelete, func(p string, _ []byte) error {
+				if isLate, err := l.has(keyLate, p); err != nil || isLate != late {
+					return err
+				}
+				return workpool.Send(ctx, work, func() {
+					if rerr := dest.Remove(ctx, p); rerr != nil {
+						mu.Lock()
+						st.Failures = append(st.Failures, Failure{Path: p, Err: fmt.Errorf("remove: %w", rerr)})
+						mu.Unlock()
+						return
+					}
+					if ctx.Err() == nil {
+						keep(l.set(done, p, nil))
+						mu.Lock()
+						st.Deleted++
+						mu.Unlock()
+					}
+				})
+			})
+		})
+		if err == nil {
+			err = lerr
 		}
+		if err != nil || ctx.Err() != nil {
+			return err
+		}
+		return pruneDirs(ctx, l, done, dest)
 	}
-	remove := func(paths []string) {
-		errs := make([]error, len(paths))
-		runPool(ctx, jobs, len(paths), func(i int) { errs[i] = dest.Remove(ctx, paths[i]) })
-		var done []string
-		for i, p := range paths {
-			switch {
-			case errs[i] != nil:
-				st.Failures = append(st.Failures, Failure{Path: p, Err: fmt.Errorf("remove: %w", errs[i])})
-			case ctx.Err() == nil:
-				done = append(done, p)
-			}
-		}
-		deleted = append(deleted, done...)
-		if ctx.Err() == nil {
-			dest.RemoveDirs(ctx, PruneDirs(done, snap, inv))
-		}
+	if err := remove(false, keyDeleted); err != nil {
+		return st, err
 	}
-	remove(early)
-	cp := &copier{src: snapSource{c: cfg.Source, bucket: cfg.Bucket, name: snapInfo.Name}, dst: dest, jobs: jobs, prog: prog}
-	cp.run(ctx, pl.Copy)
-	remove(late)
-	st.Deleted = len(deleted)
-	st.Copied, st.CopiedBytes, st.LocalCopies = len(cp.copied), cp.bytes, cp.local
+	cp := &copier{src: snapSource{c: cfg.Source, bucket: cfg.Bucket, name: snapInfo.Name}, dst: dest, jobs: jobs, prog: prog,
+		lists: l, learnSpace: keySnap}
+	if err := cp.run(ctx, keyCopy); err != nil {
+		return st, err
+	}
+	if err := remove(true, keyDeletedLate); err != nil {
+		return st, err
+	}
+	st.Copied, st.CopiedBytes, st.LocalCopies = cp.copied, cp.bytes, cp.local
 	st.Failures = append(st.Failures, cp.failures...)
-	for p, d := range cp.learned {
-		e := snap[p]
-		e.SHA256 = d
-		snap[p] = e
-	}
-	touchErrs := make([]error, len(pl.Touch))
-	runPool(ctx, jobs, len(pl.Touch), func(i int) {
-		_, touchErrs[i] = dest.SetMeta(ctx, pl.Touch[i], snap[pl.Touch[i]])
+	err = workpool.Run(ctx, jobs, func(work chan<- func()) error {
+		return l.each(keyTouch, func(p string, _ []byte) error {
+			e, _, err := l.entry(keySnap, p)
+			if err != nil {
+				return err
+			}
+			return workpool.Send(ctx, work, func() {
+				if _, terr := dest.SetMeta(ctx, p, e); terr != nil {
+					mu.Lock()
+					st.Failures = append(st.Failures, Failure{Path: p, Err: terr})
+					mu.Unlock()
+				}
+			})
+		})
 	})
-	for i, terr := range touchErrs {
-		if terr != nil {
-			st.Failures = append(st.Failures, Failure{Path: pl.Touch[i], Err: terr})
-		}
+	if cerr := ctx.Err(); cerr != nil {
+		return st, interrupted(cerr)
 	}
-	if err := ctx.Err(); err != nil {
-		return st, interrupted(err)
+	if err != nil {
+		return st, err
 	}
 
 	// 5. Where the destination lists digests, every copied file is checked.
-	if _, ok := dest.(interface{ listsDigests() }); ok && len(cp.copied) > 0 {
-		after, err := dest.Inventory(ctx)
+	if _, ok := dest.(interface{ listsDigests() }); ok && cp.copied > 0 {
+		failures, err := checkCopies(ctx, dest, l, keySnap)
 		if err != nil {
 			return st, fmt.Errorf("backup: check the copies at %s: %w", dest, err)
 		}
-		for _, p := range cp.copied {
-			if f := after[p]; f.SHA256 != snap[p].SHA256 || f.Size != snap[p].Size {
-				st.Failures = append(st.Failures, Failure{Path: p, Err: fmt.Errorf("%w: %s holds %s (%d bytes) after the copy, want %s",
-					ErrDigest, dest, short(f.SHA256), f.Size, short(snap[p].SHA256))})
-			}
-		}
+		st.Failures = append(st.Failures, failures...)
 	}
 	if len(st.Failures) > 0 {
 		sortFailures(st.Failures)
 		return st, fmt.Errorf("%w: %d of %d files failed: the manifest at %s is unchanged (run again to finish)",
-			ErrIncomplete, len(st.Failures), len(pl.Copy)+len(pl.Delete)+len(bad), dest)
+			ErrIncomplete, len(st.Failures), pl.copy+pl.delete+len(ls.bad), dest)
 	}
 
 	// 6. Commit: durable writes, then the manifest, then no journal.
@@ -380,12 +382,11 @@ func Backup(ctx context.Context, cfg Config) (st Stats, err error) {
 		return st, fmt.Errorf("backup: %w", err)
 	}
 	m := &Manifest{Bucket: cfg.Bucket, Snapshot: snapInfo.Name, SnapshotCreated: snapInfo.Created,
-		SnapshotIndex: snapInfo.Index, Source: cfg.Source.BaseURL(), Completed: now().UTC(), Files: snap}
-	data, err := EncodeManifest(m)
-	if err != nil {
-		return st, fmt.Errorf("backup: encode the manifest: %w", err)
+		SnapshotIndex: snapInfo.Index, Source: cfg.Source.BaseURL(), Completed: now().UTC()}
+	if err := l.summarize(m, keySnap); err != nil {
+		return st, err
 	}
-	if err := dest.WriteMeta(ctx, ManifestName, data); err != nil {
+	if err := putMeta(ctx, dest, ManifestName, func(w io.Writer) error { return writeManifest(w, m, l, keySnap) }); err != nil {
 		return st, fmt.Errorf("backup: write the manifest at %s (the copies are done: run again to write it): %w", dest, err)
 	}
 	st.ManifestWritten = true
@@ -395,6 +396,99 @@ func Backup(ctx context.Context, cfg Config) (st Stats, err error) {
 		}
 	}
 	return st, nil
+}
+
+// journal adds p to the new journal's paths, counting it in added when
+// no unfinished run named it.
+func (l *lists) journal(p string, added *int) error {
+	pending, err := l.has(keyPending, p)
+	if err != nil || pending {
+		return err
+	}
+	*added++
+	return l.set(keyJournal, p, nil)
+}
+
+// summarize fills m's totals from the files of space.
+func (l *lists) summarize(m *Manifest, space byte) error {
+	m.FileCount, m.Bytes, m.Hashes = 0, 0, 0
+	return l.eachEntry(space, func(_ string, e Entry, _ string) error {
+		m.FileCount++
+		m.Bytes += e.Size
+		if seen, err := l.has(keyHashSeen, e.SHA256); err != nil || seen {
+			return err
+		}
+		m.Hashes++
+		return l.set(keyHashSeen, e.SHA256, nil)
+	})
+}
+
+// putMeta writes a manifest or a journal at dest: write's output goes to
+// a temporary file first (its size and SHA-256 known), then WriteMeta
+// sends it.
+func putMeta(ctx context.Context, dest Location, name string, write func(io.Writer) error) error {
+	f, err := os.CreateTemp(tempDir(), "cairn-backup-"+name+"-")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(f.Name())
+	defer f.Close()
+	h := sha256.New()
+	cw := &countWriter{w: io.MultiWriter(f, h)}
+	if err := write(cw); err != nil {
+		return err
+	}
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return err
+	}
+	return dest.WriteMeta(ctx, name, Entry{Size: cw.n, SHA256: hex.EncodeToString(h.Sum(nil)), ContentType: "application/json"}, f)
+}
+
+type countWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *countWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	return n, err
+}
+
+// checkCopies lists dest again and checks every copied file against its
+// entry in space: a failure for each that does not match.
+func checkCopies(ctx context.Context, dest Location, l *lists, space byte) ([]Failure, error) {
+	var failures []Failure
+	check := func(p string, f Found) error {
+		e, _, err := l.entry(space, p)
+		if err != nil {
+			return err
+		}
+		if f.SHA256 != e.SHA256 || f.Size != e.Size {
+			failures = append(failures, Failure{Path: p, Err: fmt.Errorf("%w: %s holds %s (%d bytes) after the copy, want %s",
+				ErrDigest, dest, short(f.SHA256), f.Size, short(e.SHA256))})
+		}
+		return nil
+	}
+	err := dest.Inventory(ctx, func(p string, f Found) error {
+		if copied, err := l.has(keyCopied, p); err != nil || !copied {
+			return err
+		}
+		if err := l.set(keyChecked, p, nil); err != nil {
+			return err
+		}
+		return check(p, f)
+	})
+	if err != nil {
+		return nil, err
+	}
+	err = l.each(keyCopied, func(p string, _ []byte) error {
+		if ok, err := l.has(keyChecked, p); ok || err != nil {
+			return err
+		}
+		return check(p, Found{}) // not listed at all
+	})
+	return failures, err
 }
 
 // interrupted wraps a done context's error for a run that stopped.
@@ -413,31 +507,39 @@ func bucketOf(m *Manifest, j *Journal) string {
 	return ""
 }
 
-// readState reads a location's manifest and journal (nil when absent),
-// and the manifest's SHA-256.
-func readState(ctx context.Context, l Location) (*Manifest, *Journal, string, error) {
+// readState reads a location's manifest and journal (nil when absent)
+// into l (keyOld, keyPending), and the manifest's SHA-256.
+func readState(ctx context.Context, loc Location, l *lists) (*Manifest, *Journal, string, error) {
 	var m *Manifest
 	var sum string
-	data, err := l.ReadMeta(ctx, ManifestName)
+	rc, err := loc.ReadMeta(ctx, ManifestName)
 	switch {
 	case errors.Is(err, ErrNoMeta):
 	case err != nil:
 		return nil, nil, "", err
 	default:
-		if m, err = DecodeManifest(data); err != nil {
-			return nil, nil, "", fmt.Errorf("%s/%s/%s: %w (move it away to start over)", l, MetaDir, ManifestName, err)
+		h := sha256.New()
+		m, err = readManifest(io.TeeReader(rc, h), func(p string, e Entry) error { return l.set(keyOld, p, encodeEntry(e, "")) })
+		if err == nil {
+			_, err = io.Copy(h, rc) // what follows the document, if anything, counts in its digest
 		}
-		sum = hex.EncodeToString(sha256Raw(data))
+		rc.Close()
+		if err != nil {
+			return nil, nil, "", fmt.Errorf("%s/%s/%s: %w (move it away to start over)", loc, MetaDir, ManifestName, err)
+		}
+		sum = hex.EncodeToString(h.Sum(nil))
 	}
 	var j *Journal
-	data, err = l.ReadMeta(ctx, JournalName)
+	rc, err = loc.ReadMeta(ctx, JournalName)
 	switch {
 	case errors.Is(err, ErrNoMeta):
 	case err != nil:
 		return nil, nil, "", err
 	default:
-		if j, err = DecodeJournal(data); err != nil {
-			return nil, nil, "", fmt.Errorf("%s/%s/%s: %w (move it away to start over)", l, MetaDir, JournalName, err)
+		j, err = readJournal(rc, func(p string) error { return l.set(keyPending, p, nil) })
+		rc.Close()
+		if err != nil {
+			return nil, nil, "", fmt.Errorf("%s/%s/%s: %w (move it away to start over)", loc, MetaDir, JournalName, err)
 		}
 	}
 	return m, j, sum, nil
@@ -492,12 +594,22 @@ func snapshotFor(ctx context.Context, cfg Config, now func() time.Time) (client.
 	}
 }
 
-// listSnapshot lists every file of a snapshot, by path. Files under the
-// bucket's MetaDir or .cairn-uploads are left out (skipped); a path no
-// destination could take is a failure.
-func listSnapshot(ctx context.Context, c *client.Client, bucket, name string) (snap map[string]Entry, skipped int, bad []Failure, err error) {
-	snap = map[string]Entry{}
-	err = c.SnapshotListPages(ctx, bucket, name, "", client.ListOptions{Recursive: true, Limit: listPage}, func(page client.ListResult) error {
+// snapListing sums up listSnapshot.
+type snapListing struct {
+	files, skipped int
+	bytes          int64
+	bad            []Failure
+	// manifests are the paths of backup manifests in the snapshot (a
+	// destination inside the bucket).
+	manifests []string
+}
+
+// listSnapshot lists every file of a snapshot into l (keySnap). Files
+// under the bucket's MetaDir or .cairn-uploads are left out (skipped); a
+// path no destination could take is a failure.
+func listSnapshot(ctx context.Context, c *client.Client, bucket, name string, l *lists) (snapListing, error) {
+	var ls snapListing
+	err := c.SnapshotListPages(ctx, bucket, name, "", client.ListOptions{Recursive: true, Limit: listPage}, func(page client.ListResult) error {
 		for _, o := range page.Entries {
 			if o.IsDir {
 				continue
@@ -505,23 +617,30 @@ func listSnapshot(ctx context.Context, c *client.Client, bucket, name string) (s
 			p := strings.Trim(o.Path, "/")
 			top, _, _ := strings.Cut(p, "/")
 			if top == MetaDir || top == ".cairn-uploads" {
-				skipped++
+				ls.skipped++
 				continue
 			}
 			if err := CheckPath(p); err != nil {
-				bad = append(bad, Failure{Path: p, Err: err})
+				ls.bad = append(ls.bad, Failure{Path: p, Err: err})
 				continue
 			}
 			sha := strings.ToLower(o.SHA256)
 			if !validHex(sha) {
 				sha = "" // learned while copying
 			}
-			snap[p] = Entry{SHA256: sha, Size: o.Size, Mtime: o.ModTime, Mode: o.Mode, ContentType: o.ContentType}
+			if strings.HasSuffix(p, "/"+MetaDir+"/"+ManifestName) {
+				ls.manifests = append(ls.manifests, p)
+			}
+			ls.files++
+			ls.bytes += o.Size
+			if err := l.set(keySnap, p, encodeEntry(Entry{SHA256: sha, Size: o.Size, Mtime: o.ModTime, Mode: o.Mode, ContentType: o.ContentType}, "")); err != nil {
+				return err
+			}
 		}
 		return nil
 	})
 	if err != nil {
-		return nil, 0, nil, fmt.Errorf("backup: %w", err)
+		return ls, fmt.Errorf("backup: %w", err)
 	}
-	return snap, skipped, bad, nil
+	return ls, nil
 }

@@ -199,28 +199,25 @@ func checkDir(t *testing.T, dir string, f *fakeCluster) {
 			t.Fatalf("%s: %d bytes differ from the snapshot's %d", p, len(got[p]), len(want))
 		}
 	}
-	m := readManifest(t, dir)
-	if len(m.Files) != len(f.files) {
-		t.Fatalf("manifest names %d files, want %d", len(m.Files), len(f.files))
+	m, files := loadManifest(t, dir)
+	if len(files) != len(f.files) || m.FileCount != len(files) {
+		t.Fatalf("manifest names %d files (counts %d), want %d", len(files), m.FileCount, len(f.files))
 	}
 	for p, want := range f.files {
-		if m.Files[p].SHA256 != hexSum(want) || m.Files[p].Size != int64(len(want)) {
-			t.Fatalf("manifest entry %s: %+v", p, m.Files[p])
+		if files[p].SHA256 != hexSum(want) || files[p].Size != int64(len(want)) {
+			t.Fatalf("manifest entry %s: %+v", p, files[p])
 		}
 	}
 }
 
-func readManifest(t *testing.T, dir string) *Manifest {
+// loadManifest reads the manifest of the backup in dir whole.
+func loadManifest(t *testing.T, dir string) (*Manifest, map[string]Entry) {
 	t.Helper()
 	data, err := os.ReadFile(filepath.Join(dir, MetaDir, ManifestName))
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := DecodeManifest(data)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return m
+	return decodeManifest(t, data)
 }
 
 func runBackup(t *testing.T, c *client.Client, dir string, mod func(*Config)) (Stats, error) {
@@ -299,7 +296,7 @@ func TestBackupInterruptedResumes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if j, err := DecodeJournal(data); err != nil || len(j.Paths) != 31 {
+	if j, err := readJournal(bytes.NewReader(data), func(string) error { return nil }); err != nil || j.Paths != 31 {
 		t.Fatalf("journal: %v, %v", j, err)
 	}
 	if len(f.snaps) != 0 {
@@ -426,16 +423,14 @@ func TestBackupRefusesAndVerifies(t *testing.T) {
 	if _, err := runBackup(t, c, dir, nil); err != nil {
 		t.Fatal(err)
 	}
-	m := readManifest(t, dir)
+	m, files := loadManifest(t, dir)
 	m.Bucket = "shop"
-	data, _ := EncodeManifest(m)
-	os.WriteFile(filepath.Join(dir, MetaDir, ManifestName), data, 0o644)
+	os.WriteFile(filepath.Join(dir, MetaDir, ManifestName), encodeManifest(t, m, files), 0o644)
 	if _, err := runBackup(t, c, dir, nil); !errors.Is(err, ErrRefused) || !strings.Contains(err.Error(), "bucket shop") {
 		t.Fatalf("another bucket's backup: %v", err)
 	}
 	m.Bucket = "web"
-	data, _ = EncodeManifest(m)
-	os.WriteFile(filepath.Join(dir, MetaDir, ManifestName), data, 0o644)
+	os.WriteFile(filepath.Join(dir, MetaDir, ManifestName), encodeManifest(t, m, files), 0o644)
 
 	// A damaged file of the same size: trusted by a plain run, found and
 	// copied again with Verify.

@@ -1,7 +1,6 @@
 package backup
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -43,8 +42,7 @@ func (l *cairnLocation) Close() error   { return nil }
 
 func (l *cairnLocation) key(p string) string { return joinKey(l.prefix, p) }
 
-func (l *cairnLocation) Inventory(ctx context.Context) (map[string]Found, error) {
-	inv := map[string]Found{}
+func (l *cairnLocation) Inventory(ctx context.Context, fn func(p string, f Found) error) error {
 	base := ""
 	if l.prefix != "" {
 		base = l.prefix + "/"
@@ -55,7 +53,9 @@ func (l *cairnLocation) Inventory(ctx context.Context) (map[string]Found, error)
 			if !ok || e.IsDir || CheckPath(rel) != nil {
 				continue // MetaDir, and anything that is not ours
 			}
-			inv[rel] = Found{Size: e.Size, SHA256: strings.ToLower(e.SHA256)}
+			if err := fn(rel, Found{Size: e.Size, SHA256: strings.ToLower(e.SHA256)}); err != nil {
+				return err
+			}
 		}
 		return nil
 	})
@@ -63,20 +63,20 @@ func (l *cairnLocation) Inventory(ctx context.Context) (map[string]Found, error)
 		// No such prefix yet (fine), or no such bucket (not).
 		if _, berr := l.c.Bucket(ctx, l.bucket); berr != nil {
 			if errors.Is(berr, client.ErrNotFound) {
-				return nil, fmt.Errorf("%s: bucket %s does not exist on %s: create it first (cairn bucket create %s, with the options it needs)",
+				return fmt.Errorf("%s: bucket %s does not exist on %s: create it first (cairn bucket create %s, with the options it needs)",
 					l.name, l.bucket, l.c.BaseURL(), l.bucket)
 			}
-			return nil, fmt.Errorf("%s: %w", l.name, berr)
+			return fmt.Errorf("%s: %w", l.name, berr)
 		}
-		return inv, nil
+		return nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", l.name, err)
+		return fmt.Errorf("%s: %w", l.name, err)
 	}
-	return inv, nil
+	return nil
 }
 
-func (l *cairnLocation) ReadMeta(ctx context.Context, name string) ([]byte, error) {
+func (l *cairnLocation) ReadMeta(ctx context.Context, name string) (io.ReadCloser, error) {
 	body, _, err := l.c.Get(ctx, l.bucket, l.key(MetaDir+"/"+name))
 	if errors.Is(err, client.ErrNotFound) {
 		return nil, fmt.Errorf("%s/%s/%s: %w", l.name, MetaDir, name, ErrNoMeta)
@@ -84,20 +84,13 @@ func (l *cairnLocation) ReadMeta(ctx context.Context, name string) ([]byte, erro
 	if err != nil {
 		return nil, err
 	}
-	defer body.Close()
-	data, err := io.ReadAll(body)
-	if err != nil {
-		return nil, fmt.Errorf("read %s/%s/%s: %w", l.name, MetaDir, name, err)
-	}
-	return data, nil
+	return body, nil
 }
 
 // WriteMeta is one PUT: the server replaces a file atomically, once the
 // new content is durable on its write quorum.
-func (l *cairnLocation) WriteMeta(ctx context.Context, name string, data []byte) error {
-	_, err := l.c.Put(ctx, l.bucket, l.key(MetaDir+"/"+name), bytes.NewReader(data), int64(len(data)),
-		client.PutOptions{ContentType: "application/json"})
-	return err
+func (l *cairnLocation) WriteMeta(ctx context.Context, name string, e Entry, r io.Reader) error {
+	return l.PutStream(ctx, MetaDir+"/"+name, e, r)
 }
 
 func (l *cairnLocation) RemoveMeta(ctx context.Context, name string) error {

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 
 	"github.com/cairn-fs/cairn/client"
+	"github.com/cairn-fs/cairn/internal/workpool"
 )
 
 // Progress counts a run's work as it goes. Its fields are atomic: read
@@ -72,12 +73,17 @@ type copier struct {
 	jobs int
 	prog *Progress
 
+	// lists: each file stored goes into keyCopied; the digest learned of
+	// a file whose entry had none goes into its entry in learnSpace.
+	lists      *lists
+	learnSpace byte
+
 	mu       sync.Mutex
 	failures []Failure
-	copied   []string // paths stored
+	copied   int // files stored
 	bytes    int64
-	local    int               // of copied, copied from the destination itself
-	learned  map[string]string // path -> digest, for files the snapshot listing gave none
+	local    int   // of copied, copied from the destination itself
+	err      error // a failure of the lists
 }
 
 func (c *copier) record(p string, size int64, local bool, err error) {
@@ -88,25 +94,35 @@ func (c *copier) record(p string, size int64, local bool, err error) {
 		c.failures = append(c.failures, Failure{Path: p, Err: err})
 		return
 	}
-	c.copied = append(c.copied, p)
+	c.copied++
 	c.bytes += size
 	if local {
 		c.local++
 	}
+	if err := c.lists.set(keyCopied, p, nil); err != nil && c.err == nil {
+		c.err = err
+	}
 }
 
 func (c *copier) learn(p, digest string) {
-	c.mu.Lock()
-	if c.learned == nil {
-		c.learned = map[string]string{}
+	e, ok, err := c.lists.entry(c.learnSpace, p)
+	if err == nil && ok {
+		e.SHA256 = digest
+		err = c.lists.set(c.learnSpace, p, encodeEntry(e, ""))
 	}
-	c.learned[p] = digest
-	c.mu.Unlock()
+	if err != nil {
+		c.mu.Lock()
+		if c.err == nil {
+			c.err = err
+		}
+		c.mu.Unlock()
+	}
 }
 
-// run copies tasks and returns when every started copy has an outcome;
-// it starts none once ctx is done.
-func (c *copier) run(ctx context.Context, tasks []Task) {
+// run copies the files of space (Entries, with the path to copy from)
+// and returns when every started copy has an outcome; it starts none
+// once ctx is done. Its error is one of the lists'.
+func (c *copier) run(ctx context.Context, space byte) error {
 	bfiles, bbytes := c.dst.Batch()
 	var batchCh chan File
 	var batcherDone chan struct{}
@@ -144,11 +160,20 @@ func (c *copier) run(ctx context.Context, tasks []Task) {
 			up.Wait()
 		}()
 	}
-	runPool(ctx, c.jobs, len(tasks), func(i int) { c.one(ctx, tasks[i], batchCh) })
+	err := workpool.Run(ctx, c.jobs, func(work chan<- func()) error {
+		return c.lists.eachEntry(space, func(p string, e Entry, from string) error {
+			t := Task{Path: p, Entry: e, From: from}
+			return workpool.Send(ctx, work, func() { c.one(ctx, t, batchCh) })
+		})
+	})
 	if batchCh != nil {
 		close(batchCh)
 		<-batcherDone
 	}
+	if err == nil {
+		err = c.err
+	}
+	return err
 }
 
 // one copies one task: from the destination itself when t.From is set
@@ -218,32 +243,6 @@ func (c *copier) one(ctx context.Context, t Task, batchCh chan<- File) {
 		c.learn(t.Path, v.Sum())
 	}
 	c.record(t.Path, e.Size, false, err)
-}
-
-// runPool calls fn(i) for i in [0, n) with at most jobs calls at a time
-// and returns when all started calls have returned. It starts none once
-// ctx is done.
-func runPool(ctx context.Context, jobs, n int, fn func(i int)) {
-	work := make(chan int)
-	var wg sync.WaitGroup
-	for range min(max(jobs, 1), n) {
-		wg.Go(func() {
-			for i := range work {
-				fn(i)
-			}
-		})
-	}
-	defer func() {
-		close(work)
-		wg.Wait()
-	}()
-	for i := range n {
-		select {
-		case work <- i:
-		case <-ctx.Done():
-			return
-		}
-	}
 }
 
 // sortFailures orders failures by path.

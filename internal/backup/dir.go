@@ -90,8 +90,7 @@ func (d *dirLocation) Close() error {
 	return d.root.Close()
 }
 
-func (d *dirLocation) Inventory(ctx context.Context) (map[string]Found, error) {
-	inv := map[string]Found{}
+func (d *dirLocation) Inventory(ctx context.Context, fn func(p string, f Found) error) error {
 	err := fs.WalkDir(d.root.FS(), ".", func(p string, de fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -112,29 +111,28 @@ func (d *dirLocation) Inventory(ctx context.Context) (map[string]Found, error) {
 		if err != nil {
 			return err
 		}
-		inv[p] = Found{Size: info.Size()}
-		return nil
+		return fn(p, Found{Size: info.Size()})
 	})
 	if err != nil {
-		return nil, fmt.Errorf("list %s: %w", d.name, err)
+		return fmt.Errorf("list %s: %w", d.name, err)
 	}
-	return inv, nil
+	return nil
 }
 
-func (d *dirLocation) ReadMeta(ctx context.Context, name string) ([]byte, error) {
-	data, err := d.root.ReadFile(MetaDir + "/" + name)
+func (d *dirLocation) ReadMeta(ctx context.Context, name string) (io.ReadCloser, error) {
+	f, err := d.root.Open(MetaDir + "/" + name)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("%s/%s/%s: %w", d.name, MetaDir, name, ErrNoMeta)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("read %s/%s/%s: %w", d.name, MetaDir, name, err)
 	}
-	return data, nil
+	return f, nil
 }
 
 // WriteMeta writes a temporary file, syncs it, renames it over the old
 // one and syncs the directory: the rename is the commit.
-func (d *dirLocation) WriteMeta(ctx context.Context, name string, data []byte) error {
+func (d *dirLocation) WriteMeta(ctx context.Context, name string, _ Entry, r io.Reader) error {
 	if err := d.root.MkdirAll(MetaDir, 0o755); err != nil {
 		return fmt.Errorf("write %s/%s: %w", d.name, MetaDir, err)
 	}
@@ -143,7 +141,7 @@ func (d *dirLocation) WriteMeta(ctx context.Context, name string, data []byte) e
 	if err != nil {
 		return fmt.Errorf("write %s/%s/%s: %w", d.name, MetaDir, name, err)
 	}
-	_, err = f.Write(data)
+	_, err = io.Copy(f, ctxReader{ctx, r})
 	if err == nil {
 		err = f.Sync()
 	}

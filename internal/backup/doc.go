@@ -64,7 +64,21 @@
 // different file at the target refuses the whole restore before anything
 // is written, unless Force.
 //
+// # Memory
+//
+// A run's memory does not grow with the tree. Its working lists — the
+// snapshot's files, the destination's listing, the manifest and the
+// journal as read, the plan (lists.go) — are kept in a spill.Map, keyed
+// by path: in memory up to 100,000 entries, then in a temporary Pebble
+// database under TMPDIR (a few hundred bytes a file). The manifest and the
+// journal are read and written as streams (readManifest, writeManifest):
+// the document is still the one JSON object of format 1, its "files"
+// (or "paths") member last, so a manifest of an earlier release is read
+// as is, and one written here is read by it. A new manifest goes to a
+// temporary file first (its size and SHA-256 known), then to the
+// destination in one atomic write.
+//
 // The package does network and file I/O itself: it is a client tool, like
-// package client, and its pure parts (Plan, the verifier, the manifest
+// package client, and its pure parts (the plan, the verifier, the manifest
 // codec) are tested without either.
 package backup

@@ -35,13 +35,15 @@ type File struct {
 type Location interface {
 	// String names the location for messages (the URL it was parsed from).
 	String() string
-	// Inventory lists the files under the root, MetaDir left out.
-	Inventory(ctx context.Context) (map[string]Found, error)
-	// ReadMeta reads MetaDir/name; ErrNoMeta when there is none.
-	ReadMeta(ctx context.Context, name string) ([]byte, error)
-	// WriteMeta replaces MetaDir/name atomically and durably: a reader
-	// sees the old content or the new, never a part.
-	WriteMeta(ctx context.Context, name string, data []byte) error
+	// Inventory calls fn with each file under the root, MetaDir left out,
+	// until fn fails (its error is returned).
+	Inventory(ctx context.Context, fn func(p string, f Found) error) error
+	// ReadMeta opens MetaDir/name; ErrNoMeta when there is none.
+	ReadMeta(ctx context.Context, name string) (io.ReadCloser, error)
+	// WriteMeta replaces MetaDir/name atomically and durably with r's
+	// content, of e.Size bytes and SHA-256 e.SHA256: a reader sees the
+	// old content or the new, never a part.
+	WriteMeta(ctx context.Context, name string, e Entry, r io.Reader) error
 	// RemoveMeta removes MetaDir/name (no error when it is not there).
 	RemoveMeta(ctx context.Context, name string) error
 	// Open reads the file at p.

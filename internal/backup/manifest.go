@@ -1,10 +1,12 @@
 package backup
 
 import (
+	"bufio"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
+	"io"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -65,7 +67,10 @@ type Entry struct {
 	ContentType string `json:"content_type,omitempty"`
 }
 
-// Manifest describes the last completed backup at a destination.
+// Manifest describes the last completed backup at a destination: the
+// head of its manifest file, whose "files" object (every file by path,
+// sorted, the last member) is written and read as a stream
+// (writeManifest, readManifest), never held whole.
 type Manifest struct {
 	Format int `json:"format"`
 	// Bucket is the bucket backed up.
@@ -79,91 +84,217 @@ type Manifest struct {
 	Source string `json:"source,omitempty"`
 	// Completed is when the backup finished.
 	Completed time.Time `json:"completed"`
-	// FileCount, Bytes and Hashes sum up Files: files, their bytes, and
-	// the distinct content hashes among them.
+	// FileCount, Bytes and Hashes sum up the files: files, their bytes,
+	// and the distinct content hashes among them.
 	FileCount int   `json:"file_count"`
 	Bytes     int64 `json:"bytes"`
 	Hashes    int   `json:"hashes"`
-	// Files maps each path (relative to the destination's root) to its
-	// entry.
-	Files map[string]Entry `json:"files"`
 }
 
 // Journal is a run in progress: what it may change at the destination.
+// Its "paths" (every path the unfinished runs may have written or
+// deleted, sorted; the last member) are written and read as a stream.
 type Journal struct {
 	Format   int       `json:"format"`
 	Bucket   string    `json:"bucket"`
 	Snapshot string    `json:"snapshot"`
 	Started  time.Time `json:"started"`
-	// Paths are every path the unfinished runs may have written or
-	// deleted, sorted.
-	Paths []string `json:"paths"`
+	// Paths counts the paths (not written).
+	Paths int `json:"-"`
 }
 
-// summarize fills the manifest's totals from its files.
-func (m *Manifest) summarize() {
-	m.FileCount, m.Bytes = len(m.Files), 0
-	hashes := make(map[string]struct{}, len(m.Files))
-	for _, e := range m.Files {
-		m.Bytes += e.Size
-		hashes[e.SHA256] = struct{}{}
+// writeMeta writes a manifest or a journal: the head's JSON object with
+// a last member, name, whose value each writes (a JSON object or array).
+// The document is the one json.Marshal writes of the head with that
+// member: one line, paths sorted (format 1).
+func writeMeta(w *bufio.Writer, head any, name string, each func(w *bufio.Writer) error) error {
+	h, err := json.Marshal(head)
+	if err != nil {
+		return err
 	}
-	m.Hashes = len(hashes)
+	w.Write(h[:len(h)-1])
+	if len(h) > 2 {
+		w.WriteByte(',')
+	}
+	w.WriteString(strconv.Quote(name))
+	w.WriteByte(':')
+	if err := each(w); err != nil {
+		return err
+	}
+	w.WriteByte('}')
+	return w.Flush()
 }
 
-// EncodeManifest returns the manifest's JSON (paths sorted, one line: a
-// manifest of 470,000 files is about 80 MB).
-func EncodeManifest(m *Manifest) ([]byte, error) {
+// writeManifest writes m's head and its files (those of space in l, in
+// path order; m's totals must be theirs).
+func writeManifest(w io.Writer, m *Manifest, l *lists, space byte) error {
 	m.Format = Format
-	m.summarize()
-	return json.Marshal(m)
+	bw := bufio.NewWriterSize(w, 64<<10)
+	return writeMeta(bw, m, "files", func(bw *bufio.Writer) error {
+		bw.WriteByte('{')
+		first := true
+		err := l.eachEntry(space, func(p string, e Entry, _ string) error {
+			if !first {
+				bw.WriteByte(',')
+			}
+			first = false
+			k, _ := json.Marshal(p)
+			v, err := json.Marshal(e)
+			if err != nil {
+				return err
+			}
+			bw.Write(k)
+			bw.WriteByte(':')
+			_, err = bw.Write(v)
+			return err
+		})
+		bw.WriteByte('}')
+		return err
+	})
 }
 
-// DecodeManifest parses a manifest and checks it: ErrBadMeta when it is
-// not one this release can use.
-func DecodeManifest(data []byte) (*Manifest, error) {
+// writeJournal writes j's head and its paths (those of space in l, in
+// order).
+func writeJournal(w io.Writer, j *Journal, l *lists, space byte) error {
+	j.Format = Format
+	bw := bufio.NewWriterSize(w, 64<<10)
+	return writeMeta(bw, j, "paths", func(bw *bufio.Writer) error {
+		bw.WriteByte('[')
+		first := true
+		err := l.each(space, func(p string, _ []byte) error {
+			if !first {
+				bw.WriteByte(',')
+			}
+			first = false
+			k, _ := json.Marshal(p)
+			_, err := bw.Write(k)
+			return err
+		})
+		bw.WriteByte(']')
+		return err
+	})
+}
+
+// readMeta reads a manifest's or a journal's JSON object from r: the
+// members other than name go into head (through JSON), name's value is
+// handed to member, which reads it from the decoder. format is the
+// head's format field, checked before member is called.
+func readMeta(r io.Reader, what, name string, head any, format *int, member func(dec *json.Decoder) error) error {
+	dec := json.NewDecoder(bufio.NewReaderSize(r, 64<<10))
+	bad := func(err error) error { return fmt.Errorf("%w: %s: %w", ErrBadMeta, what, err) }
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return bad(fmt.Errorf("not a JSON object (%v)", err))
+	}
+	fields := map[string]json.RawMessage{}
+	seen := false
+	checkFormat := func() error {
+		raw, _ := json.Marshal(fields)
+		if err := json.Unmarshal(raw, head); err != nil {
+			return bad(err)
+		}
+		if *format != Format {
+			return fmt.Errorf("%w: %s format %d (this release reads %d)", ErrBadMeta, what, *format, Format)
+		}
+		return nil
+	}
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return bad(err)
+		}
+		k, _ := t.(string)
+		if k == name {
+			if err := checkFormat(); err != nil {
+				return err
+			}
+			seen = true
+			if err := member(dec); err != nil {
+				return err
+			}
+			continue
+		}
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			return bad(err)
+		}
+		fields[k] = v
+	}
+	if _, err := dec.Token(); err != nil {
+		return bad(err)
+	}
+	if !seen {
+		return checkFormat()
+	}
+	raw, _ := json.Marshal(fields) // members after name's
+	if err := json.Unmarshal(raw, head); err != nil {
+		return bad(err)
+	}
+	return nil
+}
+
+// readManifest reads a manifest from r: its head, and each file, checked,
+// handed to fn in the file's order.
+func readManifest(r io.Reader, fn func(p string, e Entry) error) (*Manifest, error) {
 	var m Manifest
-	if err := json.Unmarshal(data, &m); err != nil {
-		return nil, fmt.Errorf("%w: manifest: %w", ErrBadMeta, err)
-	}
-	if m.Format != Format {
-		return nil, fmt.Errorf("%w: manifest format %d (this release reads %d)", ErrBadMeta, m.Format, Format)
-	}
-	if m.Files == nil {
-		m.Files = map[string]Entry{}
-	}
-	for p, e := range m.Files {
-		if err := CheckPath(p); err != nil {
-			return nil, fmt.Errorf("%w: manifest: %w", ErrBadMeta, err)
+	err := readMeta(r, "manifest", "files", &m, &m.Format, func(dec *json.Decoder) error {
+		if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+			return fmt.Errorf("%w: manifest: files is not an object (%v)", ErrBadMeta, err)
 		}
-		if !validHex(e.SHA256) || e.Size < 0 {
-			return nil, fmt.Errorf("%w: manifest: entry %q: sha256 %q, size %d", ErrBadMeta, p, e.SHA256, e.Size)
+		for dec.More() {
+			t, err := dec.Token()
+			if err != nil {
+				return fmt.Errorf("%w: manifest: %w", ErrBadMeta, err)
+			}
+			p, _ := t.(string)
+			var e Entry
+			if err := dec.Decode(&e); err != nil {
+				return fmt.Errorf("%w: manifest: entry %q: %w", ErrBadMeta, p, err)
+			}
+			if err := CheckPath(p); err != nil {
+				return fmt.Errorf("%w: manifest: %w", ErrBadMeta, err)
+			}
+			if !validHex(e.SHA256) || e.Size < 0 {
+				return fmt.Errorf("%w: manifest: entry %q: sha256 %q, size %d", ErrBadMeta, p, e.SHA256, e.Size)
+			}
+			if err := fn(p, e); err != nil {
+				return err
+			}
 		}
+		_, err := dec.Token()
+		return err
+	})
+	if err != nil {
+		return nil, err
 	}
 	return &m, nil
 }
 
-// EncodeJournal returns the journal's JSON.
-func EncodeJournal(j *Journal) ([]byte, error) {
-	j.Format = Format
-	slices.Sort(j.Paths)
-	j.Paths = slices.Compact(j.Paths)
-	return json.Marshal(j)
-}
-
-// DecodeJournal parses a journal: ErrBadMeta when it is not one.
-func DecodeJournal(data []byte) (*Journal, error) {
+// readJournal reads a journal from r: its head, and each path, checked,
+// handed to fn.
+func readJournal(r io.Reader, fn func(p string) error) (*Journal, error) {
 	var j Journal
-	if err := json.Unmarshal(data, &j); err != nil {
-		return nil, fmt.Errorf("%w: journal: %w", ErrBadMeta, err)
-	}
-	if j.Format != Format {
-		return nil, fmt.Errorf("%w: journal format %d (this release reads %d)", ErrBadMeta, j.Format, Format)
-	}
-	for _, p := range j.Paths {
-		if err := CheckPath(p); err != nil {
-			return nil, fmt.Errorf("%w: journal: %w", ErrBadMeta, err)
+	err := readMeta(r, "journal", "paths", &j, &j.Format, func(dec *json.Decoder) error {
+		if t, err := dec.Token(); err != nil || t != json.Delim('[') {
+			return fmt.Errorf("%w: journal: paths is not an array (%v)", ErrBadMeta, err)
 		}
+		for dec.More() {
+			var p string
+			if err := dec.Decode(&p); err != nil {
+				return fmt.Errorf("%w: journal: %w", ErrBadMeta, err)
+			}
+			if err := CheckPath(p); err != nil {
+				return fmt.Errorf("%w: journal: %w", ErrBadMeta, err)
+			}
+			j.Paths++
+			if err := fn(p); err != nil {
+				return err
+			}
+		}
+		_, err := dec.Token()
+		return err
+	})
+	if err != nil {
+		return nil, err
 	}
 	return &j, nil
 }

@@ -1,8 +1,9 @@
 package backup
 
 import (
+	"context"
+	"fmt"
 	"path"
-	"sort"
 	"strings"
 )
 
@@ -16,34 +17,16 @@ type Task struct {
 	From string
 }
 
-// Plan is what a backup run does at its destination. MakePlan computes it
-// without I/O from the snapshot's files, the destination's manifest and
-// journal, and its listing.
-type Plan struct {
-	// Copy: files the destination does not hold (new, changed, or gone
-	// from the destination), by path.
-	Copy []Task
-	// Check: files present with the right size whose content is not
-	// known (a path an unfinished run may have changed, or one the
-	// manifest does not name): Location.Holds decides between Same and
-	// Copy.
-	Check []Task
-	// Same: files the destination holds.
-	Same []string
-	// Touch: held files whose mode or mtime differ from the manifest's
-	// (Location.SetMeta); a subset of Same.
-	Touch []string
-	// Delete: files an earlier run put there that the snapshot no longer
-	// has.
-	Delete []string
-	// Foreign: files at the destination that no run put there and the
-	// snapshot does not have: left alone.
-	Foreign []string
+// planCounts counts a plan's lists.
+type planCounts struct {
+	copy, check, same, touch, delete, foreign int
 }
 
-// MakePlan compares the snapshot's files (snap) with what the destination
-// holds: its listing (inv), its last manifest (old, nil for none) and the
-// paths of unfinished runs (pending). A file is held when:
+// makePlan compares the snapshot's files (keySnap) with what the
+// destination holds: its listing (keyInv), its last manifest (keyOld,
+// when there is one: hasOld) and the paths of unfinished runs
+// (keyPending). It fills keyCopy, keyCheck, keySame, keyTouch, keyDelete
+// and keyForeign. A file is held when:
 //
 //   - the listing gives its SHA-256 (a Cairn destination) and it is the
 //     snapshot's; or else
@@ -53,149 +36,223 @@ type Plan struct {
 // A present file of the right size that neither decides goes to Check
 // (pending paths, or paths the manifest does not name); any other goes to
 // Copy. Delete holds the paths of the manifest and the journal that the
-// snapshot lacks and the listing shows. Every list is sorted.
-func MakePlan(snap map[string]Entry, old *Manifest, pending map[string]bool, inv map[string]Found) Plan {
-	var pl Plan
-	var known map[string]Entry
-	if old != nil {
-		known = old.Files
-	}
-	for p, e := range snap {
-		f, present := inv[p]
-		m, inManifest := known[p]
+// snapshot lacks and the listing shows; Foreign the listed paths none of
+// them names. With verify the manifest decides nothing about the
+// snapshot's files (every present file of the right size is checked),
+// and still names what is the backup's to delete.
+func makePlan(l *lists, hasOld, verify bool) (planCounts, error) {
+	var pc planCounts
+	useOld := hasOld && !verify
+	err := l.eachEntry(keySnap, func(p string, e Entry, _ string) error {
+		f, present, err := l.found(p)
+		if err != nil {
+			return err
+		}
+		var m Entry
+		inManifest := false
+		if useOld {
+			if m, inManifest, err = l.entry(keyOld, p); err != nil {
+				return err
+			}
+		}
+		pending, err := l.has(keyPending, p)
+		if err != nil {
+			return err
+		}
+		space := keyCopy
 		switch {
 		case !present:
-			pl.Copy = append(pl.Copy, Task{Path: p, Entry: e})
 		case f.SHA256 != "":
 			if f.SHA256 == e.SHA256 && e.SHA256 != "" && f.Size == e.Size {
-				pl.Same = append(pl.Same, p)
-			} else {
-				pl.Copy = append(pl.Copy, Task{Path: p, Entry: e})
+				space = keySame
 			}
 		case f.Size != e.Size:
-			pl.Copy = append(pl.Copy, Task{Path: p, Entry: e})
-		case inManifest && !pending[p] && e.SHA256 != "":
+		case inManifest && !pending && e.SHA256 != "":
 			if m.SHA256 != e.SHA256 {
-				pl.Copy = append(pl.Copy, Task{Path: p, Entry: e})
 				break
 			}
-			pl.Same = append(pl.Same, p)
+			space = keySame
 			if m.Mode != e.Mode || !m.Mtime.Equal(e.Mtime) {
-				pl.Touch = append(pl.Touch, p)
+				pc.touch++
+				if err := l.set(keyTouch, p, nil); err != nil {
+					return err
+				}
 			}
 		case e.SHA256 == "":
 			// Nothing to compare with: copy (and learn its digest).
-			pl.Copy = append(pl.Copy, Task{Path: p, Entry: e})
 		default:
-			pl.Check = append(pl.Check, Task{Path: p, Entry: e})
+			space = keyCheck
+		}
+		switch space {
+		case keyCopy:
+			pc.copy++
+		case keySame:
+			pc.same++
+		case keyCheck:
+			pc.check++
+		}
+		return l.set(space, p, encodeEntry(e, ""))
+	})
+	if err != nil {
+		return pc, err
+	}
+	// gone: named by the manifest or the journal, not in the snapshot,
+	// and listed.
+	gone := func(p string) (bool, error) {
+		if inSnap, err := l.has(keySnap, p); err != nil || inSnap {
+			return false, err
+		}
+		return l.has(keyInv, p)
+	}
+	deleteIf := func(p string) error {
+		if g, err := gone(p); err != nil || !g {
+			return err
+		}
+		pc.delete++
+		return l.set(keyDelete, p, nil)
+	}
+	if hasOld {
+		if err := l.each(keyOld, func(p string, _ []byte) error { return deleteIf(p) }); err != nil {
+			return pc, err
 		}
 	}
-	gone := func(p string) bool {
-		_, inSnap := snap[p]
-		_, present := inv[p]
-		return !inSnap && present
-	}
-	for p := range known {
-		if gone(p) {
-			pl.Delete = append(pl.Delete, p)
+	err = l.each(keyPending, func(p string, _ []byte) error {
+		if inOld, err := l.has(keyOld, p); err != nil || inOld {
+			return err
 		}
+		return deleteIf(p)
+	})
+	if err != nil {
+		return pc, err
 	}
-	for p := range pending {
-		if _, dup := known[p]; !dup && gone(p) {
-			pl.Delete = append(pl.Delete, p)
+	err = l.each(keyInv, func(p string, _ []byte) error {
+		for _, space := range []byte{keySnap, keyOld, keyPending} {
+			if ok, err := l.has(space, p); ok || err != nil {
+				return err
+			}
 		}
-	}
-	for p := range inv {
-		_, inSnap := snap[p]
-		_, inManifest := known[p]
-		if !inSnap && !inManifest && !pending[p] {
-			pl.Foreign = append(pl.Foreign, p)
-		}
-	}
-	byPath := func(ts []Task) { sort.Slice(ts, func(i, j int) bool { return ts[i].Path < ts[j].Path }) }
-	byPath(pl.Copy)
-	byPath(pl.Check)
-	sort.Strings(pl.Same)
-	sort.Strings(pl.Touch)
-	sort.Strings(pl.Delete)
-	sort.Strings(pl.Foreign)
-	return pl
+		pc.foreign++
+		return l.set(keyForeign, p, nil)
+	})
+	return pc, err
 }
 
-// LocalSources sets Task.From of each task whose content the
-// destination holds at a path of held (path -> SHA-256: files unchanged in
-// this run, or about to be deleted after the copies), to the first such
-// path. A path under a task's path is never used: that task's file
-// replaces the directory holding it.
-func LocalSources(copies []Task, held map[string]string) {
-	targets := make(map[string]bool, len(copies))
-	for _, t := range copies {
-		targets[t.Path] = true
-	}
-	paths := make([]string, 0, len(held))
-	for p := range held {
-		paths = append(paths, p)
-	}
-	sort.Strings(paths)
-	holder := map[string]string{}
-	for _, p := range paths {
-		h := held[p]
-		if _, ok := holder[h]; ok || h == "" || underAny(p, targets) {
-			continue
+// localSources sets, on each file to copy whose content the destination
+// holds at another path, the first such path (in path order) to copy it
+// from: a file held and unchanged in this run, or (trustOld: the manifest
+// decides) one about to be deleted whose listed size is the manifest's,
+// not pending. A path under a file to copy is never used: that file
+// replaces the directory holding it. A file to delete that serves so is
+// deleted after the copies (keyLate).
+func localSources(l *lists, trustOld bool) error {
+	held := func(p, sha string) error {
+		if sha == "" {
+			return nil
 		}
-		holder[h] = p
-	}
-	for i := range copies {
-		if from, ok := holder[copies[i].Entry.SHA256]; ok && copies[i].Entry.SHA256 != "" {
-			copies[i].From = from
+		if taken, err := l.has(keyByHash, sha); err != nil || taken {
+			return err
 		}
+		for d := path.Dir(p); d != "."; d = path.Dir(d) {
+			if target, err := l.has(keyCopy, d); err != nil || target {
+				return err
+			}
+		}
+		return l.set(keyByHash, sha, []byte(p))
 	}
+	// The candidates in path order: the held files and the deletions
+	// merged (a path is in one of them only).
+	err := l.eachEntry(keySame, func(p string, e Entry, _ string) error {
+		return l.set(keyHeld, p, []byte(e.SHA256))
+	})
+	if err == nil && trustOld {
+		err = l.each(keyDelete, func(p string, _ []byte) error {
+			e, inOld, err := l.entry(keyOld, p)
+			if err != nil || !inOld {
+				return err
+			}
+			if pending, err := l.has(keyPending, p); err != nil || pending {
+				return err
+			}
+			if f, _, err := l.found(p); err != nil || f.Size != e.Size {
+				return err
+			}
+			return l.set(keyHeld, p, []byte(e.SHA256))
+		})
+	}
+	if err == nil {
+		err = l.each(keyHeld, func(p string, sha []byte) error { return held(p, string(sha)) })
+	}
+	if err != nil {
+		return err
+	}
+	return l.eachEntry(keyCopy, func(p string, e Entry, _ string) error {
+		if e.SHA256 == "" {
+			return nil
+		}
+		from, ok, err := l.get(keyByHash, e.SHA256)
+		if err != nil || !ok {
+			return err
+		}
+		if err := l.set(keyCopy, p, encodeEntry(e, string(from))); err != nil {
+			return err
+		}
+		if inSnap, err := l.has(keySnap, string(from)); err != nil || inSnap {
+			return err
+		}
+		return l.set(keyLate, string(from), nil)
+	})
 }
 
-// underAny reports whether a proper ancestor of p is in set.
-func underAny(p string, set map[string]bool) bool {
-	for d := path.Dir(p); d != "."; d = path.Dir(d) {
-		if set[d] {
-			return true
+// pruneDirs removes at dest the directories that removing the files of
+// space may have left empty — their ancestors — without those the
+// snapshot still needs (an ancestor of one of its files) and without any
+// path that is a file in the snapshot or the listing; deepest first, a
+// thousand at a time.
+func pruneDirs(ctx context.Context, l *lists, space byte, dest Location) error {
+	if ok, err := l.has(keyNeededDone, ""); err != nil {
+		return err
+	} else if !ok {
+		last := ""
+		if err := l.each(keySnap, func(p string, _ []byte) error { return l.markParents(keyNeeded, p, &last) }); err != nil {
+			return err
+		}
+		if err := l.set(keyNeededDone, "", nil); err != nil {
+			return err
 		}
 	}
-	return false
-}
-
-// PruneDirs returns the directories that removing deleted may leave
-// empty — their ancestors — without those the snapshot still needs (an
-// ancestor of one of its files) and without any path that is a file in
-// the snapshot or the listing; deepest first.
-func PruneDirs(deleted []string, snap map[string]Entry, inv map[string]Found) []string {
-	if len(deleted) == 0 {
-		return nil
+	cand := keyCand
+	if space == keyDeletedLate {
+		cand = keyCandLate
 	}
-	needed := map[string]bool{}
-	for p := range snap {
-		for d := path.Dir(p); d != "." && !needed[d]; d = path.Dir(d) {
-			needed[d] = true
-		}
+	last := ""
+	if err := l.each(space, func(p string, _ []byte) error { return l.markParents(cand, p, &last) }); err != nil {
+		return err
 	}
-	cand := map[string]bool{}
-	for _, p := range deleted {
-		for d := path.Dir(p); d != "." && !cand[d]; d = path.Dir(d) {
-			cand[d] = true
+	prune := keyPrune
+	if space == keyDeletedLate {
+		prune = keyPruneLate
+	}
+	err := l.each(cand, func(d string, _ []byte) error {
+		for _, s := range []byte{keyNeeded, keySnap, keyInv} {
+			if ok, err := l.has(s, d); ok || err != nil {
+				return err
+			}
 		}
+		return l.set(prune, fmt.Sprintf("%04d%s", 9999-strings.Count(d, "/"), d), nil)
+	})
+	if err != nil {
+		return err
 	}
 	var dirs []string
-	for d := range cand {
-		_, isFile := snap[d]
-		_, listed := inv[d]
-		if !needed[d] && !isFile && !listed {
-			dirs = append(dirs, d)
+	err = l.each(prune, func(k string, _ []byte) error {
+		if dirs = append(dirs, k[4:]); len(dirs) == 1000 {
+			dest.RemoveDirs(ctx, dirs)
+			dirs = nil
 		}
-	}
-	sort.Slice(dirs, func(i, j int) bool {
-		ci, cj := strings.Count(dirs[i], "/"), strings.Count(dirs[j], "/")
-		if ci != cj {
-			return ci > cj
-		}
-		return dirs[i] < dirs[j]
+		return ctx.Err()
 	})
-	return dirs
+	if len(dirs) > 0 && err == nil {
+		dest.RemoveDirs(ctx, dirs)
+	}
+	return err
 }

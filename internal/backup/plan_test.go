@@ -1,6 +1,9 @@
 package backup
 
 import (
+	"bytes"
+	"context"
+	"encoding/json"
 	"errors"
 	"reflect"
 	"strings"
@@ -20,40 +23,106 @@ func TestCheckPath(t *testing.T) {
 	}
 }
 
+// decodeManifest reads a manifest whole (tests).
+func decodeManifest(t *testing.T, data []byte) (*Manifest, map[string]Entry) {
+	t.Helper()
+	files := map[string]Entry{}
+	m, err := readManifest(bytes.NewReader(data), func(p string, e Entry) error {
+		files[p] = e
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m, files
+}
+
+// testLists are lists holding the given maps (tests).
+func testLists(t *testing.T, spaces map[byte]map[string]Entry) *lists {
+	t.Helper()
+	l := newLists(t.TempDir())
+	t.Cleanup(l.close)
+	for space, m := range spaces {
+		for p, e := range m {
+			v := encodeEntry(e, "")
+			if space == keyInv {
+				v = encodeFound(Found{Size: e.Size, SHA256: e.SHA256})
+			}
+			if err := l.set(space, p, v); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	return l
+}
+
+// encodeManifest writes m with files (tests).
+func encodeManifest(t *testing.T, m *Manifest, files map[string]Entry) []byte {
+	t.Helper()
+	l := testLists(t, map[byte]map[string]Entry{keySnap: files})
+	if err := l.summarize(m, keySnap); err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if err := writeManifest(&buf, m, l, keySnap); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+// paths lists the paths of space.
+func (l *lists) paths(t *testing.T, space byte) []string {
+	t.Helper()
+	var out []string
+	if err := l.each(space, func(p string, _ []byte) error { out = append(out, p); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
 func TestManifestRoundTrip(t *testing.T) {
-	m := &Manifest{Bucket: "web", Snapshot: "s1", Files: map[string]Entry{
+	m := &Manifest{Bucket: "web", Snapshot: "s1"}
+	files := map[string]Entry{
 		"a.txt":   {SHA256: strings.Repeat("a", 64), Size: 3, Mode: 0o644, Mtime: time.Unix(1700000000, 123456789).UTC()},
 		"d/b.txt": {SHA256: strings.Repeat("a", 64), Size: 3, Mode: 0o600},
 		"d/c.txt": {SHA256: strings.Repeat("b", 64), Size: 5, ContentType: "text/plain"},
-	}}
-	data, err := EncodeManifest(m)
-	if err != nil {
-		t.Fatal(err)
 	}
-	got, err := DecodeManifest(data)
-	if err != nil {
-		t.Fatal(err)
+	data := encodeManifest(t, m, files)
+	got, gotFiles := decodeManifest(t, data)
+	if got.FileCount != 3 || got.Bytes != 11 || got.Hashes != 2 || !reflect.DeepEqual(gotFiles, files) {
+		t.Fatalf("round trip: %+v %v", got, gotFiles)
 	}
-	if got.FileCount != 3 || got.Bytes != 11 || got.Hashes != 2 || !reflect.DeepEqual(got.Files, m.Files) {
-		t.Fatalf("round trip: %+v", got)
+	// The document is the one json.Marshal writes of the head with its
+	// files (what a manifest of an earlier release is, and reads).
+	var whole struct {
+		Manifest
+		Files map[string]Entry `json:"files"`
+	}
+	whole.Manifest, whole.Files = *got, files
+	if want, _ := json.Marshal(whole); !bytes.Equal(data, want) {
+		t.Fatalf("manifest:\n%s\nwant\n%s", data, want)
 	}
 	for name, bad := range map[string]string{
 		"not JSON":      "{",
 		"future format": `{"format":2,"files":{}}`,
+		"no format":     `{"files":{}}`,
 		"escaping path": `{"format":1,"files":{"../x":{"sha256":"` + strings.Repeat("a", 64) + `","size":1}}}`,
 		"bad digest":    `{"format":1,"files":{"x":{"sha256":"zz","size":1}}}`,
+		"files a list":  `{"format":1,"files":[]}`,
 	} {
-		if _, err := DecodeManifest([]byte(bad)); !errors.Is(err, ErrBadMeta) {
+		if _, err := readManifest(strings.NewReader(bad), func(string, Entry) error { return nil }); !errors.Is(err, ErrBadMeta) {
 			t.Errorf("%s: %v", name, err)
 		}
 	}
-	j, err := EncodeJournal(&Journal{Bucket: "web", Paths: []string{"b", "a", "b"}})
-	if err != nil {
+	l := testLists(t, map[byte]map[string]Entry{keyJournal: {"b": {}, "a": {}}})
+	var buf bytes.Buffer
+	if err := writeJournal(&buf, &Journal{Bucket: "web"}, l, keyJournal); err != nil {
 		t.Fatal(err)
 	}
-	jr, err := DecodeJournal(j)
-	if err != nil || !reflect.DeepEqual(jr.Paths, []string{"a", "b"}) {
-		t.Fatalf("journal: %+v %v", jr, err)
+	var paths []string
+	jr, err := readJournal(&buf, func(p string) error { paths = append(paths, p); return nil })
+	if err != nil || jr.Bucket != "web" || jr.Paths != 2 || !reflect.DeepEqual(paths, []string{"a", "b"}) {
+		t.Fatalf("journal: %+v %v %v", jr, paths, err)
 	}
 }
 
@@ -122,23 +191,24 @@ func TestMakePlan(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			var old *Manifest
-			if tc.old != nil {
-				old = &Manifest{Files: tc.old}
-			}
-			pending := map[string]bool{}
+			pending, inv := map[string]Entry{}, map[string]Entry{}
 			for _, p := range tc.pending {
-				pending[p] = true
+				pending[p] = Entry{}
 			}
-			pl := MakePlan(tc.snap, old, pending, tc.inv)
-			paths := func(ts []Task) []string {
-				var out []string
-				for _, t := range ts {
-					out = append(out, t.Path)
-				}
-				return out
+			for p, f := range tc.inv {
+				inv[p] = Entry{Size: f.Size, SHA256: f.SHA256}
 			}
-			got := want{paths(pl.Copy), paths(pl.Check), pl.Same, pl.Touch, pl.Delete, pl.Foreign}
+			l := testLists(t, map[byte]map[string]Entry{keySnap: tc.snap, keyOld: tc.old, keyPending: pending, keyInv: inv})
+			pc, err := makePlan(l, tc.old != nil, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := want{l.paths(t, keyCopy), l.paths(t, keyCheck), l.paths(t, keySame), l.paths(t, keyTouch),
+				l.paths(t, keyDelete), l.paths(t, keyForeign)}
+			if counts := []int{pc.copy, pc.check, pc.same, pc.touch, pc.delete, pc.foreign}; !reflect.DeepEqual(counts,
+				[]int{len(got.copy), len(got.check), len(got.same), len(got.touch), len(got.del), len(got.foreign)}) {
+				t.Fatalf("counts %v for %+v", counts, got)
+			}
 			if !reflect.DeepEqual(got, tc.want) {
 				t.Fatalf("plan:\n got %+v\nwant %+v", got, tc.want)
 			}
@@ -148,15 +218,45 @@ func TestMakePlan(t *testing.T) {
 
 func TestLocalSourcesAndPruneDirs(t *testing.T) {
 	h := func(c string) string { return strings.Repeat(c, 64) }
-	snap := map[string]Entry{"old/a": {SHA256: h("a")}, "new/a": {SHA256: h("a")}, "new/b": {SHA256: h("b")}}
-	copies := []Task{{Path: "new/a", Entry: snap["new/a"]}, {Path: "new/b", Entry: snap["new/b"]}, {Path: "x", Entry: snap["new/b"]}}
-	LocalSources(copies, map[string]string{"old/a": h("a"), "x/b": h("b")})
-	if copies[0].From != "old/a" || copies[1].From != "" || copies[2].From != "" {
-		t.Fatalf("local sources: %+v", copies)
+	a, b := Entry{SHA256: h("a")}, Entry{SHA256: h("b")}
+	l := testLists(t, map[byte]map[string]Entry{
+		keySnap: {"old/a": a, "new/a": a, "new/b": b, "x": b},
+		keyCopy: {"new/a": a, "new/b": b, "x": b},
+		keySame: {"old/a": a},
+		keyOld:  {"x/b": b}, keyDelete: {"x/b": {}}, keyInv: {"x/b": {}},
+	})
+	if err := localSources(l, true); err != nil {
+		t.Fatal(err)
 	}
-	dirs := PruneDirs([]string{"x/y/z/f", "x/g", "keep/h", "f2/i"},
-		map[string]Entry{"keep/k": {}, "f2": {}}, map[string]Found{})
-	if want := []string{"x/y/z", "x/y", "x"}; !reflect.DeepEqual(dirs, want) {
-		t.Fatalf("PruneDirs = %v, want %v", dirs, want)
+	from := map[string]string{}
+	if err := l.eachEntry(keyCopy, func(p string, _ Entry, f string) error { from[p] = f; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	// x/b holds b's content, but x replaces its directory.
+	if want := map[string]string{"new/a": "old/a", "new/b": "", "x": ""}; !reflect.DeepEqual(from, want) {
+		t.Fatalf("local sources: %v, want %v", from, want)
+	}
+	l = testLists(t, map[byte]map[string]Entry{
+		keyDeleted: {"x/y/z/f": {}, "x/g": {}, "keep/h": {}, "f2/i": {}},
+		keySnap:    {"keep/k": {}, "f2": {}},
+	})
+	rec := &dirsRecorder{}
+	if err := pruneDirs(context.Background(), l, keyDeleted, rec); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"x/y/z", "x/y", "x"}; !reflect.DeepEqual(rec.dirs, want) {
+		t.Fatalf("pruneDirs = %v, want %v", rec.dirs, want)
 	}
 }
+
+// dirsRecorder is a Location that records RemoveDirs.
+type dirsRecorder struct {
+	Location
+	dirs []string
+}
+
+func (d *dirsRecorder) RemoveDirs(_ context.Context, dirs []string) { d.dirs = append(d.dirs, dirs...) }
+
+// The tests run with lists that move to disk past 50 entries, so that
+// both of spill.Map's homes are used.
+func init() { spillAfter = 50 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"path"
-	"sort"
 	"strings"
 	"time"
 
@@ -38,7 +37,7 @@ type RestoreConfig struct {
 
 // RestorePlan is what a restore will do.
 type RestorePlan struct {
-	// Manifest describes the backup restored (its Files included).
+	// Manifest describes the backup restored.
 	Manifest *Manifest
 	// Copy files of CopyBytes will be written; Replace of them replace a
 	// different file (Force); Identical are at the target already.
@@ -106,7 +105,9 @@ func Restore(ctx context.Context, cfg RestoreConfig) (st RestoreStats, err error
 			cfg.OnWarning(fmt.Sprintf(format, args...))
 		}
 	}
-	m, jr, _, err := readState(ctx, cfg.From)
+	l := newLists(tempDir())
+	defer l.close()
+	m, jr, _, err := readState(ctx, cfg.From, l)
 	if err != nil {
 		return st, fmt.Errorf("restore: %w", err)
 	}
@@ -114,139 +115,157 @@ func Restore(ctx context.Context, cfg RestoreConfig) (st RestoreStats, err error
 		return st, fmt.Errorf("restore: %w: %s is not a backup: it has no %s/%s (a first backup that did not finish leaves none)",
 			ErrNoMeta, cfg.From, MetaDir, ManifestName)
 	}
-	st.Bucket, st.Snapshot, st.Files = m.Bucket, m.Snapshot, len(m.Files)
+	st.Bucket, st.Snapshot, st.Files = m.Bucket, m.Snapshot, m.FileCount
 	if jr != nil {
 		warn("a backup into %s did not finish (%d paths pending): restoring the last completed one, snapshot %s of %s; "+
-			"a file the unfinished run changed fails its check", cfg.From, len(jr.Paths), m.Snapshot, m.Bucket)
+			"a file the unfinished run changed fails its check", cfg.From, jr.Paths, m.Snapshot, m.Bucket)
 	}
 	target, err := NewCairn(cfg.To, cfg.Bucket, cfg.Prefix, "")
 	if err != nil {
 		return st, fmt.Errorf("restore: %w", err)
 	}
-	inv, err := target.Inventory(ctx)
+	last := ""
+	err = target.Inventory(ctx, func(p string, f Found) error {
+		if err := l.set(keyInv, p, encodeFound(f)); err != nil {
+			return err
+		}
+		return l.markParents(keyInvDir, p, &last)
+	})
 	if err != nil {
 		return st, fmt.Errorf("restore: %w", err)
 	}
 
-	// Sort the backup's files against the target.
-	invDirs := map[string]bool{}
-	for p := range inv {
-		for d := path.Dir(p); d != "." && !invDirs[d]; d = path.Dir(d) {
-			invDirs[d] = true
+	// Sort the backup's files against the target: conflicts are kept
+	// (the first 1000 of each kind) and counted.
+	var differ, clash []string
+	nDiffer, nClash := 0, 0
+	plan := RestorePlan{Manifest: m}
+	note := func(list *[]string, n *int, s string) {
+		if *n++; len(*list) < 1000 {
+			*list = append(*list, s)
 		}
 	}
-	var tasks []Task
-	var differ, clash []string
-	for p, e := range m.Files {
-		f, present := inv[p]
+	err = l.eachEntry(keyOld, func(p string, e Entry, _ string) error {
+		f, present, err := l.found(p)
+		if err != nil {
+			return err
+		}
+		if isDir, err := l.has(keyInvDir, p); err != nil {
+			return err
+		} else if isDir {
+			note(&clash, &nClash, p+" (a directory at the target)")
+			return nil
+		}
+		above, err := fileAbove(l, p)
+		if err != nil {
+			return err
+		}
 		switch {
-		case invDirs[p]:
-			clash = append(clash, p+" (a directory at the target)")
-			continue
-		case fileAbove(p, inv) != "":
-			clash = append(clash, p+" (under the file "+fileAbove(p, inv)+" at the target)")
-			continue
+		case above != "":
+			note(&clash, &nClash, p+" (under the file "+above+" at the target)")
+			return nil
 		case !present:
 		case f.SHA256 == e.SHA256 && f.Size == e.Size:
 			st.Identical++
-			continue
+			return nil
 		default:
-			differ = append(differ, p)
+			note(&differ, &nDiffer, p)
 			if !cfg.Force {
-				continue
+				return nil
+			}
+			if err := l.set(keyDiffer, p, nil); err != nil {
+				return err
 			}
 		}
-		tasks = append(tasks, Task{Path: p, Entry: e})
+		plan.Copy++
+		plan.CopyBytes += e.Size
+		return l.set(keyCopy, p, encodeEntry(e, ""))
+	})
+	if err != nil {
+		return st, fmt.Errorf("restore: %w", err)
 	}
-	sort.Strings(differ)
-	sort.Strings(clash)
 	tp := cfg.Bucket
 	if pre := target.(*cairnLocation).prefix; pre != "" {
 		tp += "/" + pre
 	}
-	if len(clash) > 0 || (len(differ) > 0 && !cfg.Force) {
+	if nClash > 0 || (nDiffer > 0 && !cfg.Force) {
 		st.Conflicts = append(clash, differ...)
 		msg := ""
-		if len(differ) > 0 && !cfg.Force {
-			msg = fmt.Sprintf("%d files at %s differ from the backup and would be overwritten (--force replaces them)", len(differ), tp)
+		if nDiffer > 0 && !cfg.Force {
+			msg = fmt.Sprintf("%d files at %s differ from the backup and would be overwritten (--force replaces them)", nDiffer, tp)
 		}
-		if len(clash) > 0 {
+		if nClash > 0 {
 			if msg != "" {
 				msg += "; "
 			}
-			msg += fmt.Sprintf("%d files of the backup clash with a file or directory at %s (move those away, or restore under another prefix)", len(clash), tp)
+			msg += fmt.Sprintf("%d files of the backup clash with a file or directory at %s (move those away, or restore under another prefix)", nClash, tp)
 		}
 		if len(st.Conflicts) > 1000 {
 			st.Conflicts = st.Conflicts[:1000]
 		}
-		return st, refused("restore refused, nothing written: %s: %s", msg, firstN(st.Conflicts, 5))
+		return st, refused("restore refused, nothing written: %s: %s", msg, firstN(st.Conflicts, 5, nClash+nDiffer))
 	}
-	sort.Slice(tasks, func(i, j int) bool { return tasks[i].Path < tasks[j].Path })
-	plan := RestorePlan{Manifest: m, Copy: len(tasks), Identical: st.Identical}
+	plan.Identical = st.Identical
 	if cfg.Force {
-		plan.Replace = len(differ)
+		plan.Replace = nDiffer
 	}
-	for _, t := range tasks {
-		plan.CopyBytes += t.Entry.Size
-	}
-	prog.TotalFiles.Store(int64(len(tasks)))
+	prog.TotalFiles.Store(int64(plan.Copy))
 	prog.TotalBytes.Store(plan.CopyBytes)
 	if cfg.OnPlan != nil {
 		cfg.OnPlan(plan)
 	}
 
-	cp := &copier{src: locSource{l: cfg.From}, dst: target, jobs: jobs, prog: prog}
-	cp.run(ctx, tasks)
-	st.Restored, st.RestoredBytes = len(cp.copied), cp.bytes
+	cp := &copier{src: locSource{l: cfg.From}, dst: target, jobs: jobs, prog: prog, lists: l, learnSpace: keyOld}
+	err = cp.run(ctx, keyCopy)
+	st.Restored, st.RestoredBytes = cp.copied, cp.bytes
 	st.Failures = cp.failures
-	if err := ctx.Err(); err != nil {
-		return st, fmt.Errorf("restore interrupted: %w (run it again: identical files are skipped)", err)
+	if cerr := ctx.Err(); cerr != nil {
+		return st, fmt.Errorf("restore interrupted: %w (run it again: identical files are skipped)", cerr)
 	}
-	if len(cp.copied) > 0 {
-		after, err := target.Inventory(ctx)
+	if err != nil {
+		return st, fmt.Errorf("restore: %w", err)
+	}
+	if cp.copied > 0 {
+		failures, err := checkCopies(ctx, target, l, keyOld)
 		if err != nil {
 			return st, fmt.Errorf("restore: check the restored files: %w", err)
 		}
-		for _, p := range cp.copied {
-			if f := after[p]; f.SHA256 != m.Files[p].SHA256 || f.Size != m.Files[p].Size {
-				st.Failures = append(st.Failures, Failure{Path: p, Err: fmt.Errorf("%w: the target holds %s (%d bytes) after the copy, want %s",
-					ErrDigest, short(f.SHA256), f.Size, short(m.Files[p].SHA256))})
-			}
-		}
+		st.Failures = append(st.Failures, failures...)
 	}
-	if cfg.Force {
-		replaced := map[string]bool{}
-		for _, p := range differ {
-			replaced[p] = true
-		}
-		for _, p := range cp.copied {
-			if replaced[p] {
-				st.Replaced++
+	if cfg.Force && nDiffer > 0 {
+		err := l.each(keyDiffer, func(p string, _ []byte) error {
+			if copied, err := l.has(keyCopied, p); err != nil || !copied {
+				return err
 			}
+			st.Replaced++
+			return nil
+		})
+		if err != nil {
+			return st, fmt.Errorf("restore: %w", err)
 		}
 	}
 	if len(st.Failures) > 0 {
 		sortFailures(st.Failures)
-		return st, fmt.Errorf("%w: %d of %d files could not be restored", ErrIncomplete, len(st.Failures), len(tasks))
+		return st, fmt.Errorf("%w: %d of %d files could not be restored", ErrIncomplete, len(st.Failures), plan.Copy)
 	}
 	return st, nil
 }
 
-// fileAbove returns the first proper ancestor of p that is a file in
-// inv ("" for none).
-func fileAbove(p string, inv map[string]Found) string {
+// fileAbove returns the first proper ancestor of p that is a file of
+// the target's listing ("" for none).
+func fileAbove(l *lists, p string) (string, error) {
 	for d := path.Dir(p); d != "."; d = path.Dir(d) {
-		if _, ok := inv[d]; ok {
-			return d
+		if ok, err := l.has(keyInv, d); ok || err != nil {
+			return d, err
 		}
 	}
-	return ""
+	return "", nil
 }
 
-// firstN lists the first n items, and how many more.
-func firstN(items []string, n int) string {
+// firstN lists the first n items, and how many more of total.
+func firstN(items []string, n, total int) string {
 	if len(items) <= n {
 		return strings.Join(items, ", ")
 	}
-	return strings.Join(items[:n], ", ") + fmt.Sprintf(" and %d more", len(items)-n)
+	return strings.Join(items[:n], ", ") + fmt.Sprintf(" and %d more", total-n)
 }

@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/md5"
 	"encoding/base64"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -146,8 +145,7 @@ func isNotFound(err error) bool {
 	return errors.As(err, &re) && re.HTTPStatusCode() == 404
 }
 
-func (l *s3Location) Inventory(ctx context.Context) (map[string]Found, error) {
-	inv := map[string]Found{}
+func (l *s3Location) Inventory(ctx context.Context, fn func(p string, f Found) error) error {
 	base := ""
 	if l.prefix != "" {
 		base = l.prefix + "/"
@@ -160,20 +158,22 @@ func (l *s3Location) Inventory(ctx context.Context) (map[string]Found, error) {
 	for pages := 0; pg.HasMorePages(); pages++ {
 		out, err := pg.NextPage(ctx)
 		if err != nil {
-			return nil, l.s3Err("list", base, err)
+			return l.s3Err("list", base, err)
 		}
 		for _, o := range out.Contents {
 			rel, ok := strings.CutPrefix(aws.ToString(o.Key), base)
 			if !ok || CheckPath(rel) != nil {
 				continue // MetaDir, directory markers, anything not ours
 			}
-			inv[rel] = Found{Size: aws.ToInt64(o.Size)}
+			if err := fn(rel, Found{Size: aws.ToInt64(o.Size)}); err != nil {
+				return err
+			}
 		}
 	}
-	return inv, nil
+	return nil
 }
 
-func (l *s3Location) ReadMeta(ctx context.Context, name string) ([]byte, error) {
+func (l *s3Location) ReadMeta(ctx context.Context, name string) (io.ReadCloser, error) {
 	key := l.key(MetaDir + "/" + name)
 	out, err := l.c.GetObject(ctx, &sdks3.GetObjectInput{Bucket: aws.String(l.bucket), Key: aws.String(key)})
 	if isNotFound(err) {
@@ -182,19 +182,13 @@ func (l *s3Location) ReadMeta(ctx context.Context, name string) ([]byte, error) 
 	if err != nil {
 		return nil, l.s3Err("get", key, err)
 	}
-	defer out.Body.Close()
-	data, err := io.ReadAll(out.Body)
-	if err != nil {
-		return nil, l.s3Err("get", key, err)
-	}
-	return data, nil
+	return out.Body, nil
 }
 
-// WriteMeta is one PutObject: S3 replaces an object atomically.
-func (l *s3Location) WriteMeta(ctx context.Context, name string, data []byte) error {
-	sum := sha256Raw(data)
-	return l.putObject(ctx, MetaDir+"/"+name, data, Entry{SHA256: hex.EncodeToString(sum), Size: int64(len(data)),
-		ContentType: "application/json"})
+// WriteMeta is a PutObject or a multipart upload completed at the end:
+// S3 replaces an object atomically either way.
+func (l *s3Location) WriteMeta(ctx context.Context, name string, e Entry, r io.Reader) error {
+	return l.PutStream(ctx, MetaDir+"/"+name, e, r)
 }
 
 func (l *s3Location) RemoveMeta(ctx context.Context, name string) error {

@@ -144,6 +144,20 @@ func (m *Map) Scan(prefix []byte, fn func(k, v []byte) bool) error {
 	return snap.Scan(prefix, prefixEnd(prefix), fn)
 }
 
+// Each is Scan with an error: it calls fn for every key starting with
+// prefix, in order, until fn fails, and returns fn's error or the scan's.
+func (m *Map) Each(prefix []byte, fn func(k, v []byte) error) error {
+	var ferr error
+	err := m.Scan(prefix, func(k, v []byte) bool {
+		ferr = fn(k, v)
+		return ferr == nil
+	})
+	if err != nil {
+		return fmt.Errorf("spill: %w", err)
+	}
+	return ferr
+}
+
 // Close releases the map and removes its directory.
 func (m *Map) Close() error {
 	m.mu.Lock()
