@@ -14,7 +14,9 @@ import (
 // Sync of a 100,000-file tree keeps its lists on disk: once both trees
 // are listed and the plan is made (where a list held in memory would be
 // whole), the heap it keeps is far below what the two listings take in
-// memory (measured: 37 MB for 100,000 files kept in memory, 2 MB spilled).
+// memory (measured: 37 MB for 100,000 files kept in memory; spilled, 2 MB
+// with cgo, 10 MB without: Pebble's memtables and block cache, up to 16 MB,
+// are then on the Go heap).
 func TestSyncMemoryBounded(t *testing.T) {
 	if testing.Short() {
 		t.Skip("writes 100,000 files")
@@ -54,7 +56,7 @@ func TestSyncMemoryBounded(t *testing.T) {
 	}
 	grew := int64(atPlan.HeapAlloc) - int64(before.HeapAlloc)
 	t.Logf("heap held at the plan of a sync of %d files: %d KB (before %d KB, at plan %d KB)", n, grew/1024, before.HeapAlloc>>10, atPlan.HeapAlloc>>10)
-	if limit := int64(16 << 20); grew > limit {
+	if limit := int64(24 << 20); grew > limit {
 		t.Fatalf("a sync of %d files holds %d MB at its plan: more than %d MB, the lists are held", n, grew>>20, limit>>20)
 	}
 }
