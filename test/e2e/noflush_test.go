@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -23,6 +24,7 @@ func TestMountNoFlush(t *testing.T) {
 	needFuse(t)
 	nodes, mnts := startMountClusterWith(t, 2, "noflush")
 	at := func(i int, p string) string { return filepath.Join(mnts[i], p) }
+	checkReadAhead(t, mnts[0])
 
 	// A tree of 200 code files, written on node 1 and read on node 2.
 	if err := os.MkdirAll(at(0, "app/lib"), 0o755); err != nil {
@@ -236,5 +238,27 @@ func noFlushNames(t *testing.T, nodes []*server, at func(int, string) string) {
 			p := fmt.Sprintf("visible-%d.txt", i)
 			waitFile(t, 5*time.Second, at(1, p), []byte(fmt.Sprintf("round %d of %d", round, i)), nodes...)
 		}
+	}
+}
+
+// checkReadAhead: the mount's read-ahead window is 1 MiB (the kernel's
+// default for FUSE is 128 KiB), when the test runs as root (only root may
+// write it).
+func checkReadAhead(t *testing.T, dir string) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		return
+	}
+	var st syscall.Stat_t
+	if err := syscall.Stat(dir, &st); err != nil {
+		t.Fatal(err)
+	}
+	p := fmt.Sprintf("/sys/class/bdi/%d:%d/read_ahead_kb", (st.Dev>>8)&0xfff|(st.Dev>>32)&^0xfff, st.Dev&0xff|(st.Dev>>12)&^0xff)
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.TrimSpace(string(b)); got != "1024" {
+		t.Errorf("%s: read-ahead %s KiB, want 1024", dir, got)
 	}
 }

@@ -242,6 +242,9 @@ func New(ctx context.Context, cfg Config) (*Mount, error) {
 		return nil, fmt.Errorf("mount %s on %s: %w", path.Join(cfg.Bucket, cfg.Prefix), cfg.Dir, err)
 	}
 	m.server = server
+	if err := setReadAhead(cfg.Dir, readAheadKB); err != nil {
+		cfg.Logger.Info("mount: the kernel's read-ahead stays at 128 KiB (cold reads of large files take more round trips)", "dir", cfg.Dir, "err", err)
+	}
 	if m.own.o != nil {
 		m.own.unhold = m.own.o.AddHolder(m)
 	}
