@@ -138,6 +138,9 @@ type applyState struct {
 	unfenced bool
 	// lockUnsafe: ApplyOptions.TestingLockUnsafe.
 	lockUnsafe bool
+	// fenceKnown: anyFence says whether a bucket fence exists (fence.go);
+	// OpFenceBucket forgets it.
+	fenceKnown, anyFence bool
 }
 
 // applier applies one command through a txn.
@@ -155,6 +158,9 @@ type applier struct {
 }
 
 func (a *applier) apply() (Result, error) {
+	if err := a.checkFence(); err != nil { // fence.go
+		return Result{}, err
+	}
 	if err := a.checkHeld(); err != nil { // owners.go
 		return Result{}, err
 	}
@@ -226,6 +232,8 @@ func (a *applier) apply() (Result, error) {
 		return a.disown()
 	case OpLockReturn:
 		return a.lockReturn() // lockrights.go
+	case OpFenceBucket:
+		return a.fenceBucket() // fence.go
 	default:
 		return Result{}, fmt.Errorf("%w: unknown op %d", ErrInvalid, a.cmd.Op)
 	}

@@ -95,6 +95,8 @@ func (a *applier) deleteBucket() (Result, error) {
 		return Result{}, err
 	}
 	a.t.del(bucketKey(b.Name))
+	a.t.del(fenceKey(b.Name)) // fence.go: a bucket made again later is not fenced
+	a.st.fenceKnown = false
 	dir, err := a.r.Inode(b.Ino)
 	if err != nil {
 		return Result{}, err

@@ -54,6 +54,8 @@
 //	                           directory's owner (owners.go, design 0008)
 //	Q node(8) dir(8)         → empty: the node owns the directory (index)
 //	m "ownepoch"             → u64 last directory claim epoch handed out
+//	m "fence/" bucket        → 1: the bucket is fenced for a move to another
+//	                           namespace group (fence.go, OpFenceBucket)
 //	m "seq" kind(1)          → u64 last sequence number given to a record
 //	                           of that kind put without a name
 //	m "applied"              → u64 last applied log index

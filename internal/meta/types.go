@@ -188,8 +188,9 @@ const (
 	OpOwn                          // Own.Node/Session/Dir (Recall): claim a directory, or ask its owner to give it up (owners.go)
 	OpDisown                       // Own.Node/Dir/Epoch: the owner gives a directory up
 	OpLockReturn                   // Lock.Ino, Lock.Lock.Owner, Right.Seq/Held/Waiting: the holder of an inode's lock right gives it back with its table (lockrights.go)
+	OpFenceBucket                  // BucketName, Count (1 fence, 0 lift): a bucket that moves to another namespace group takes no more changes here (fence.go)
 
-	opLast = OpLockReturn
+	opLast = OpFenceBucket
 )
 
 // Valid reports whether op is a known command kind.

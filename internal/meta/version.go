@@ -30,7 +30,8 @@ const (
 	// writes: version 8 adds lock commands, 9 OpSetLogVersion, 10 the
 	// trash and commands' origins, 11 directory ownership (Command.Own,
 	// Command.Exclusive), 12 special files (FIFOs, sockets, devices), 13
-	// lock rights (Command.Right, OpLockReturn).
+	// lock rights (Command.Right, OpLockReturn), 14 bucket fences
+	// (OpFenceBucket).
 	LogVersionMax = commandVersion
 	// upgradeVersion is the payload version that carries OpSetLogVersion.
 	upgradeVersion = 9
@@ -142,6 +143,9 @@ func payloadVersion(cmds []Command) byte {
 		if c := &cmds[i]; c.Right != nil || c.Op == OpLockReturn {
 			v = max(v, lockRightVersion)
 		}
+		if cmds[i].Op == OpFenceBucket {
+			v = max(v, fenceVersion)
+		}
 		if c := &cmds[i]; c.Origin != nil || c.Trash != nil || c.Snap != nil || (c.Bucket != nil && bucketBodyVersion(c.Bucket) >= 6) ||
 			(c.Record != nil && c.Record.Kind == RecordSnapSchedule) {
 			v = max(v, trashVersion)
@@ -179,6 +183,8 @@ func Allowed(cmds []Command, active byte) error {
 			what = "a snapshot"
 		case cmds[i].Own != nil:
 			what = "directory ownership"
+		case cmds[i].Op == OpFenceBucket:
+			what = "a bucket fence"
 		}
 	}
 	return fmt.Errorf("%w: %s needs log version %d, the cluster runs %d until every node runs a binary that reads %d (cairn status shows each node's version)",

@@ -305,6 +305,7 @@ func mapErr(err error) error {
 		{meta.ErrBlobReaped, ErrUnavailable}, // retries exhausted: the client may retry
 		{meta.ErrLogVersion, ErrNotUpgraded},
 		{meta.ErrFenced, ErrFenced},
+		{meta.ErrMoved, ErrMoved},
 		{meta.ErrOwned, ErrUnavailable}, // recalls exhausted
 	}
 	for _, e := range table {
