@@ -11,7 +11,8 @@ func (a *applier) checkRecord(put bool) (*Record, error) {
 	switch {
 	case rec == nil:
 		return nil, fmt.Errorf("%w: %v without Record", ErrInvalid, a.cmd.Op)
-	case rec.Kind != RecordKey && rec.Kind != RecordRule && rec.Kind != RecordLock && rec.Kind != RecordSnapSchedule:
+	case rec.Kind != RecordKey && rec.Kind != RecordRule && rec.Kind != RecordLock && rec.Kind != RecordSnapSchedule &&
+		rec.Kind != RecordGroup && rec.Kind != RecordMove:
 		return nil, fmt.Errorf("%w: record kind %q", ErrInvalid, rec.Kind)
 	case len(rec.Name) > MaxRecordName:
 		return nil, fmt.Errorf("%w: record name longer than %d bytes", ErrInvalid, MaxRecordName)

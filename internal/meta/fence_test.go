@@ -111,4 +111,13 @@ func TestFenceBucketVersion(t *testing.T) {
 	if err := Allowed(cmds, fenceVersion); err != nil {
 		t.Fatal(err)
 	}
+	// The group map and move intents are records an older binary refuses.
+	for _, k := range []RecordKind{RecordGroup, RecordMove} {
+		rec := []Command{{Op: OpPutRecord, Record: &Record{Kind: k, Name: "b", Value: []byte("2")}}}
+		if err := Allowed(rec, fenceVersion-1); !errors.Is(err, ErrLogVersion) {
+			t.Fatalf("record %q allowed at version %d: %v", k, fenceVersion-1, err)
+		}
+		db := kv.NewMem()
+		mustApply(t, db, 1, rec[0])
+	}
 }

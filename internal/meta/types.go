@@ -299,6 +299,14 @@ const (
 	// RecordSnapSchedule is a bucket's snapshot schedule, named by the
 	// bucket (internal/store/snapschedule.go); log version 10.
 	RecordSnapSchedule RecordKind = 'p'
+	// RecordGroup is the group map of a namespace split into groups
+	// (docs/design/0009-scale.md): named by a bucket, its value the
+	// namespace group that holds the bucket ("2"; no record: the root
+	// group). RecordMove is a move of a file across groups in progress
+	// (its intent, kept in the source group until the move is done). Log
+	// version 14; only internal/sim writes them so far.
+	RecordGroup RecordKind = 'G'
+	RecordMove  RecordKind = 'M'
 )
 
 // Record is a small cluster-wide setting kept in the log, so that every

@@ -143,7 +143,7 @@ func payloadVersion(cmds []Command) byte {
 		if c := &cmds[i]; c.Right != nil || c.Op == OpLockReturn {
 			v = max(v, lockRightVersion)
 		}
-		if cmds[i].Op == OpFenceBucket {
+		if c := &cmds[i]; c.Op == OpFenceBucket || (c.Record != nil && (c.Record.Kind == RecordGroup || c.Record.Kind == RecordMove)) {
 			v = max(v, fenceVersion)
 		}
 		if c := &cmds[i]; c.Origin != nil || c.Trash != nil || c.Snap != nil || (c.Bucket != nil && bucketBodyVersion(c.Bucket) >= 6) ||

@@ -84,6 +84,13 @@ func (h *history) end(w *write, err error) {
 		h.acked++
 		return
 	}
+	if errors.Is(err, store.ErrMoved) {
+		// The bucket's fence refused it in the log (split.go): the
+		// command applied as a failure and never takes effect.
+		w.outcome, w.end = refused, t
+		h.refused++
+		return
+	}
 	if w.value != absent && errors.Is(err, store.ErrNoSpace) {
 		w.outcome, w.end = refused, t
 		h.refused++
@@ -91,6 +98,13 @@ func (h *history) end(w *write, err error) {
 	}
 	w.outcome = unknown
 	h.unknowns++
+}
+
+// wasWritten reports whether some write tried to put value at key.
+func (h *history) wasWritten(key, value string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.written[key][value]
 }
 
 // allowed returns the values key may hold once every write has been

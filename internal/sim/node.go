@@ -152,6 +152,9 @@ func (s *Sim) start(n *node) error {
 // messages, what node 1 applied about blobs.
 func (s *Sim) noteApplied(id, index uint64, cmds []meta.Command, res []meta.Result) {
 	s.logs.record(index, cmds, res) // fencing.go
+	if s.split != nil {
+		s.split.noteApplied(index, cmds, res) // split.go
+	}
 	for i := range cmds {
 		s.tr.add("node %d applied %d: op %d %s/%s%s: %v", id, index, cmds[i].Op, cmds[i].BucketName, cmds[i].Path,
 			ownTrace(&cmds[i], &res[i]), res[i].Err)

@@ -66,6 +66,15 @@ type Config struct {
 	Logf func(format string, args ...any)
 	// KeepTrace keeps the trace's lines (Result.Lines) besides its digest.
 	KeepTrace bool
+	// Split adds a second namespace group (split.go, design 0009): a
+	// cluster of three more nodes whose log holds bucket sp once it has
+	// moved there from the root group, mid-run, under the faults of both.
+	Split bool
+
+	// firstID: the nodes' IDs are firstID+1 and up (the second group's
+	// start at 101: they stand for processes on the root's nodes, with a
+	// network of their own).
+	firstID uint64
 
 	// sabotage, for the harness's tests, breaks one invariant before the
 	// final checks: "namespace", "history" or "blob"; "blob-heal" loses a
@@ -86,7 +95,7 @@ type Config struct {
 // DefaultConfig returns the defaults for seed.
 func DefaultConfig(seed uint64) Config {
 	return Config{Seed: seed, Voters: 3, Learners: 2, Duration: 40 * time.Second, Ops: 400,
-		MaxBigFiles: 3, Step: 10*time.Millisecond + stepJitter, GCGrace: gcGrace}
+		MaxBigFiles: 3, Step: 10*time.Millisecond + stepJitter, GCGrace: gcGrace, Split: true}
 }
 
 // Result summarizes a run that kept every invariant.
@@ -124,6 +133,10 @@ type Result struct {
 	Trace  string
 	// Lines are the trace's lines, with Config.KeepTrace.
 	Lines []string
+	// With Config.Split: the second group's run, and the split's
+	// (split.go).
+	Group2 string
+	Split  SplitResult
 }
 
 func (r Result) String() string {
@@ -134,7 +147,14 @@ func (r Result) String() string {
 		fmt.Sprintf(", exclusive %d acked / %d refused / %d unknown / %d lost, late %d (%d fenced), owners: %d claims, %d recalls, %d hand-overs, %d dropped, %d fenced",
 			r.ExclAcked, r.ExclRefused, r.ExclUnknown, r.ExclLost, r.Late, r.LateFenced, r.Claims, r.Recalls, r.HandOvers, r.Dropped, r.Fenced) +
 		fmt.Sprintf(", locks %d granted / %d refused / %d failed / %d lost", r.LocksGranted, r.LocksRefused, r.LocksFailed, r.LocksLost) +
-		fmt.Sprintf(", trace %d events %.12s", r.Events, r.Trace)
+		fmt.Sprintf(", trace %d events %.12s", r.Events, r.Trace) + r.splitString()
+}
+
+func (r Result) splitString() string {
+	if r.Group2 == "" {
+		return ""
+	}
+	return fmt.Sprintf("; group 2: %s; split: %v", r.Group2, r.Split)
 }
 
 // netFaults are the message fault rates in force.
@@ -146,9 +166,17 @@ type netFaults struct {
 // Sim is one simulated cluster. It is driven from one goroutine (Run);
 // the nodes' own goroutines run freely between steps.
 type Sim struct {
-	cfg     Config
-	t0      time.Time
-	tr      trace
+	cfg Config
+	t0  time.Time
+	tr  *trace
+	// With Config.Split: group is 1 for the root group's cluster, 2 for
+	// the second group's; root is the root group's Sim (the driver: it
+	// steps time for both), g2 the second group's (on the root's Sim),
+	// split the run's split workload (split.go, on the root's Sim).
+	group   int
+	root    *Sim
+	g2      *Sim
+	split   *splitRun
 	laters  []later // the driver's own timers (after)
 	net     *transport.MemNetwork
 	nodes   []*node
@@ -246,39 +274,32 @@ func Run(cfg Config) (Result, error) {
 		cfg.Logf = func(string, ...any) {}
 	}
 	start := time.Now() // the bubble's fake clock (Test)
-	s := &Sim{cfg: cfg, t0: start, tr: newTrace(cfg.KeepTrace), byID: map[uint64]*node{},
-		diskRNG: rand.New(rand.NewPCG(cfg.Seed, 0xd15c)), hist: newHistory(),
-		faults:      netFaults{drop: 0.02, dup: 0.02, maxDelay: baseMaxDelay},
-		pausedUntil: map[uint64]time.Time{}, downSince: map[uint64]time.Time{}, cut: map[[2]uint64]time.Time{},
-		diskUntil: map[uint64]time.Time{}, faultRNG: rand.New(rand.NewPCG(cfg.Seed, 0xfa17))}
-	logs, err := newLogReplay(meta.ApplyOptions{TestingUnfenced: cfg.sabotage == "fencing", TestingLockUnsafe: cfg.sabotage == "locks"})
+	s, err := newSim(cfg, 1, nil)
 	if err != nil {
 		return Result{}, err
 	}
-	s.logs = logs
-	s.net = transport.NewMemNetwork(transport.MemConfig{Seed: cfg.Seed, Fault: s.fault,
-		Schedule: func(d time.Duration, f func()) { time.AfterFunc(d, f) },
-		OnRaft: func(from, to transport.NodeID, m *raftpb.Message) {
-			s.tr.add("raft %d>%d %v term %d index %d logterm %d commit %d entries %d reject %v", from, to, m.GetType(), m.GetTerm(),
-				m.GetIndex(), m.GetLogTerm(), m.GetCommit(), len(m.GetEntries()), m.GetReject())
-		}})
-	zones := []string{"z1", "z2", "z3"}
-	for i := range cfg.Voters + cfg.Learners {
-		id := uint64(i + 1)
-		n := &node{id: id, voter: i < cfg.Voters, zone: zones[i%len(zones)], pfs: pvfs.NewCrashableMem(), mem: vfs.NewMem()}
-		s.nodes = append(s.nodes, n)
-		s.byID[id] = n
+	if cfg.Split {
+		g, err := newSim(groupConfig(cfg), 2, s)
+		if err != nil {
+			return Result{}, err
+		}
+		s.g2 = g
+		s.split = newSplit(s, g)
 	}
 	if err := s.run(); err != nil {
 		s.fail("%v", err)
 	}
-	for _, n := range s.nodes {
-		if err := s.stop(n); err != nil {
-			s.fail("node %d: close: %v", n.id, err)
+	for _, x := range s.sims() {
+		for _, n := range x.nodes {
+			if err := x.stop(n); err != nil {
+				s.fail("group %d node %d: close: %v", x.group, n.id, err)
+			}
 		}
 	}
-	s.ops.Wait()
-	s.closers.Wait()
+	for _, x := range s.sims() {
+		x.ops.Wait()
+		x.closers.Wait()
+	}
 	// Background work of the stopped nodes (a replicator's straggler
 	// copies, deliveries in flight) ends on its own deadlines: let fake
 	// time run until every goroutine of the bubble has exited, as the
@@ -300,12 +321,75 @@ func Run(cfg Config) (Result, error) {
 	s.res.FakeTime = time.Since(start)
 	s.res.Events, s.res.Trace = s.tr.sum()
 	s.res.Lines = s.tr.lines
+	if g := s.g2; g != nil {
+		s.res.Group2 = g.summary()
+		g.failMu.Lock()
+		for _, f := range g.failures {
+			s.fail("group 2: %s", f)
+		}
+		g.failMu.Unlock()
+		s.res.Split = s.split.res
+	}
 	s.failMu.Lock()
 	defer s.failMu.Unlock()
 	if len(s.failures) > 0 {
 		return s.res, errors.New(strings.Join(s.failures, "\n"))
 	}
 	return s.res, nil
+}
+
+// newSim makes the Sim of one group's cluster (its nodes not started):
+// the root group's (group 1, root nil), or the second group's, driven by
+// root and sharing its trace.
+func newSim(cfg Config, group int, root *Sim) (*Sim, error) {
+	s := &Sim{cfg: cfg, t0: time.Now(), group: group, root: root, byID: map[uint64]*node{},
+		diskRNG: rand.New(rand.NewPCG(cfg.Seed, 0xd15c)), hist: newHistory(),
+		faults:      netFaults{drop: 0.02, dup: 0.02, maxDelay: baseMaxDelay},
+		pausedUntil: map[uint64]time.Time{}, downSince: map[uint64]time.Time{}, cut: map[[2]uint64]time.Time{},
+		diskUntil: map[uint64]time.Time{}, faultRNG: rand.New(rand.NewPCG(cfg.Seed, 0xfa17))}
+	if root == nil {
+		s.tr = newTrace(cfg.KeepTrace)
+	} else {
+		s.tr = root.tr
+	}
+	logs, err := newLogReplay(meta.ApplyOptions{TestingUnfenced: cfg.sabotage == "fencing", TestingLockUnsafe: cfg.sabotage == "locks"})
+	if err != nil {
+		return nil, err
+	}
+	s.logs = logs
+	s.net = transport.NewMemNetwork(transport.MemConfig{Seed: cfg.Seed, Fault: s.fault,
+		Schedule: func(d time.Duration, f func()) { time.AfterFunc(d, f) },
+		OnRaft: func(from, to transport.NodeID, m *raftpb.Message) {
+			s.tr.add("raft %d>%d %v term %d index %d logterm %d commit %d entries %d reject %v", from, to, m.GetType(), m.GetTerm(),
+				m.GetIndex(), m.GetLogTerm(), m.GetCommit(), len(m.GetEntries()), m.GetReject())
+		}})
+	zones := []string{"z1", "z2", "z3"}
+	for i := range cfg.Voters + cfg.Learners {
+		id := uint64(i+1) + cfg.firstID
+		n := &node{id: id, voter: i < cfg.Voters, zone: zones[i%len(zones)], pfs: pvfs.NewCrashableMem(), mem: vfs.NewMem()}
+		s.nodes = append(s.nodes, n)
+		s.byID[id] = n
+	}
+	return s, nil
+}
+
+// sims are the clusters of the run: the root group's, and the second
+// group's with Config.Split.
+func (s *Sim) sims() []*Sim {
+	if s.root != nil {
+		return s.root.sims()
+	}
+	if s.g2 != nil {
+		return []*Sim{s, s.g2}
+	}
+	return []*Sim{s}
+}
+
+// summary is a short account of a group's run, for Result.Group2.
+func (s *Sim) summary() string {
+	s.res.Acked, s.res.Unknown, s.res.Reads, s.res.ReadErrors = s.hist.acked, s.hist.unknowns, s.hist.reads, s.hist.readErrs
+	return fmt.Sprintf("writes %d acked / %d unknown, reads %d, crashes %d, pauses %d, partitions %d, heals %d, applied index %d",
+		s.res.Acked, s.res.Unknown, s.res.Reads, s.res.Crashes, s.res.Pauses, s.res.Partitions, s.res.Heals, s.res.AppliedIndex)
 }
 
 // fail records an invariant violation (safe from any goroutine).
@@ -343,44 +427,81 @@ func (s *Sim) ids() []uint64 {
 }
 
 func (s *Sim) run() error {
-	for _, n := range s.nodes {
-		time.Sleep(startStagger)
-		if err := s.start(n); err != nil {
-			return err
+	sims := s.sims()
+	for _, x := range sims {
+		for _, n := range x.nodes {
+			time.Sleep(startStagger)
+			if err := x.start(n); err != nil {
+				return err
+			}
 		}
 	}
-	if err := s.bootstrap(); err != nil {
-		return fmt.Errorf("bootstrap: %w", err)
+	for _, x := range sims {
+		if err := x.bootstrap(); err != nil {
+			return fmt.Errorf("group %d: bootstrap: %w", x.group, err)
+		}
 	}
-	evs := makeSchedule(s.cfg.Seed, s.cfg, s.ids())
+	evs := make([][]event, len(sims))
+	for i, x := range sims {
+		evs[i] = makeSchedule(x.cfg.Seed, x.cfg, x.ids())
+	}
+	if s.split != nil {
+		s.split.schedule()
+	}
 	t0 := time.Now()
 	lastRepair := time.Duration(0)
-	faulty := false
-	for len(evs) > 0 || time.Now().Sub(t0) < s.cfg.Duration {
+	faulty := make([]bool, len(sims))
+	more := func() bool {
+		for _, e := range evs {
+			if len(e) > 0 {
+				return true
+			}
+		}
+		return time.Now().Sub(t0) < s.cfg.Duration
+	}
+	for more() {
 		el := time.Now().Sub(t0)
-		for len(evs) > 0 && evs[0].at <= el {
-			s.apply(evs[0])
-			evs = evs[1:]
+		for i, x := range sims {
+			for len(evs[i]) > 0 && evs[i][0].at <= el {
+				x.apply(evs[i][0])
+				evs[i] = evs[i][1:]
+			}
+		}
+		if s.split != nil {
+			s.split.advance(el)
 		}
 		if el-lastRepair >= repairEvery {
 			lastRepair = el
-			s.repairAll()
-		}
-		s.endFaults()
-		f := s.anyFault()
-		if faulty && !f {
-			// Every fault has ended: check the acknowledged writes now,
-			// not only at the end. The schedule resumes where it was.
-			p0 := time.Now()
-			if err := s.checkHealed(); err != nil {
-				return err
+			for _, x := range sims {
+				x.repairAll()
 			}
-			t0 = t0.Add(time.Now().Sub(p0))
 		}
-		faulty = f
+		for i, x := range sims {
+			x.endFaults()
+			f := x.anyFault()
+			if faulty[i] && !f {
+				// Every fault of this group has ended: check the
+				// acknowledged writes now, not only at the end. The
+				// schedules resume where they were.
+				p0 := time.Now()
+				if err := x.checkHealed(); err != nil {
+					return fmt.Errorf("group %d: %w", x.group, err)
+				}
+				t0 = t0.Add(time.Now().Sub(p0))
+			}
+			faulty[i] = f
+		}
 		s.step()
 	}
-	return s.finish()
+	for _, x := range sims {
+		if err := x.finish(); err != nil {
+			return fmt.Errorf("group %d: %w", x.group, err)
+		}
+	}
+	if s.split != nil {
+		return s.split.finish()
+	}
+	return nil
 }
 
 // anyFault reports whether a fault is in force: a link cut, a node down
@@ -461,14 +582,23 @@ func (s *Sim) runLaters() {
 // waits until every goroutine of the cluster is durably blocked
 // (synctest.Wait): nothing runs between steps but the driver.
 func (s *Sim) step() {
+	if s.root != nil {
+		s.root.step() // the root's Sim drives time for both groups
+		return
+	}
 	time.Sleep(s.cfg.Step)
-	s.runLaters()
+	sims := s.sims()
+	for _, x := range sims {
+		x.runLaters()
+	}
 	s.ticks++
 	if time.Duration(s.ticks)*s.cfg.Step >= tickEvery {
 		s.ticks = 0
-		for _, n := range s.nodes {
-			if n.inc != nil && !s.paused(n.id) {
-				n.inc.tickNow()
+		for _, x := range sims {
+			for _, n := range x.nodes {
+				if n.inc != nil && !x.paused(n.id) {
+					n.inc.tickNow()
+				}
 			}
 		}
 	}
@@ -573,7 +703,11 @@ func (s *Sim) bootstrap() error {
 			return err
 		}
 	}
-	for _, b := range buckets {
+	bs := buckets
+	if s.split != nil || s.group == 2 {
+		bs = append(slices.Clip(bs), bucketSpec{splitBucket, 0, 0}) // split.go
+	}
+	for _, b := range bs {
 		if err := s.await("create bucket "+b.name, 30*time.Second, func(ctx context.Context) error {
 			err := s.nodes[0].inc.st.CreateBucket(ctx, store.BucketInfo{Name: b.name, Replicas: b.replicas, WriteQuorum: b.writeQuorum})
 			if errors.Is(err, store.ErrBucketExists) {
@@ -593,6 +727,11 @@ func (s *Sim) bootstrap() error {
 	}
 	if err := s.makeLockFiles(); err != nil {
 		return err
+	}
+	if s.split != nil {
+		if err := s.split.bootstrap(); err != nil {
+			return err
+		}
 	}
 	// Every node knows every bucket and member before the workload starts.
 	return s.until("bootstrap applied everywhere", 30*time.Second, func() bool {

@@ -280,13 +280,20 @@ func TestSimDetects(t *testing.T) {
 		{"fencing", "applied while the directory's owner was"},
 		{"locks", "holds two conflicting locks"},
 		{"local-locks", "lock safety, live: "},
+		{"split-unfenced", "split (S2): split/k"},
+		{"split-move", "lost in its move"},
 	} {
 		t.Run(c.sabotage, func(t *testing.T) {
 			cfg := DefaultConfig(42)
 			if c.sabotage != "stale-read" { // a full run: keys written twice, then read
 				cfg.Duration, cfg.Ops, cfg.MaxBigFiles = 5*time.Second, 40, 0
 			}
+			// The split's second group only where its invariants are
+			// broken (it adds a cluster to the run).
+			cfg.Split = strings.HasPrefix(c.sabotage, "split-")
 			switch c.sabotage {
+			case "split-unfenced", "split-move":
+				cfg.Duration = 10 * time.Second
 			case "exclusive", "durability", "fencing":
 				cfg.Ops, cfg.ExclOps = 20, 40 // races for names
 			case "locks", "local-locks":

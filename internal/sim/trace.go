@@ -32,8 +32,8 @@ type trace struct {
 	pending []string
 }
 
-func newTrace(keep bool) trace {
-	return trace{h: sha256.New(), keep: keep, t0: time.Now()}
+func newTrace(keep bool) *trace {
+	return &trace{h: sha256.New(), keep: keep, t0: time.Now()}
 }
 
 // add records one line (safe from any goroutine).
