@@ -115,6 +115,24 @@
 // as an operator would. A put answered ErrNoSpace is "refused" in the
 // model: it must never take effect.
 //
+// Two namespace groups (Config.Split, on by default; split.go, design
+// 0009): a second cluster of three voters (nodes 101 to 103, its own
+// network, schedule of faults, workload and invariants, a quarter of the
+// root's) runs beside the five, in the same bubble, driven by the same
+// steps. Bucket split, made in the root group, moves to it mid-run: a
+// fence (meta.OpFenceBucket) in the root group, a copy read through a
+// node that applied it, the flip of the group map (a meta.RecordGroup
+// record in the root group). A workload of puts, deletes and reads on
+// split/k0..k5 routes through the map as the node it goes through sees
+// it (a write the fence refuses never takes effect: store.ErrMoved), with
+// a burst aimed at the move; then split/m0..m7 move one by one to the
+// root group's rep3/mv/ in two phases (an intent in the source group, the
+// copy, the removal, the intent dropped), each stopped after a phase
+// drawn from the seed, as if its coordinator crashed, and finished by a
+// recovery pass after the workload. Its invariants S1 to S3 are in
+// split.go. A process of each group on one machine is modelled as two
+// processes: a crash takes down one group's replica, not both.
+//
 // # The invariants
 //
 // Whenever the last fault in force ends during the workload (a heal), the
@@ -197,7 +215,12 @@
 // (meta.ApplyOptions.TestingLockUnsafe through
 // consensus.RaftConfig.TestingLockUnsafe, "locks"), and, for its live
 // check, every node grants every lock request it decides under its
-// cached lock right (store.Config.TestingLockUnsafe, "local-locks").
+// cached lock right (store.Config.TestingLockUnsafe, "local-locks"). For
+// the split (the second group runs only there): the mover skips the fence
+// ("split-unfenced": writes routed to the root group after the copy are
+// acknowledged there and lost, S2), and a move across groups drops its
+// source before the copy, with no intent, and stops in between
+// ("split-move": the file is lost, S3).
 //
 // # Replaying
 //
@@ -211,7 +234,7 @@
 // CAIRN_SIM_TRACE=FILE writes the run's event trace to FILE, to diff two
 // runs (a child always keeps its trace and prints it, after the run, only
 // when asked: asking does not change the run). `make test` runs seeds 1
-// to 40 (about 2 s each, each in a child process over the deterministic
+// to 40 (about 3 s each with the second group, each in a child process over the deterministic
 // runtime, whose first build takes a minute or two); CAIRN_SOAK=1 (make
 // soak) adds CAIRN_SOAK_SEEDS more (make soak SOAK_SEEDS=n; default 2000)
 // and TestSimCatchesLocalOrphanSweep; -short runs two short ones in the
@@ -294,5 +317,9 @@
 // only: no open files published on a recall, no unlinks, no names decided
 // in the directories it made). The full linearizability of a recorded
 // history (porcupine) is checked by test/e2e on real processes under
-// faults; here, consistent reads get the stale-read check of (d).
+// faults; here, consistent reads get the stale-read check of (d). Of the
+// split (design 0009): a cut inside a bucket (the unit here is a bucket),
+// blobs placed across groups (each group stores its own), locks and
+// snapshots of a moving bucket, the old group dropping its copy, merges,
+// more than two groups.
 package sim
