@@ -18,8 +18,9 @@
 // proposals, inbound messages (Step), staged snapshots (ApplySnapshot) and
 // control requests, then handles each Ready in the order Raft requires:
 //
-//  1. persist: snapshot (if any), new entries and the hard state in one
-//     batch, synced when Ready.MustSync (always for a snapshot);
+//  1. persist: new entries and the hard state in one batch, synced when
+//     Ready.MustSync; with a snapshot, these and the staged namespace in
+//     one ingest (see Snapshots);
 //  2. send the messages (Transport.Send; MsgSnap starts a snapshot stream);
 //  3. apply the committed entries in one batch that also records the
 //     applied index (not synced: the entries are durable in the log, and a
@@ -121,14 +122,18 @@
 //	         key outside the "R" prefix, in ascending order
 //	trailer: uvarint 0, count(8), CRC-32C(4) of every preceding byte
 //
-// The receiver (ApplySnapshot) stages one batch that deletes every
-// non-"R" key it has and writes the records, checking order, sizes, count,
-// checksum and that the state's own applied index is I. The loop then
-// steps the MsgSnap; if Raft takes it, the same batch also drops the whole
-// log and writes Rt = (I, term), Rc and the hard state, and is committed
-// with sync: the namespace switches atomically and the node resumes from
-// the log after I. If the node applied entries while staging, the staged
-// deletions could miss keys: the install is refused and the leader retries.
-// Limit: the staged batch holds the whole namespace in memory on the
-// receiver (the sender streams from a KV snapshot).
+// The receiver (ApplySnapshot) stages the new state in files on its own
+// disk (kv.Store.NewIngest: sstables for Pebble), in bounded memory
+// whatever the namespace's size: the stream is merged in key order with a
+// KV snapshot of its current state, a record becoming a set and a key the
+// stream does not have a delete, checking order, sizes, count, checksum
+// and that the state's own applied index is I. The loop then steps the
+// MsgSnap; if Raft takes it, the Ready's Raft state changes (the whole log
+// dropped, Rt = (I, term), Rc, the hard state, entries after I) go into one
+// more file, between the namespace's two ranges, and every file is
+// ingested in one step (pebble.DB.Ingest: atomic and durable; a reader or
+// KV snapshot opened before keeps the old state): the namespace switches
+// atomically and the node resumes from the log after I. If the node
+// applied entries while staging, the staged deletions could miss keys: the
+// install is refused and the leader retries.
 package consensus

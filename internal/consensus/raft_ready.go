@@ -112,7 +112,7 @@ func (r *Raft) run() {
 		}
 		if in := r.install; in != nil { // Raft did not take it: stale or already known
 			r.install = nil
-			in.b.Close()
+			in.ing.Abort()
 			in.reply <- nil
 		}
 		r.stepsDone.Add(steps)
@@ -129,7 +129,7 @@ func (r *Raft) shutdown() {
 	r.snapWG.Wait()
 	r.snaps.closeAll()
 	if in := r.install; in != nil {
-		in.b.Close()
+		in.ing.Abort()
 		in.reply <- ErrStopped
 	}
 	err := r.stopErr()
@@ -212,14 +212,17 @@ func (r *Raft) handleReady() error {
 		return err
 	}
 	var installed *install
+	var rw *raftWrites
 	if !raft.IsEmptySnap(rd.Snapshot) {
 		idx := rd.Snapshot.GetMetadata().GetIndex()
 		if r.install == nil || r.install.index != idx {
 			return fmt.Errorf("consensus: raft produced snapshot %d without its staged state", idx)
 		}
 		installed, r.install = r.install, nil
-		b = installed.b
+		rw = &raftWrites{Reader: r.cfg.KV, w: map[string][]byte{}}
+		b = rw
 		if err := stage(r.st.stageSnapshot(b, rd.Snapshot)); err != nil {
+			installed.ing.Abort()
 			return err
 		}
 	} else {
@@ -236,10 +239,17 @@ func (r *Raft) handleReady() error {
 			return err
 		}
 	}
-	if len(after) > 0 {
-		if err := b.Commit(rd.MustSync || installed != nil); err != nil {
+	if installed != nil {
+		// The namespace and the Raft state, in one ingest (durable).
+		if err := installed.apply(rw); err != nil {
+			return fmt.Errorf("install snapshot: %w", err)
+		}
+	} else if len(after) > 0 {
+		if err := b.Commit(rd.MustSync); err != nil {
 			return fmt.Errorf("persist raft state: %w", err)
 		}
+	}
+	if len(after) > 0 {
 		for _, f := range after {
 			f()
 		}

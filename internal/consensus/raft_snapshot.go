@@ -1,10 +1,12 @@
 package consensus
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 
 	"go.etcd.io/raft/v3"
 	pb "go.etcd.io/raft/v3/raftpb"
@@ -17,7 +19,7 @@ var errSnapshotAborted = errors.New("consensus: snapshot stream aborted")
 
 type install struct {
 	msg   *pb.Message
-	b     kv.Batch
+	ing   kv.Ingest // the new namespace, staged on disk (stageSnapshotIngest)
 	base  uint64
 	index uint64
 	reply chan error
@@ -30,11 +32,13 @@ type snapReport struct {
 
 // ApplySnapshot installs a snapshot received from a peer: msg is the
 // MsgSnap (metadata only) and body the stream written by the sender
-// (format in doc.go). The stream is staged in one KV batch that deletes
-// every namespace key of this node and writes the received ones; the loop
-// then steps the message and, if Raft accepts it, commits the batch with
-// the new log state (log dropped, truncation point, configuration, hard
-// state) atomically, so readers see the old namespace or the new one.
+// (format in doc.go). The stream is staged in files on the store's disk
+// (kv.Ingest, in bounded memory whatever the namespace's size) that
+// delete every namespace key of this node and write the received ones;
+// the loop then steps the message and, if Raft accepts it, ingests them
+// with a file of the new log state (log dropped, truncation point,
+// configuration, hard state) in one atomic step, so readers see the old
+// namespace or the new one.
 // It returns nil when installed or when the snapshot is stale (the node is
 // already past it), ErrBadSnapshot for a corrupt stream, another error when
 // the node moved on while staging (the sender retries later).
@@ -52,19 +56,23 @@ func (r *Raft) ApplySnapshot(ctx context.Context, msg *pb.Message, body io.Reade
 	if err != nil {
 		return err
 	}
-	b := r.cfg.KV.NewBatch()
-	if err := stageSnapshot(body, base, b, md.GetIndex(), md.GetTerm()); err != nil {
-		b.Close()
+	g, err := r.cfg.KV.NewIngest()
+	if err != nil {
+		return err
+	}
+	if err := stageSnapshotIngest(body, base, g, md.GetIndex(), md.GetTerm()); err != nil {
+		g.Abort()
 		return fmt.Errorf("snapshot %d from %d: %w", md.GetIndex(), msg.GetFrom(), err)
 	}
-	in := &install{msg: msg, b: b, base: baseApplied, index: md.GetIndex(), reply: make(chan error, 1)}
+	r.log.Info("snapshot staged", "index", md.GetIndex(), "from", msg.GetFrom(), "bytes", g.Staged())
+	in := &install{msg: msg, ing: g, base: baseApplied, index: md.GetIndex(), reply: make(chan error, 1)}
 	select {
 	case r.installc <- in:
 	case <-ctx.Done():
-		b.Close()
+		g.Abort()
 		return ctx.Err()
 	case <-r.stopc:
-		b.Close()
+		g.Abort()
 		return r.stopErr()
 	}
 	select {
@@ -77,7 +85,7 @@ func (r *Raft) ApplySnapshot(ctx context.Context, msg *pb.Message, body io.Reade
 
 func (r *Raft) beginInstall(in *install) {
 	if r.st.applied != in.base {
-		in.b.Close()
+		in.ing.Abort()
 		in.reply <- errSnapshotRaced
 		return
 	}
@@ -127,4 +135,45 @@ func (r *Raft) snapshotReported(rep snapReport) {
 	}
 	r.log.Info("snapshot delivered", "peer", rep.to, "index", rep.index)
 	r.rn.ReportSnapshot(rep.to, raft.SnapshotFinish)
+}
+
+// raftWrites records the Raft state changes of the Ready that installs a
+// snapshot (truncation point, configuration, entries, hard state: the
+// storage's stage functions only Set and Delete), to be written into the
+// install's last file, so that they apply with the namespace in one
+// ingest. Reads go to the store.
+type raftWrites struct {
+	kv.Reader
+	w map[string][]byte // nil: deleted
+}
+
+func (b *raftWrites) Set(k, v []byte) error { b.w[string(k)] = bytes.Clone(v); return nil }
+func (b *raftWrites) Delete(k []byte) error { b.w[string(k)] = nil; return nil }
+func (b *raftWrites) Commit(bool) error {
+	return errors.New("consensus: raftWrites is applied by an ingest")
+}
+func (b *raftWrites) Close() error { return nil }
+
+// applyInstall writes the Raft state changes into a file of the install
+// (its keys, all under the Raft prefix, sort between the two namespace
+// ranges' files) and ingests every file at once.
+func (in *install) apply(w *raftWrites) error {
+	keys := make([]string, 0, len(w.w))
+	for k := range w.w {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		var err error
+		if v := w.w[k]; v == nil {
+			err = in.ing.Delete([]byte(k))
+		} else {
+			err = in.ing.Set([]byte(k), v)
+		}
+		if err != nil {
+			in.ing.Abort()
+			return err
+		}
+	}
+	return in.ing.Apply()
 }

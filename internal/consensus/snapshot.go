@@ -106,99 +106,176 @@ func (r *snapReader) full(p []byte) error {
 	return nil
 }
 
-// stageSnapshot reads a snapshot stream into b: every namespace key of the
-// current state base is deleted, then the stream's records are set. It
-// checks the header against index/term, key order, sizes, the record count
-// and the checksum; the stream's own applied index must equal index.
-func stageSnapshot(body io.Reader, base kv.Reader, b kv.Batch, index, term uint64) error {
-	for _, rg := range namespaceRanges {
-		var keys [][]byte
-		if err := base.Scan(rg[0], rg[1], func(k, _ []byte) bool {
-			keys = append(keys, append([]byte(nil), k...))
-			return true
-		}); err != nil {
-			return err
-		}
-		for _, k := range keys {
-			if err := b.Delete(k); err != nil {
-				return err
-			}
-		}
-	}
+// snapStream reads the records of a snapshot stream one at a time,
+// checking the header against index and term, key order and sizes as it
+// goes, and the record count and the checksum at the end (finish).
+type snapStream struct {
+	r           *snapReader
+	index       uint64
+	prev        []byte
+	count       uint64
+	ended       bool
+	applied     []byte // the value of meta's applied-index key
+	appliedSeen bool
+}
+
+func badSnap(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrBadSnapshot, fmt.Sprintf(format, args...))
+}
+
+func openSnapStream(body io.Reader, index, term uint64) (*snapStream, error) {
 	r := &snapReader{br: bufio.NewReaderSize(body, 64<<10)}
-	bad := func(format string, args ...any) error {
-		return fmt.Errorf("%w: %s", ErrBadSnapshot, fmt.Sprintf(format, args...))
-	}
 	hdr := make([]byte, len(snapMagic)+1+16)
 	if err := r.full(hdr); err != nil {
-		return bad("header: %v", err)
+		return nil, badSnap("header: %v", err)
 	}
 	if !bytes.Equal(hdr[:8], snapMagic[:]) || hdr[8] != snapVersion {
-		return bad("magic or version")
+		return nil, badSnap("magic or version")
 	}
 	if gi, gt := binary.BigEndian.Uint64(hdr[9:]), binary.BigEndian.Uint64(hdr[17:]); gi != index || gt != term {
-		return bad("stream is index %d term %d, message says %d/%d", gi, gt, index, term)
+		return nil, badSnap("stream is index %d term %d, message says %d/%d", gi, gt, index, term)
 	}
-	var prev []byte
-	var count uint64
-	for {
-		kl, err := binary.ReadUvarint(r)
-		if err != nil {
-			return bad("record %d: %v", count, err)
-		}
-		if kl == 0 {
-			break
-		}
-		if kl > maxSnapKey {
-			return bad("key of %d bytes", kl)
-		}
-		k := make([]byte, kl)
-		if err := r.full(k); err != nil {
-			return bad("record %d key: %v", count, err)
-		}
-		if k[0] == raftPrefix || (prev != nil && bytes.Compare(prev, k) >= 0) {
-			return bad("record %d: key %q out of order or reserved", count, k)
-		}
-		vl, err := binary.ReadUvarint(r)
-		if err != nil || vl > maxSnapVal {
-			return bad("record %d value length %d: %v", count, vl, err)
-		}
-		v := make([]byte, vl)
-		if err := r.full(v); err != nil {
-			return bad("record %d value: %v", count, err)
-		}
-		if err := b.Set(k, v); err != nil {
-			return err
-		}
-		prev = k
-		count++
+	return &snapStream{r: r, index: index}, nil
+}
+
+// next returns the next record (k and v are the caller's), or ok false
+// after the last one.
+func (s *snapStream) next() (k, v []byte, ok bool, err error) {
+	if s.ended {
+		return nil, nil, false, nil
 	}
+	r := s.r
+	kl, err := binary.ReadUvarint(r)
+	if err != nil {
+		return nil, nil, false, badSnap("record %d: %v", s.count, err)
+	}
+	if kl == 0 {
+		s.ended = true
+		return nil, nil, false, nil
+	}
+	if kl > maxSnapKey {
+		return nil, nil, false, badSnap("key of %d bytes", kl)
+	}
+	k = make([]byte, kl)
+	if err := r.full(k); err != nil {
+		return nil, nil, false, badSnap("record %d key: %v", s.count, err)
+	}
+	if k[0] == raftPrefix || (s.prev != nil && bytes.Compare(s.prev, k) >= 0) {
+		return nil, nil, false, badSnap("record %d: key %q out of order or reserved", s.count, k)
+	}
+	vl, err := binary.ReadUvarint(r)
+	if err != nil || vl > maxSnapVal {
+		return nil, nil, false, badSnap("record %d value length %d: %v", s.count, vl, err)
+	}
+	v = make([]byte, vl)
+	if err := r.full(v); err != nil {
+		return nil, nil, false, badSnap("record %d value: %v", s.count, err)
+	}
+	if meta.IsAppliedKey(k) {
+		s.applied, s.appliedSeen = v, true
+	}
+	s.prev = k
+	s.count++
+	return k, v, true, nil
+}
+
+// finish reads the trailer and the checksum, and checks that the state
+// streamed is at the index the message names.
+func (s *snapStream) finish() error {
+	r := s.r
 	var tr [8]byte
 	if err := r.full(tr[:]); err != nil {
-		return bad("trailer: %v", err)
+		return badSnap("trailer: %v", err)
 	}
-	if n := binary.BigEndian.Uint64(tr[:]); n != count {
-		return bad("trailer counts %d records, read %d", n, count)
+	if n := binary.BigEndian.Uint64(tr[:]); n != s.count {
+		return badSnap("trailer counts %d records, read %d", n, s.count)
 	}
 	want := r.crc
 	var c [4]byte
 	if _, err := io.ReadFull(r.br, c[:]); err != nil {
-		return bad("checksum: %v", err)
+		return badSnap("checksum: %v", err)
 	}
 	if binary.BigEndian.Uint32(c[:]) != want {
-		return bad("checksum mismatch")
+		return badSnap("checksum mismatch")
 	}
 	if _, err := r.br.ReadByte(); err != io.EOF {
-		return bad("trailing bytes after checksum")
+		return badSnap("trailing bytes after checksum")
 	}
-	applied, err := meta.NewReader(b).AppliedIndex()
+	applied := uint64(0)
+	if s.appliedSeen {
+		if len(s.applied) != 8 {
+			return badSnap("applied index of %d bytes", len(s.applied))
+		}
+		applied = binary.BigEndian.Uint64(s.applied)
+	}
+	if applied != s.index {
+		return badSnap("state is at applied index %d, metadata says %d", applied, s.index)
+	}
+	return nil
+}
+
+// inRange reports whether k is in rg ([lower, upper), nil: unbounded).
+func inRange(k []byte, rg [2][]byte) bool {
+	return (rg[0] == nil || bytes.Compare(k, rg[0]) >= 0) && (rg[1] == nil || bytes.Compare(k, rg[1]) < 0)
+}
+
+// stageSnapshotIngest reads a snapshot stream into g, in bounded memory:
+// every namespace key of the current state base is deleted and the
+// stream's records are set. The stream's records and the current
+// state base are merged in key order, a record becomes a Set and a key of
+// base the stream does not have a Delete, written into files on the
+// store's disk as they come (one or more per namespace range: the Raft
+// state, in between, goes into a file of its own at install). Nothing is
+// visible until the ingest is applied.
+func stageSnapshotIngest(body io.Reader, base kv.Reader, g kv.Ingest, index, term uint64) error {
+	st, err := openSnapStream(body, index, term)
 	if err != nil {
 		return err
 	}
-	if applied != index {
-		return bad("state is at applied index %d, metadata says %d", applied, index)
+	k, v, ok, err := st.next()
+	if err != nil {
+		return err
 	}
-	return nil
+	advance := func() error {
+		if err := g.Set(k, v); err != nil {
+			return err
+		}
+		k, v, ok, err = st.next()
+		return err
+	}
+	for _, rg := range namespaceRanges {
+		var ferr error
+		if err := base.Scan(rg[0], rg[1], func(bk, _ []byte) bool {
+			for ok && bytes.Compare(k, bk) < 0 {
+				if ferr = advance(); ferr != nil {
+					return false
+				}
+			}
+			if ok && bytes.Equal(k, bk) {
+				ferr = advance()
+				return ferr == nil
+			}
+			ferr = g.Delete(bk)
+			return ferr == nil
+		}); err != nil {
+			return err
+		}
+		if ferr != nil {
+			return ferr
+		}
+		for ok && inRange(k, rg) {
+			if err := advance(); err != nil {
+				return err
+			}
+		}
+		if err := g.Cut(); err != nil {
+			return err
+		}
+	}
+	if ok {
+		return badSnap("record %q outside the namespace", k)
+	}
+	return st.finish()
 }
 
 // snapshots holds the KV snapshots that outgoing Raft snapshots stream

@@ -5,7 +5,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	pvfs "github.com/cockroachdb/pebble/v2/vfs"
 	"io"
+	"log/slog"
 	"testing"
 
 	"go.etcd.io/raft/v3"
@@ -56,22 +58,40 @@ func TestSnapshotStream(t *testing.T) {
 		t.Fatal(err)
 	}
 	stream := buf.Bytes()
-	// The receiver had other state: it is replaced, its Raft keys are kept.
-	dst := kv.NewMem()
-	b := dst.NewBatch()
-	meta.Apply(b, 1, []meta.Command{{Op: meta.OpCreateBucket, Bucket: &meta.Bucket{Name: "old"}, TimeNs: 1}})
-	b.Set(keyTrunc, truncValue(0, 0))
-	b.Commit(true)
-	b = dst.NewBatch()
-	if err := stageSnapshot(bytes.NewReader(stream), dst, b, 5, 2); err != nil {
-		t.Fatal(err)
-	}
-	b.Commit(true)
-	if _, d1 := dump(src); !bytes.Equal(d1, func() []byte { _, d := dump(dst); return d }()) {
-		t.Fatal("installed namespace differs from the source")
-	}
-	if _, err := dst.Get(keyTrunc); err != nil {
-		t.Fatal("receiver's Raft key was touched by the namespace install")
+	for name, open := range map[string]func() kv.Store{"mem": kv.NewMem, "pebble": func() kv.Store {
+		db, err := kv.OpenPebble("db", kv.PebbleConfig{FS: pvfs.NewMem(), Logger: slog.New(slog.DiscardHandler)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return db
+	}} {
+		t.Run(name, func(t *testing.T) {
+			// The receiver had other state: it is replaced, its Raft keys
+			// are kept.
+			dst := open()
+			defer dst.Close()
+			b := dst.NewBatch()
+			meta.Apply(b, 1, []meta.Command{{Op: meta.OpCreateBucket, Bucket: &meta.Bucket{Name: "old"}, TimeNs: 1},
+				{Op: meta.OpCreateBucket, Bucket: &meta.Bucket{Name: "x"}, TimeNs: 1}})
+			b.Set(keyTrunc, truncValue(0, 0))
+			b.Commit(true)
+			g, err := dst.NewIngest()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := stageSnapshotIngest(bytes.NewReader(stream), dst, g, 5, 2); err != nil {
+				t.Fatal(err)
+			}
+			if err := g.Apply(); err != nil {
+				t.Fatal(err)
+			}
+			if _, d1 := dump(src); !bytes.Equal(d1, func() []byte { _, d := dump(dst); return d }()) {
+				t.Fatal("installed namespace differs from the source")
+			}
+			if _, err := dst.Get(keyTrunc); err != nil {
+				t.Fatal("receiver's Raft key was touched by the namespace install")
+			}
+		})
 	}
 	// Every corruption is caught, and a mismatched message too.
 	cases := map[string]func() ([]byte, uint64){
@@ -82,8 +102,9 @@ func TestSnapshotStream(t *testing.T) {
 	}
 	for name, f := range cases {
 		s, idx := f()
-		b := kv.NewMem().NewBatch()
-		if err := stageSnapshot(bytes.NewReader(s), kv.NewMem(), b, idx, 2); !errors.Is(err, ErrBadSnapshot) {
+		db := kv.NewMem()
+		g, _ := db.NewIngest()
+		if err := stageSnapshotIngest(bytes.NewReader(s), db, g, idx, 2); !errors.Is(err, ErrBadSnapshot) {
 			t.Errorf("%s: %v", name, err)
 		}
 	}

@@ -35,6 +35,11 @@ type Store interface {
 	NewBatch() Batch
 	// Snapshot returns a consistent read-only view; Close it when done.
 	Snapshot() Snapshot
+	// NewIngest starts a large set of sorted changes applied at once
+	// without holding them in memory: they are written to files on the
+	// store's own disk (Pebble: sstables) as they come, then made visible
+	// in one atomic, durable step. A Raft snapshot is installed this way.
+	NewIngest() (Ingest, error)
 	// Sync makes every batch committed before the call durable (batches
 	// committed without sync survive a crash only once synced).
 	Sync() error
@@ -45,4 +50,23 @@ type Store interface {
 type Snapshot interface {
 	Reader
 	Close() error
+}
+
+// Ingest is a set of changes being staged (Store.NewIngest). Changes go into
+// the current file, in strictly increasing key order; Cut ends it. Two
+// files must not overlap (the keys of one all sort before or after the
+// keys of the other). Not safe for concurrent use.
+type Ingest interface {
+	Set(key, value []byte) error
+	Delete(key []byte) error
+	// Cut ends the current file; the next change starts a new one.
+	Cut() error
+	// Apply makes every change visible at once and durable, as one commit
+	// would (a crash leaves all of them or none), and removes the files.
+	// Reads, snapshots and batches opened before see the store as it was.
+	Apply() error
+	// Abort removes the files and applies nothing.
+	Abort() error
+	// Staged is the number of bytes written so far.
+	Staged() int64
 }

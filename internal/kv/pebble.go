@@ -93,7 +93,10 @@ func (c PebbleConfig) Validate() error {
 
 // pebbleStore is the Pebble-backed Store.
 type pebbleStore struct {
-	db *pebble.DB
+	db   *pebble.DB
+	opts *pebble.Options
+	fs   pvfs.FS
+	dir  string
 	// started and finished count the batch commits begun and returned. A
 	// batch caches a value it read from db only when no commit was in
 	// flight around the read, and trusts the cache only while started is
@@ -122,11 +125,14 @@ func OpenPebble(dir string, cfg PebbleConfig) (Store, error) {
 		// Setting L0 is enough: each level inherits the previous one's policy.
 		opts.Levels[0].FilterPolicy = bloom.FilterPolicy(cfg.BloomBitsPerKey)
 	}
+	opts.EnsureDefaults() // what Open uses; ingest.go makes sstables with it
 	db, err := pebble.Open(dir, opts)
 	if err != nil {
 		return nil, fmt.Errorf("kv: open pebble %s: %w", dir, err)
 	}
-	return &pebbleStore{db: db}, nil
+	s := &pebbleStore{db: db, opts: opts, fs: cfg.FS, dir: dir}
+	clearIngests(s) // ingest.go
+	return s, nil
 }
 
 // slogLogger adapts slog to Pebble's Logger.

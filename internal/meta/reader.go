@@ -1,6 +1,7 @@
 package meta
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -49,6 +50,10 @@ func (r *Reader) getU64(key []byte) (uint64, error) {
 // AppliedIndex returns the index of the last log entry applied, 0 before
 // the first.
 func (r *Reader) AppliedIndex() (uint64, error) { return r.getU64(keyApplied) }
+
+// IsAppliedKey reports whether k is the key AppliedIndex reads (a
+// snapshot's reader checks the index of the state it streams).
+func IsAppliedKey(k []byte) bool { return bytes.Equal(k, keyApplied) }
 
 // Inode returns inode ino, or ErrNotFound.
 func (r *Reader) Inode(ino Ino) (*Inode, error) {

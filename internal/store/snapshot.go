@@ -185,7 +185,10 @@ func (v *SnapshotView) List(ctx context.Context, opts ListOptions) (ListResult, 
 // itself (the view is already one point in time).
 type frozenKV struct{ kv.Reader }
 
-func (f frozenKV) NewBatch() kv.Batch    { panic("store: a snapshot view is read-only") }
+func (f frozenKV) NewBatch() kv.Batch { panic("store: a snapshot view is read-only") }
+func (f frozenKV) NewIngest() (kv.Ingest, error) {
+	return nil, errors.New("store: a snapshot view is read-only")
+}
 func (f frozenKV) Snapshot() kv.Snapshot { return nopSnapshot{f.Reader} }
 func (f frozenKV) Sync() error           { return nil }
 func (f frozenKV) Close() error          { return nil }
