@@ -40,6 +40,10 @@ type Config struct {
 	KVFS  pvfs.FS
 	KVDir string
 	KV    kv.PebbleConfig
+	// TempDir is where a pass that outgrows its memory bound keeps its
+	// lists (the repair pass's blobs of buckets above the smallest R);
+	// created when missing. Default: os.TempDir().
+	TempDir string
 
 	// Clock is the time every component reads and its timers run on.
 	// Default clock.Real{}.
@@ -139,6 +143,11 @@ func New(cfg Config) (_ *Core, err error) {
 
 	kcfg := cfg.KV
 	kcfg.FS, kcfg.Logger = cfg.KVFS, cfg.Logger
+	if cfg.TempDir != "" {
+		if err := prepareTempDir(cfg.TempDir); err != nil { // replicas.go
+			return nil, err
+		}
+	}
 	if c.KV, err = kv.OpenPebble(cfg.KVDir, kcfg); err != nil {
 		return nil, fmt.Errorf("open namespace store: %w", err)
 	}
@@ -200,8 +209,9 @@ func New(cfg Config) (_ *Core, err error) {
 			rpc.DefaultReplicas = store.DefaultReplicas
 		}
 		replicas := rpc.DefaultReplicas
+		tmp := cfg.TempDir
 		rpc.Referenced = func(ctx context.Context, fn func(blob.Hash, int) bool) error {
-			return c.Reader.ReferencedBlobs(replicas, fn)
+			return referencedBlobs(c.Reader, replicas, tmp, 0, fn) // replicas.go
 		}
 		rpc.UnderReplicated = func(fn func(blob.Hash, int) bool) error {
 			return c.Reader.UnderReplicated(func(h blob.Hash, r int, _ int64) bool { return fn(h, r) })

@@ -204,7 +204,7 @@ func TestKeptBlobsReferenced(t *testing.T) {
 			}
 		}
 		got := map[cas.Hash]int{}
-		if err := NewReader(db).ReferencedBlobs(3, func(h cas.Hash, rf int) bool { got[h] = rf; return true }); err != nil {
+		if err := NewReader(db).ReferencedBlobs(3, nil, func(h cas.Hash, rf int) bool { got[h] = rf; return true }); err != nil {
 			t.Fatal(err)
 		}
 		if got[h] != 5 || len(got) != 1 {

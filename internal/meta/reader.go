@@ -348,6 +348,19 @@ func (r *Reader) UnderReplicated(fn func(h cas.Hash, replicas int, sinceNs int64
 	}
 }
 
+// BlobReplicas is where ReferencedBlobs keeps the replication factor of
+// the blobs of buckets above the smallest R.
+type BlobReplicas interface {
+	Get(h cas.Hash) (replicas int, ok bool, err error)
+	Set(h cas.Hash, replicas int) error
+}
+
+// mapReplicas is BlobReplicas in memory.
+type mapReplicas map[cas.Hash]int
+
+func (m mapReplicas) Get(h cas.Hash) (int, bool, error) { rf, ok := m[h]; return rf, ok, nil }
+func (m mapReplicas) Set(h cas.Hash, rf int) error      { m[h] = rf; return nil }
+
 // ReferencedBlobs calls fn, in hash order, for every blob with a nonzero
 // reference count, with the replication factor it needs: the largest R of
 // the buckets whose files name it (Mirror, -1, beats every count; a
@@ -356,11 +369,13 @@ func (r *Reader) UnderReplicated(fn func(h cas.Hash, replicas int, sinceNs int64
 // Cost: one scan of the refcount keys, in chunks, so no KV iterator is held
 // open while fn runs (fn may be slow: repair moves blobs from it). When the
 // buckets do not all have the same R, the trees of the buckets above the
-// smallest R are walked first and their blobs kept in memory. Blobs that no
-// bucket tree names (not expected) get the smallest R. Over a live store
-// the view is not one point in time; pass a Reader over a kv.Snapshot for
-// that.
-func (r *Reader) ReferencedBlobs(defaultReplicas int, fn func(h cas.Hash, replicas int) bool) error {
+// smallest R are walked first and their blobs kept in higher (nil: a map
+// in memory, about 40 B a blob of those buckets; a node passes one that
+// moves to disk past a bound, so the pass's memory stays bounded). Blobs
+// that no bucket tree names (not expected) get the smallest R. Over a live
+// store the view is not one point in time; pass a Reader over a
+// kv.Snapshot for that.
+func (r *Reader) ReferencedBlobs(defaultReplicas int, higher BlobReplicas, fn func(h cas.Hash, replicas int) bool) error {
 	buckets, err := r.Buckets()
 	if err != nil {
 		return err
@@ -384,19 +399,26 @@ func (r *Reader) ReferencedBlobs(defaultReplicas int, fn func(h cas.Hash, replic
 			base = rf
 		}
 	}
-	var higher map[cas.Hash]int // blobs of buckets whose R is above base
+	if higher == nil {
+		higher = mapReplicas{}
+	}
+	anyHigher := false // blobs of buckets whose R is above base go into higher
 	for _, b := range buckets {
 		rf := effective(b)
 		if order(rf) <= order(base) {
 			continue
 		}
-		if higher == nil {
-			higher = map[cas.Hash]int{}
-		}
+		anyHigher = true
+		var kerr error
 		keep := func(h cas.Hash) {
-			if cur, ok := higher[h]; !ok || order(rf) > order(cur) {
-				higher[h] = rf
+			if kerr != nil {
+				return
 			}
+			cur, ok, err := higher.Get(h)
+			if err == nil && (!ok || order(rf) > order(cur)) {
+				err = higher.Set(h, rf)
+			}
+			kerr = err
 		}
 		if err := r.walkExtents(b.Ino, keep); err != nil {
 			return fmt.Errorf("bucket %q: %w", b.Name, err)
@@ -406,13 +428,16 @@ func (r *Reader) ReferencedBlobs(defaultReplicas int, fn func(h cas.Hash, replic
 			for _, x := range e.Inode.Extents {
 				keep(x.Hash)
 			}
-			return true
+			return kerr == nil
 		}); err != nil {
 			return fmt.Errorf("bucket %q's trash: %w", b.Name, err)
 		}
 		// And what its snapshots hold (apply_snapshot.go).
 		if err := r.snapshotExtents(b.Name, keep); err != nil {
 			return fmt.Errorf("bucket %q's snapshots: %w", b.Name, err)
+		}
+		if kerr != nil {
+			return fmt.Errorf("bucket %q: %w", b.Name, kerr)
 		}
 	}
 	type ref struct {
@@ -447,8 +472,14 @@ func (r *Reader) ReferencedBlobs(defaultReplicas int, fn func(h cas.Hash, replic
 				continue
 			}
 			rf := base
-			if x, ok := higher[e.h]; ok {
-				rf = x
+			if anyHigher {
+				x, ok, err := higher.Get(e.h)
+				if err != nil {
+					return err
+				}
+				if ok {
+					rf = x
+				}
 			}
 			if !fn(e.h, rf) {
 				return nil

@@ -284,7 +284,8 @@ func Start(cfg Config) (_ *Node, err error) {
 	}
 	ccfg := core.Config{FS: bcfg.FS, BlobDir: bcfg.Dir, Blob: bcfg,
 		KVDir: filepath.Join(cfg.DataDir, "meta"), KV: kv.PebbleConfig{CacheSize: cfg.KVCacheBytes},
-		Logger: cfg.Logger,
+		TempDir: filepath.Join(cfg.DataDir, "tmp"),
+		Logger:  cfg.Logger,
 		Store: store.Config{GCGrace: cfg.GCGrace, GCInterval: cfg.GCInterval, PathCacheEntries: cfg.PathCacheEntries,
 			LockLease: cfg.LockLease}}
 	if cfg.ClusterSecret != "" {

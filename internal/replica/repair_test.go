@@ -596,7 +596,7 @@ func TestReferencedBlobs(t *testing.T) {
 	}
 	got := map[blob.Hash]int{}
 	var prev blob.Hash
-	err := meta.NewReader(s).ReferencedBlobs(3, func(h blob.Hash, rf int) bool {
+	err := meta.NewReader(s).ReferencedBlobs(3, nil, func(h blob.Hash, rf int) bool {
 		if len(got) > 0 && bytes.Compare(prev[:], h[:]) >= 0 {
 			t.Fatalf("not in hash order")
 		}
@@ -617,7 +617,7 @@ func TestReferencedBlobs(t *testing.T) {
 	}
 	// Stopping early.
 	n := 0
-	if err := meta.NewReader(s).ReferencedBlobs(3, func(blob.Hash, int) bool { n++; return n < 1100 }); err != nil || n != 1100 {
+	if err := meta.NewReader(s).ReferencedBlobs(3, nil, func(blob.Hash, int) bool { n++; return n < 1100 }); err != nil || n != 1100 {
 		t.Fatalf("stopped after %d, err %v", n, err)
 	}
 }

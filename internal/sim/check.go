@@ -431,7 +431,7 @@ func (s *Sim) checkPlacement() error {
 	}
 	refs := map[blob.Hash]bool{}
 	var errs []error
-	err := inc0.reader.ReferencedBlobs(store.DefaultReplicas, func(h blob.Hash, rf int) bool {
+	err := inc0.reader.ReferencedBlobs(store.DefaultReplicas, nil, func(h blob.Hash, rf int) bool {
 		refs[h] = true
 		want := placement.Place(m, h, rf).Targets
 		for _, n := range s.nodes {
@@ -489,7 +489,7 @@ func (s *Sim) sabotage() {
 func (s *Sim) loseBlob() {
 	var victim blob.Hash
 	found := false
-	s.nodes[0].inc.reader.ReferencedBlobs(store.DefaultReplicas, func(h blob.Hash, rf int) bool {
+	s.nodes[0].inc.reader.ReferencedBlobs(store.DefaultReplicas, nil, func(h blob.Hash, rf int) bool {
 		victim, found = h, true
 		return false
 	})
