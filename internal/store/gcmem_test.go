@@ -9,8 +9,6 @@ import (
 	"time"
 
 	"github.com/cairn-fs/cairn/internal/blob"
-	"github.com/cairn-fs/cairn/internal/consensus"
-	"github.com/cairn-fs/cairn/internal/kv"
 	"github.com/cairn-fs/cairn/internal/meta"
 	"github.com/cairn-fs/cairn/internal/vfs"
 )
@@ -21,37 +19,18 @@ import (
 // are reaped by three OpReap commands of at most 1,000 blobs.
 func TestGCPages(t *testing.T) {
 	const n = 2500
-	bs, err := blob.Open(blob.Config{Dir: "/blobs", FS: vfs.NewMem(), MinFreeBytes: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	db := kv.NewMem()
-	var st *Local
 	var mu sync.Mutex
 	var reaps []int // blobs named by each OpReap applied
-	lg, err := consensus.NewLocal(consensus.LocalConfig{KV: db, OnApply: func(i uint64, c []meta.Command, r []meta.Result) {
+	e := newEnvSeeing(t, blob.Config{Dir: "/blobs", FS: vfs.NewMem(), MinFreeBytes: 1}, func(_ uint64, c []meta.Command, _ []meta.Result) {
 		mu.Lock()
+		defer mu.Unlock()
 		for k := range c {
 			if c[k].Op == meta.OpReap {
 				reaps = append(reaps, len(c[k].Reap))
 			}
 		}
-		mu.Unlock()
-		st.Applied(i, c, r)
-	}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	clk := &fakeClock{t: time.Unix(1_700_000_000, 0)}
-	st, err = New(Config{Blobs: bs, KV: db, Log: lg, GCGrace: time.Minute, Now: clk.Now})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close(); lg.Close(); db.Close(); bs.Close() })
-	ctx := context.Background()
-	if err := st.CreateBucket(ctx, BucketInfo{Name: "bkt"}); err != nil {
-		t.Fatal(err)
-	}
+	})
+	st, clk, ctx := e.s, e.clock, context.Background()
 	files := make([]FilePut, 0, n)
 	cs := make([]Change, 0, n)
 	for j := range n {

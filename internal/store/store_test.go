@@ -47,7 +47,11 @@ func newEnv(t *testing.T) *env {
 }
 
 // newEnvOn is newEnv with its blob store opened with bcfg.
-func newEnvOn(t *testing.T, bcfg blob.Config) *env {
+func newEnvOn(t *testing.T, bcfg blob.Config) *env { return newEnvSeeing(t, bcfg, nil) }
+
+// newEnvSeeing is newEnvOn with seen called with every applied entry
+// before the store sees it.
+func newEnvSeeing(t *testing.T, bcfg blob.Config, seen func(uint64, []meta.Command, []meta.Result)) *env {
 	t.Helper()
 	bs, err := blob.Open(bcfg)
 	if err != nil {
@@ -56,6 +60,9 @@ func newEnvOn(t *testing.T, bcfg blob.Config) *env {
 	db := kv.NewMem()
 	var st *Local
 	lg, err := consensus.NewLocal(consensus.LocalConfig{KV: db, OnApply: func(i uint64, c []meta.Command, r []meta.Result) {
+		if seen != nil {
+			seen(i, c, r)
+		}
 		st.Applied(i, c, r)
 	}})
 	if err != nil {
