@@ -178,8 +178,10 @@ func newTrashRestoreCmd(cf *clientFlags) *cobra.Command {
 		Long: `Restore puts PATH back from the trash: its newest entry, or with --at the
 newest deleted at or before TIME, as a new file (parent directories made
 as needed); the entry leaves the trash, older ones stay. A PATH ending in
-"/" restores every path under it that way ("/" or "" the whole bucket).
---to restores elsewhere: a path for a file, a prefix for a tree.
+"/" restores every path under it that way ("/" or "" the whole bucket);
+so does a PATH without the "/" that the trash has no entry for but
+entries under (a directory removed with rm -rf). --to restores
+elsewhere: a path for a file, a prefix for a tree.
 
 A restore never overwrites: a file or directory at a target is refused
 (the other paths of a tree are restored) and the error names it. Move or
@@ -197,14 +199,18 @@ delete it first (in a bucket with a trash that keeps it too), or restore
 			}
 			c := cf.client()
 			restored, err := c.TrashRestore(cmd.Context(), bucket, path, atT, strings.TrimLeft(to, "/"))
-			if errors.Is(err, client.ErrNotFound) && path != "" && !strings.HasSuffix(path, "/") {
-				// A directory named without its slash: say so.
-				if under, next, lerr := c.TrashPage(cmd.Context(), bucket, path+"/", "", 100); lerr == nil && len(under) > 0 {
-					n := strconv.Itoa(len(under))
-					if next != "" {
-						n = "more than " + n
+			if (errors.Is(err, client.ErrNotFound) || (errors.Is(err, client.ErrBadRequest) && strings.HasSuffix(to, "/"))) &&
+				path != "" && !strings.HasSuffix(path, "/") {
+				// A directory named without its slash (what a user types
+				// after rm -rf DIR): no entry for PATH itself (or a --to
+				// that can only be a tree's prefix), entries under it: the
+				// tree.
+				if under, _, lerr := c.TrashPage(cmd.Context(), bucket, path+"/", "", 1); lerr == nil && len(under) > 0 {
+					path += "/"
+					if to != "" && !strings.HasSuffix(to, "/") {
+						to += "/"
 					}
-					return fmt.Errorf("%w\n(the trash holds %s entries under %s/: to restore that directory, end PATH with a slash)", err, n, path)
+					restored, err = c.TrashRestore(cmd.Context(), bucket, path, atT, strings.TrimLeft(to, "/"))
 				}
 			}
 			if err != nil {
