@@ -28,6 +28,7 @@ type serverOptions struct {
 	LogLevel   string
 	SecretFile string
 	ClusterTLS string // on, off
+	Role       string // data, client
 }
 
 // setting binds one server setting to a flag, an environment variable and
@@ -144,6 +145,9 @@ func serverSettings() []setting {
 		}),
 		s("zone", "CAIRN_ZONE", "failure domain of this node (rack, room, site): copies of a file spread over zones", func(fs *pflag.FlagSet, c *serverOptions) {
 			fs.StringVar(&c.Zone, "zone", "", "")
+		}),
+		s("role", "CAIRN_ROLE", "cluster mode: data (stores a share of the blobs, may vote) or client (stores no blob, never votes, never a placement or repair target: reads from the data nodes; needs --join)", func(fs *pflag.FlagSet, c *serverOptions) {
+			fs.StringVar(&c.Role, "role", "data", "")
 		}),
 		s("voters", "CAIRN_VOTERS", "Raft voters the cluster keeps: 3 or 5 (others are learners)", func(fs *pflag.FlagSet, c *serverOptions) {
 			fs.IntVar(&c.Voters, "voters", 3, "")
@@ -299,6 +303,16 @@ func runServer(c *serverOptions) error {
 		c.ClusterTLSOff = true
 	default:
 		return fmt.Errorf("--cluster-tls %q: want on or off", c.ClusterTLS)
+	}
+	switch strings.ToLower(c.Role) {
+	case "data", "":
+	case "client":
+		if c.Join == "" {
+			return fmt.Errorf("--role client joins an existing cluster: give --join URL (a data node's public URL) and the cluster secret")
+		}
+		c.Client = true
+	default:
+		return fmt.Errorf("--role %q: want data or client", c.Role)
 	}
 	return runNode(c.Config, true)
 }

@@ -64,6 +64,11 @@ type RaftConfig struct {
 	// among the rest, the most caught-up wins. Called from the loop
 	// goroutine; it must be fast and must not call into the Raft.
 	PromoteFirst func(id uint64) bool
+	// NeverPromote, if set, marks learners that stay learners (client
+	// nodes: they keep the namespace and never vote), neither promoted on
+	// the leader's own nor by EnsureVoters. Called from the loop
+	// goroutine, as PromoteFirst.
+	NeverPromote func(id uint64) bool
 	// PromoteMaxLag is how many entries a learner may lag the leader's last
 	// index and still be promoted. Default 100.
 	PromoteMaxLag uint64

@@ -148,6 +148,9 @@ func (r *Raft) promotionCandidate(target int) uint64 {
 		if !ok || !seen || r.ticks-heard > int64(r.cfg.ElectionTicks) || pr.Match+r.cfg.PromoteMaxLag < r.st.last {
 			continue
 		}
+		if r.cfg.NeverPromote != nil && r.cfg.NeverPromote(id) {
+			continue
+		}
 		first := r.cfg.PromoteFirst != nil && r.cfg.PromoteFirst(id)
 		if best == 0 || (first && !bestFirst) || (first == bestFirst && pr.Match > bestMatch) {
 			best, bestMatch, bestFirst = id, pr.Match, first

@@ -189,6 +189,11 @@ func New(cfg Config) (_ *Core, err error) {
 			nd, err := c.Reader.Node(id)
 			return err == nil && nd.Witness
 		}
+		// A client node stays a learner.
+		rcfg.NeverPromote = func(id uint64) bool {
+			nd, err := c.Reader.Node(id)
+			return err == nil && nd.State == meta.NodeClient
+		}
 		if c.Raft, err = consensus.NewRaft(rcfg); err != nil {
 			return nil, fmt.Errorf("start raft: %w", err)
 		}
@@ -264,8 +269,8 @@ func (c *Core) RebuildMap() {
 	for _, nd := range nodes {
 		st := live[nd.ID] // Live or Dead
 		switch {
-		case nd.Witness:
-			st = placement.Witness
+		case nd.Witness, nd.State == meta.NodeClient:
+			st = placement.Witness // never ranked: no copy goes there, none is read from there
 		case nd.State == meta.NodeDraining:
 			st = placement.Draining
 		}

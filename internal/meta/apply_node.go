@@ -27,7 +27,7 @@ func (a *applier) setNode() (Result, error) {
 	if rec.State == 0 {
 		rec.State = NodeActive
 	}
-	if rec.State != NodeActive && rec.State != NodeDraining {
+	if rec.State != NodeActive && rec.State != NodeDraining && rec.State != NodeClient {
 		return Result{}, fmt.Errorf("%w: node state %d", ErrInvalid, rec.State)
 	}
 	rec.JoinedNs = a.now

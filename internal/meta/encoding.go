@@ -22,7 +22,7 @@ func errCorrupt(format string, args ...any) error {
 const (
 	inodeVersion   = 2  // 2: + atime (1 is still read)
 	bucketVersion  = 6  // 2: + replicas, write quorum; 3: + strict; 4: + uid, gid, file and dir mode; 5: + owner, acl; 6: + trash retention, written only when set (2 to 5 are still read)
-	commandVersion = 14 // 14: OpFenceBucket (no new field); 13: + right (lock rights); 12: special files (no new field: a device's inode body ends with its number); 11: + own, exclusive; 2: + node (cluster map); 3: + under, replicated; 4: bucket bodies of version 4; 5: + count; 6: inode bodies with atime; 7: + record, whether the file's xattrs were given; 8: + lock; 9: + upgrade; 10: + origin, trash, bucket bodies of version 6 (2 to 9 are still read)
+	commandVersion = 15 // 15: node state NodeClient (no new field); 14: OpFenceBucket (no new field); 13: + right (lock rights); 12: special files (no new field: a device's inode body ends with its number); 11: + own, exclusive; 2: + node (cluster map); 3: + under, replicated; 4: bucket bodies of version 4; 5: + count; 6: inode bodies with atime; 7: + record, whether the file's xattrs were given; 8: + lock; 9: + upgrade; 10: + origin, trash, bucket bodies of version 6 (2 to 9 are still read)
 	// lockFreeVersion is the version written for a payload without a lock
 	// command: the same bytes as version 7, which binaries from before
 	// locks can still decode, so that a rolling upgrade only depends on

@@ -22,6 +22,10 @@ import (
 // older binary would not know the op, nor refuse the bucket's writes.
 const fenceVersion = 14
 
+// clientVersion is the payload version that carries a node record of
+// state NodeClient: an older binary refuses the state.
+const clientVersion = 15
+
 // ErrMoved is the result of a command that would change a fenced bucket.
 var ErrMoved = errors.New("meta: the bucket is moving to another namespace group; retry through the group map")
 

@@ -121,3 +121,24 @@ func TestFenceBucketVersion(t *testing.T) {
 		mustApply(t, db, 1, rec[0])
 	}
 }
+
+// A client node's record (state NodeClient) applies, and needs log
+// version 15: an older binary refuses the state.
+func TestClientNodeRecord(t *testing.T) {
+	db := kv.NewMem()
+	cmd := Command{Op: OpSetNode, Node: &Node{ID: 4, URL: "http://10.0.0.4:8080", State: NodeClient}, TimeNs: 1}
+	mustApply(t, db, 1, cmd)
+	n, err := NewReader(db).Node(4)
+	if err != nil || n.State != NodeClient {
+		t.Fatalf("node 4: %+v, %v", n, err)
+	}
+	if err := Allowed([]Command{cmd}, clientVersion-1); !errors.Is(err, ErrLogVersion) {
+		t.Fatalf("a client node record allowed at version %d: %v", clientVersion-1, err)
+	}
+	if err := Allowed([]Command{cmd}, clientVersion); err != nil {
+		t.Fatal(err)
+	}
+	if res := applyOne(t, db, 2, Command{Op: OpSetNode, Node: &Node{ID: 5, URL: "http://x", State: 4}, TimeNs: 1}); !errors.Is(res.Err, ErrInvalid) {
+		t.Fatalf("state 4: %v", res.Err)
+	}
+}

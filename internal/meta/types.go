@@ -111,6 +111,12 @@ type NodeState uint8
 const (
 	NodeActive   NodeState = 1 // holds data and takes new copies
 	NodeDraining NodeState = 2 // keeps serving until its copies moved; takes no new copies
+	// NodeClient: a node that stores no blob and never votes (`cairn
+	// server --role client`): it keeps the namespace as a Raft learner and
+	// serves every front end, reading blobs from the nodes that hold them.
+	// Never a placement target nor a repair source; its absence costs the
+	// cluster nothing. Log version 15.
+	NodeClient NodeState = 3
 )
 
 // Node is a member of the cluster map, which lives in the log so every node

@@ -31,7 +31,7 @@ const (
 	// trash and commands' origins, 11 directory ownership (Command.Own,
 	// Command.Exclusive), 12 special files (FIFOs, sockets, devices), 13
 	// lock rights (Command.Right, OpLockReturn), 14 bucket fences
-	// (OpFenceBucket).
+	// (OpFenceBucket), 15 client nodes (NodeClient).
 	LogVersionMax = commandVersion
 	// upgradeVersion is the payload version that carries OpSetLogVersion.
 	upgradeVersion = 9
@@ -146,6 +146,9 @@ func payloadVersion(cmds []Command) byte {
 		if c := &cmds[i]; c.Op == OpFenceBucket || (c.Record != nil && (c.Record.Kind == RecordGroup || c.Record.Kind == RecordMove)) {
 			v = max(v, fenceVersion)
 		}
+		if c := &cmds[i]; c.Node != nil && c.Node.State == NodeClient {
+			v = max(v, clientVersion)
+		}
 		if c := &cmds[i]; c.Origin != nil || c.Trash != nil || c.Snap != nil || (c.Bucket != nil && bucketBodyVersion(c.Bucket) >= 6) ||
 			(c.Record != nil && c.Record.Kind == RecordSnapSchedule) {
 			v = max(v, trashVersion)
@@ -185,6 +188,8 @@ func Allowed(cmds []Command, active byte) error {
 			what = "directory ownership"
 		case cmds[i].Op == OpFenceBucket:
 			what = "a bucket fence"
+		case cmds[i].Node != nil && cmds[i].Node.State == NodeClient:
+			what = "a client node"
 		}
 	}
 	return fmt.Errorf("%w: %s needs log version %d, the cluster runs %d until every node runs a binary that reads %d (cairn status shows each node's version)",

@@ -158,6 +158,8 @@ func member(nd *meta.Node) admin.Member {
 		m.State = admin.NodeActive
 	case meta.NodeDraining:
 		m.State = admin.NodeDraining
+	case meta.NodeClient:
+		m.State = admin.NodeClient
 	}
 	if nd.JoinedNs != 0 {
 		m.Joined = time.Unix(0, nd.JoinedNs).UTC()

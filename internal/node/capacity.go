@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/cairn-fs/cairn/internal/frontend/admin"
+	"github.com/cairn-fs/cairn/internal/meta"
 	"github.com/cairn-fs/cairn/internal/vfs"
 )
 
@@ -46,7 +47,7 @@ func (n *Node) clusterCapacity(ctx context.Context) (total, free uint64, err err
 		var wg sync.WaitGroup
 		data, reporting := 0, 1
 		for _, nd := range nodes {
-			if nd.Witness {
+			if nd.Witness || nd.State == meta.NodeClient {
 				continue
 			}
 			data++

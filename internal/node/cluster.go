@@ -146,7 +146,7 @@ func (c *clusterNode) coreConfig() *core.ClusterConfig {
 		Replica: replica.Config{CacheBytes: cfg.RemoteCacheBytes},
 		Repair: replica.RepairConfig{Interval: cfg.RepairInterval, DefaultReplicas: store.DefaultReplicas,
 			BytesPerSec: float64(cfg.RepairRate), DeadPastGrace: c.lv.deadPastGrace},
-		Liveness: c.liveStates, OnNodes: c.setAddrs, NoBlobs: cfg.Witness}
+		Liveness: c.liveStates, OnNodes: c.setAddrs, NoBlobs: cfg.Witness || cfg.Client}
 }
 
 // attach completes the cluster half once the core is built: the RPC
@@ -154,7 +154,7 @@ func (c *clusterNode) coreConfig() *core.ClusterConfig {
 func (c *clusterNode) attach(k *core.Core) (err error) {
 	c.core, c.raft, c.rep, c.repair, c.reader = k, k.Raft, k.Rep, k.Repair, k.Reader
 	c.raftP.Store(k.Raft)
-	c.server, err = transport.NewServer(c.tcfg, rpcHandler{c: c, witness: c.cfg.Witness, RaftHandler: transport.RaftHandler{Log: c.raft},
+	c.server, err = transport.NewServer(c.tcfg, rpcHandler{c: c, witness: c.cfg.Witness, client: c.cfg.Client, RaftHandler: transport.RaftHandler{Log: c.raft},
 		GuardedBlobServer: k.BlobServer()})
 	if err != nil {
 		return err
@@ -228,7 +228,7 @@ func (c *clusterNode) joinLoop() bool {
 		resp, err := c.client.Join(ctx, strings.TrimRight(c.cfg.Join, "/"), transport.JoinRequest{
 			ID: transport.NodeID(c.id), PublicURL: c.n.URL, ClusterURL: c.n.ClusterURL, Zone: c.cfg.Zone,
 			Witness: c.cfg.Witness,
-			Extra:   joinExtra{GossipAddr: c.lv.gossipAddr(), LogVersion: meta.LogVersionMax}.marshal()})
+			Extra:   joinExtra{GossipAddr: c.lv.gossipAddr(), LogVersion: meta.LogVersionMax, Client: c.cfg.Client}.marshal()})
 		if errors.Is(err, transport.ErrRefused) { // too old a binary (upgrade.go)
 			c.n.stopWith(fmt.Errorf("join %s: %w", c.cfg.Join, err))
 			return errGiveUp
@@ -267,12 +267,18 @@ func (c *clusterNode) registerLoop() {
 		rec := &meta.Node{ID: c.id}
 		if cur, err := c.reader.Node(c.id); err == nil {
 			if cur.URL == c.n.URL && cur.ClusterURL == c.clusterURL() && cur.Zone == c.cfg.Zone &&
-				cur.GossipAddr == gossip && cur.Witness == c.cfg.Witness {
+				cur.GossipAddr == gossip && cur.Witness == c.cfg.Witness && (cur.State == meta.NodeClient) == c.cfg.Client {
 				return nil
 			}
 			rec = cur
 		}
 		rec.URL, rec.ClusterURL, rec.Zone, rec.GossipAddr, rec.Witness = c.n.URL, c.clusterURL(), c.cfg.Zone, gossip, c.cfg.Witness
+		switch {
+		case c.cfg.Client:
+			rec.State = meta.NodeClient
+		case rec.State == meta.NodeClient: // a client restarted as a data node
+			rec.State = meta.NodeActive
+		}
 		res, err := c.raft.Propose(ctx, meta.Command{Op: meta.OpSetNode, TimeNs: time.Now().UnixNano(),
 			Node: rec})
 		if err != nil {
@@ -336,23 +342,35 @@ type rpcHandler struct {
 	transport.RaftHandler
 	replica.GuardedBlobServer
 	witness bool // refuses blob copies (witness.go)
+	client  bool // refuses blob copies (client.go)
 }
 
-// PutBlob stores a blob a peer sent, unless this node is a witness.
-func (h rpcHandler) PutBlob(ctx context.Context, from transport.NodeID, hash blob.Hash, data []byte) error {
-	if h.witness {
+// noBlob is the refusal of a blob copy sent to a node that stores none.
+func (h rpcHandler) noBlob() error {
+	switch {
+	case h.witness:
 		return errWitnessBlob
+	case h.client:
+		return errClientBlob
+	}
+	return nil
+}
+
+// PutBlob stores a blob a peer sent, unless this node stores none.
+func (h rpcHandler) PutBlob(ctx context.Context, from transport.NodeID, hash blob.Hash, data []byte) error {
+	if err := h.noBlob(); err != nil {
+		return err
 	}
 	return h.GuardedBlobServer.PutBlob(ctx, from, hash, data)
 }
 
-// PutBlobs stores a batch of blobs a peer sent, unless this node is a
-// witness.
+// PutBlobs stores a batch of blobs a peer sent, unless this node stores
+// none.
 func (h rpcHandler) PutBlobs(ctx context.Context, from transport.NodeID, blobs []transport.BlobPut) []error {
-	if h.witness {
+	if err := h.noBlob(); err != nil {
 		errs := make([]error, len(blobs))
 		for i := range errs {
-			errs[i] = errWitnessBlob
+			errs[i] = err
 		}
 		return errs
 	}
@@ -381,7 +399,7 @@ func (h rpcHandler) Join(ctx context.Context, from transport.NodeID, req transpo
 	}
 	res, err := c.raft.Propose(ctx, meta.Command{Op: meta.OpSetNode, TimeNs: time.Now().UnixNano(),
 		Node: &meta.Node{ID: uint64(req.ID), URL: req.PublicURL, ClusterURL: req.ClusterURL, Zone: req.Zone, Witness: req.Witness,
-			GossipAddr: extra.GossipAddr}})
+			GossipAddr: extra.GossipAddr, State: joinState(extra)}})
 	if err == nil {
 		err = res.Err
 	}

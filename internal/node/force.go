@@ -78,8 +78,8 @@ func ForceNewCluster(dataDir string, logger *slog.Logger) (ForceReport, error) {
 	now := time.Now().UnixNano()
 	for _, nd := range nodes {
 		if nd.ID == id {
-			if nd.Witness {
-				return rep, fmt.Errorf("node %d is a witness: it holds no file content; force a surviving data node instead", id)
+			if nd.Witness || nd.State == meta.NodeClient {
+				return rep, fmt.Errorf("node %d holds no file content (a witness or a client node); force a surviving data node instead", id)
 			}
 			continue
 		}

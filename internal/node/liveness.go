@@ -92,6 +92,8 @@ type joinExtra struct {
 	// LogVersion is the newest log version the joiner's binary reads
 	// (upgrade.go); absent from binaries before issue 22.
 	LogVersion byte `json:"log_version,omitempty"`
+	// Client: the joiner is a client node (client.go).
+	Client bool `json:"client,omitempty"`
 }
 
 func (e joinExtra) marshal() json.RawMessage {
@@ -330,7 +332,7 @@ func (l *liveness) states(nodes []*meta.Node) map[uint64]placement.State {
 		if _, ok := l.firstSeen[nd.ID]; !ok {
 			l.firstSeen[nd.ID] = now
 		}
-		if nd.Witness || nd.State == meta.NodeDraining {
+		if nd.Witness || nd.State == meta.NodeDraining || nd.State == meta.NodeClient {
 			continue
 		}
 		st := l.stateLocked(nd.ID, now)

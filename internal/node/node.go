@@ -65,6 +65,7 @@ type Config struct {
 	GossipListen      string        // failure detector HOST:PORT; "" = the host of ClusterListen (else Listen), port + 100 (liveness.go)
 	ClusterListen     string        // node-to-node RPC HOST:PORT; "" = RPC shares Listen under /_cairn/rpc/ (clusterlisten.go)
 	Witness           bool          // cluster mode: a Raft voter that stores no blobs (witness.go)
+	Client            bool          // cluster mode: a Raft learner that stores no blobs and serves (client.go)
 	DisableFastPath   bool          // serve every request through net/http (no GET fast path)
 	DisableMmap       bool          // read blobs with pread instead of memory maps
 	RemoteCacheBytes  int64         // cluster mode: in-memory cache of blobs read from other nodes; 0 = off; default 64 MiB
@@ -227,6 +228,9 @@ func Start(cfg Config) (_ *Node, err error) {
 	if err := checkWitness(cfg); err != nil { // witness.go
 		return nil, err
 	}
+	if err := checkClient(cfg); err != nil { // client.go
+		return nil, err
+	}
 	n.ln, err = net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return nil, fmt.Errorf("listen on %s: %w", cfg.Listen, err)
@@ -279,8 +283,8 @@ func Start(cfg Config) (_ *Node, err error) {
 		MaxVolumeSize: cfg.MaxVolumeSize, CompactGarbageRatio: cfg.CompactRatio, CompactAge: cfg.CompactAge,
 		MinFreeBytes: cfg.MinFreeBytes, OnFsync: metrics.ObserveFsync,
 		DisableMmap: cfg.DisableMmap, OnCorrupt: n.scrub.corrupt, ScrubRate: cfg.ScrubRate, ScrubPeriod: cfg.ScrubPeriod}
-	if cfg.Witness {
-		witnessBlobConfig(&bcfg)
+	if cfg.Witness || cfg.Client {
+		witnessBlobConfig(&bcfg) // no blob is ever stored here
 	}
 	ccfg := core.Config{FS: bcfg.FS, BlobDir: bcfg.Dir, Blob: bcfg,
 		KVDir: filepath.Join(cfg.DataDir, "meta"), KV: kv.PebbleConfig{CacheSize: cfg.KVCacheBytes},

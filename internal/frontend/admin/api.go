@@ -100,6 +100,7 @@ const (
 	NodeUnknown  NodeState = iota // not a state of the cluster map's
 	NodeActive                    // holds data and takes new copies
 	NodeDraining                  // keeps serving until its copies moved; takes no new copies
+	NodeClient                    // stores no blob and never votes: serves through the others (client.go of internal/node)
 )
 
 // Member is one record of the cluster map.

@@ -167,6 +167,8 @@ func stateName(s NodeState) string {
 		return "active"
 	case NodeDraining:
 		return "draining"
+	case NodeClient:
+		return "client"
 	}
 	return "unknown"
 }
@@ -209,6 +211,11 @@ func (h *Handler) setState(w http.ResponseWriter, r *http.Request, c Cluster, id
 		h.fail(w, r, fmt.Errorf("read cluster map: %w", err))
 		return
 	}
+	if rec.State == NodeClient {
+		h.fail(w, r, errStatus(http.StatusConflict, "ClientNode",
+			"node %d is a client node: it holds no data, so it has nothing to drain nor to activate (restart it without --role client to make it a data node)", id))
+		return
+	}
 	if rec.State != state {
 		if state == NodeDraining && !rec.Witness && !forced(r) {
 			nodes, err := c.Members()
@@ -218,7 +225,7 @@ func (h *Handler) setState(w http.ResponseWriter, r *http.Request, c Cluster, id
 			}
 			others := 0
 			for _, nd := range nodes {
-				if nd.ID != id && !nd.Witness && nd.State != NodeDraining {
+				if nd.ID != id && !nd.Witness && nd.State == NodeActive {
 					others++
 				}
 			}

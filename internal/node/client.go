@@ -1,0 +1,59 @@
+package node
+
+// Client nodes (`cairn server --role client`).
+//
+// A client node is a member that stores no blob and never votes: a web
+// server that should serve the site without holding a share of it (a
+// small VM, an autoscaled PHP worker). It keeps what resolving a path
+// locally needs: the namespace, as a Raft learner the leader never
+// promotes (consensus.RaftConfig.NeverPromote), in DATA/meta as any node.
+//
+//   - Its cluster map record has State meta.NodeClient (from its join
+//     request and registerLoop; log version 15), so placement never ranks
+//     it: no write, repair or rebalance sends it a copy, none is read from
+//     it, and the failure detector's view of it moves no data. A copy a
+//     peer still sends is refused (errClientBlob, answered 400).
+//   - Its local blob store is an empty in-memory one, as a witness's.
+//     Reads fetch blobs from the nodes that hold them (the hedged remote
+//     read every node uses for blobs it lacks) through the remote-blob
+//     cache (--remote-cache-bytes); writes send their blobs to the data
+//     nodes placement picks and commit the namespace change as any member.
+//   - Joining and leaving move no data; a client that is down costs the
+//     cluster nothing (no repair, nothing under-replicated), and the
+//     status shows it as a client, not as a missing data node.
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/cairn-fs/cairn/internal/meta"
+	"github.com/cairn-fs/cairn/internal/transport"
+)
+
+// errClientBlob answers a blob copy sent to a client node.
+var errClientBlob = fmt.Errorf("%w: this node is a client: it stores no blobs", transport.ErrBadRequest)
+
+// checkClient rejects client settings that cannot work.
+func checkClient(cfg Config) error {
+	if !cfg.Client {
+		return nil
+	}
+	switch {
+	case cfg.Witness:
+		return errors.New("node: a node is a witness or a client, not both")
+	case cfg.ClusterSecret == "":
+		return errors.New("node: a client node needs the cluster secret (CAIRN_CLUSTER_SECRET or --secret-file)")
+	case cfg.Join == "":
+		return errors.New("node: a client node joins an existing cluster: give --join URL (a member's public URL)")
+	}
+	return nil
+}
+
+// joinState is the state a join request records: NodeClient for a client
+// node, else the default (active).
+func joinState(extra joinExtra) meta.NodeState {
+	if extra.Client {
+		return meta.NodeClient
+	}
+	return 0
+}

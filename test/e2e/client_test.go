@@ -1,0 +1,94 @@
+package e2e
+
+import (
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestClientNode (issue 36): two data nodes and a client node (`cairn
+// server --role client`) in a cluster that wants three voters. The
+// client is recorded as a client and stays a learner (never promoted,
+// though a voter is missing); it serves reads and takes writes, holds no
+// blob (both data nodes hold every one); a drain of it is refused; when
+// it is killed the data nodes take writes as before and hold the same
+// blobs (no repair: no copy was ever planned on it).
+func TestClientNode(t *testing.T) {
+	base := t.TempDir()
+	d1 := startCairn(t, "server", filepath.Join(base, "d1"), freeAddr(t))
+	d2 := startCairn(t, "server", filepath.Join(base, "d2"), freeAddr(t), "--join", d1.url)
+	c := startCairn(t, "server", filepath.Join(base, "c"), freeAddr(t), "--join", d1.url, "--role", "client")
+	all := []*server{d1, d2, c}
+	type member struct {
+		ID    string `json:"id"`
+		URL   string `json:"url"`
+		State string `json:"state"`
+		Role  string `json:"role"`
+	}
+	members := func() map[string]member {
+		_, body, _, err := timed("GET", d1.url+"/_cairn/nodes", nil, auth()...)
+		var v struct {
+			Nodes []member `json:"nodes"`
+		}
+		if err != nil || json.Unmarshal(body, &v) != nil {
+			return nil
+		}
+		out := map[string]member{}
+		for _, n := range v.Nodes {
+			out[n.URL] = n
+		}
+		return out
+	}
+	waitFor(t, 30*time.Second, "two voters and the client recorded", func() bool {
+		m := members()
+		return m[d1.url].Role == "voter" && m[d2.url].Role == "voter" && m[c.url].State == "client"
+	}, all...)
+	time.Sleep(3 * time.Second) // several promotion rounds of the leader
+	if m := members(); m[c.url].Role != "learner" || m[c.url].State != "client" {
+		t.Fatalf("the client node is %+v: want a learner in state client", m[c.url])
+	}
+
+	waitFor(t, 30*time.Second, "bucket creation", func() bool {
+		resp, _ := do(t, "POST", d1.url+"/_cairn/buckets",
+			[]byte(`{"name":"web","public":true,"replicas":2}`), auth()...)
+		return resp.StatusCode == 201 || resp.StatusCode == 409
+	}, all...)
+	files := map[string][]byte{}
+	for i := range 6 {
+		via := all[i%3]
+		p := fmt.Sprintf("f%d.txt", i)
+		files[p] = []byte(strings.Repeat(fmt.Sprintf("file %d via %s\n", i, via.addr), 200+i))
+		putOK(t, via.url+"/web/"+p, files[p], all...)
+	}
+	for _, s := range all {
+		for p, data := range files {
+			getOK(t, s.url+"/web/"+p, data, all...)
+		}
+	}
+	waitFor(t, 20*time.Second, "a copy of every blob on both data nodes", func() bool {
+		return nodeBlobs(d1) >= len(files) && nodeBlobs(d2) >= len(files)
+	}, all...)
+	if n := nodeBlobs(c); n != 0 {
+		t.Fatalf("the client node reports %d blobs", n)
+	}
+	if resp, body := do(t, "POST", d1.url+"/_cairn/nodes/"+members()[c.url].ID+"/drain", nil, auth()...); resp.StatusCode != 409 ||
+		!strings.Contains(string(body), "client node") {
+		t.Fatalf("drain of the client: %d %s", resp.StatusCode, body)
+	}
+
+	// Gone: nothing moves, writes go on.
+	b1, b2 := nodeBlobs(d1), nodeBlobs(d2)
+	c.kill()
+	putOK(t, d1.url+"/web/after.txt", []byte("after the client left"), d1, d2)
+	getOK(t, d2.url+"/web/after.txt", []byte("after the client left"), d1, d2)
+	time.Sleep(3 * time.Second)
+	if n1, n2 := nodeBlobs(d1), nodeBlobs(d2); n1 != b1+1 || n2 != b2+1 {
+		t.Fatalf("data nodes hold %d and %d blobs, want %d and %d: something moved", n1, n2, b1+1, b2+1)
+	}
+	if m := members(); m[c.url].State != "client" {
+		t.Fatalf("the client node, down, is %+v", m[c.url])
+	}
+}
