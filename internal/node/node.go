@@ -29,6 +29,7 @@ import (
 	"github.com/cairn-fs/cairn/internal/frontend/httpapi"
 	"github.com/cairn-fs/cairn/internal/frontend/webdav"
 	"github.com/cairn-fs/cairn/internal/kv"
+	"github.com/cairn-fs/cairn/internal/replica"
 	"github.com/cairn-fs/cairn/internal/store"
 	"github.com/cairn-fs/cairn/internal/vfs"
 )
@@ -66,6 +67,7 @@ type Config struct {
 	ClusterListen     string        // node-to-node RPC HOST:PORT; "" = RPC shares Listen under /_cairn/rpc/ (clusterlisten.go)
 	Witness           bool          // cluster mode: a Raft voter that stores no blobs (witness.go)
 	Client            bool          // cluster mode: a Raft learner that stores no blobs and serves (client.go)
+	CacheSize         int64         // client node: bound of its disk cache of blobs read from the data nodes (DATA/cache); default 1 GiB
 	DisableFastPath   bool          // serve every request through net/http (no GET fast path)
 	DisableMmap       bool          // read blobs with pread instead of memory maps
 	RemoteCacheBytes  int64         // cluster mode: in-memory cache of blobs read from other nodes; 0 = off; default 64 MiB
@@ -88,7 +90,7 @@ type Config struct {
 func DefaultConfig() Config {
 	return Config{Listen: "127.0.0.1:8080", GCGrace: 15 * time.Minute, GCInterval: time.Minute,
 		MaxVolumeSize: 1 << 30, CompactRatio: 0.5, CompactAge: time.Hour, MinFreeBytes: 64 << 20, KVCacheBytes: 64 << 20,
-		RemoteCacheBytes: 64 << 20, ScrubPeriod: blob.DefaultScrubPeriod, RepairGrace: 10 * time.Minute, RepairRate: 8 << 20,
+		RemoteCacheBytes: 64 << 20, CacheSize: 1 << 30, ScrubPeriod: blob.DefaultScrubPeriod, RepairGrace: 10 * time.Minute, RepairRate: 8 << 20,
 		PathCacheEntries: 65536, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
 		WriteTimeout: 30 * time.Second, IdleTimeout: 120 * time.Second, MaxHeaderBytes: 64 << 10,
 		S3Region: "us-east-1", S3UploadExpiry: 7 * 24 * time.Hour}
@@ -297,6 +299,13 @@ func Start(cfg Config) (_ *Node, err error) {
 			return nil, err
 		}
 		ccfg.Cluster = n.cl.coreConfig()
+		if cfg.Client { // client.go: the blobs it reads are kept on its disk
+			if ccfg.Cluster.Replica.DiskCache, err = replica.OpenDiskCache(filepath.Join(cfg.DataDir, "cache"), cfg.CacheSize); err != nil {
+				n.cl.close()
+				n.cl = nil
+				return nil, err
+			}
+		}
 	}
 	if n.core, err = core.New(ccfg); err != nil {
 		if n.cl != nil {

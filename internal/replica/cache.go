@@ -50,11 +50,16 @@ type CacheStats struct {
 	// the same blob instead of making their own; Evictions the blobs
 	// dropped to stay within the bound.
 	Hits, Misses, Fills, Shared, Evictions int64
+	// Corrupt counts fetched blobs refused because their bytes did not
+	// hash to their name (DiskCache checks on fill).
+	Corrupt int64
 	// Bytes (blob bytes plus per-entry overhead) and Entries held now.
 	Bytes   int64
 	Entries int
 	// MaxBytes is the bound.
 	MaxBytes int64
+	// OnDisk: the cache is a DiskCache (a client node's).
+	OnDisk bool
 }
 
 // NewCache returns a cache of at most maxBytes (blob bytes plus a fixed

@@ -34,6 +34,15 @@ var replicaMetrics = []metricDesc{
 		prometheus.GaugeValue, func(c CacheStats, _ BatchStats, _ WriteStats) float64 { return float64(c.Entries) }},
 	{prometheus.NewDesc("cairn_remote_cache_max_bytes", "Bound of the cache of remote blobs (0: off).", nil, nil),
 		prometheus.GaugeValue, func(c CacheStats, _ BatchStats, _ WriteStats) float64 { return float64(c.MaxBytes) }},
+	{prometheus.NewDesc("cairn_remote_cache_corrupt_total", "Fetched blobs the cache refused: their bytes did not hash to their name (the disk cache of a client node checks on fill).", nil, nil),
+		prometheus.CounterValue, func(c CacheStats, _ BatchStats, _ WriteStats) float64 { return float64(c.Corrupt) }},
+	{prometheus.NewDesc("cairn_remote_cache_on_disk", "1 when the cache of remote blobs is on this node's disk (a client node's --cache-size), 0 in memory.", nil, nil),
+		prometheus.GaugeValue, func(c CacheStats, _ BatchStats, _ WriteStats) float64 {
+			if c.OnDisk {
+				return 1
+			}
+			return 0
+		}},
 	{prometheus.NewDesc("cairn_replica_put_batches_total", "Batched blob writes (PutBlobs calls) sent to other nodes.", nil, nil),
 		prometheus.CounterValue, func(_ CacheStats, b BatchStats, _ WriteStats) float64 { return float64(b.Batches) }},
 	{prometheus.NewDesc("cairn_replica_put_batched_blobs_total", "Blobs sent to other nodes inside batches.", nil, nil),

@@ -82,6 +82,10 @@ type Config struct {
 	// CacheMaxItemBytes is the largest blob the cache admits. Default
 	// 256 KiB.
 	CacheMaxItemBytes int
+	// DiskCache, when set, is the cache of blobs read from other nodes
+	// instead of the in-memory one (CacheBytes is then unused): a client
+	// node's, on its disk.
+	DiskCache *DiskCache
 	// Logger; default slog.Default().
 	// Clock runs the hedging, straggler and deadline timers. Default
 	// clock.Real{}.
@@ -112,7 +116,7 @@ func (c *Config) Validate() error {
 type Replicator struct {
 	cfg   Config
 	batch *Batcher // nil: no batching
-	cache *Cache   // nil: no cache
+	cache blobCache // a nil *Cache or *DiskCache: no cache
 
 	under, failed atomic.Int64 // WriteStats
 }
@@ -164,6 +168,9 @@ func New(cfg Config) (*Replicator, error) {
 		cfg.Logger = slog.Default()
 	}
 	r := &Replicator{cfg: cfg, cache: NewCache(cfg.CacheBytes, cfg.CacheMaxItemBytes)}
+	if cfg.DiskCache != nil {
+		r.cache = cfg.DiskCache
+	}
 	if bp, ok := cfg.Peers.(BatchPeers); ok && !cfg.DisableBatching {
 		r.batch = NewBatcher(cfg.Peers, bp, cfg.Batch)
 	}

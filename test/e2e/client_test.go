@@ -3,7 +3,10 @@ package e2e
 import (
 	"encoding/json"
 	"fmt"
+	"io/fs"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -20,7 +23,8 @@ func TestClientNode(t *testing.T) {
 	base := t.TempDir()
 	d1 := startCairn(t, "server", filepath.Join(base, "d1"), freeAddr(t))
 	d2 := startCairn(t, "server", filepath.Join(base, "d2"), freeAddr(t), "--join", d1.url)
-	c := startCairn(t, "server", filepath.Join(base, "c"), freeAddr(t), "--join", d1.url, "--role", "client")
+	// A disk cache of about three of the files below.
+	c := startCairn(t, "server", filepath.Join(base, "c"), freeAddr(t), "--join", d1.url, "--role", "client", "--cache-size", "30000")
 	all := []*server{d1, d2, c}
 	type member struct {
 		ID    string `json:"id"`
@@ -73,6 +77,35 @@ func TestClientNode(t *testing.T) {
 	}, all...)
 	if n := nodeBlobs(c); n != 0 {
 		t.Fatalf("the client node reports %d blobs", n)
+	}
+	// Its reads went through its disk cache: hits on a second read, files
+	// under DATA/cache within the bound, evictions past it.
+	getOK(t, c.url+"/web/f5.txt", files["f5.txt"], all...)
+	getOK(t, c.url+"/web/f5.txt", files["f5.txt"], all...)
+	metric := func(name string) int {
+		_, body, _, _ := timed("GET", c.url+"/_cairn/metrics", nil)
+		m := regexp.MustCompile(`(?m)^` + name + ` (\d+)`).FindSubmatch(body)
+		if m == nil {
+			t.Fatalf("no metric %s on the client", name)
+		}
+		n, _ := strconv.Atoi(string(m[1]))
+		return n
+	}
+	if metric("cairn_remote_cache_on_disk") != 1 || metric("cairn_remote_cache_hits_total") == 0 || metric("cairn_remote_cache_evictions_total") == 0 {
+		t.Fatalf("disk cache: on disk %d, hits %d, evictions %d", metric("cairn_remote_cache_on_disk"),
+			metric("cairn_remote_cache_hits_total"), metric("cairn_remote_cache_evictions_total"))
+	}
+	var cached int64
+	filepath.WalkDir(filepath.Join(c.dir, "cache"), func(p string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			if info, ierr := d.Info(); ierr == nil {
+				cached += info.Size()
+			}
+		}
+		return nil
+	})
+	if cached == 0 || cached > 30000 {
+		t.Fatalf("%d bytes under the client's cache directory (bound 30000)", cached)
 	}
 	if resp, body := do(t, "POST", d1.url+"/_cairn/nodes/"+members()[c.url].ID+"/drain", nil, auth()...); resp.StatusCode != 409 ||
 		!strings.Contains(string(body), "client node") {
