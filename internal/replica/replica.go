@@ -115,7 +115,7 @@ func (c *Config) Validate() error {
 // concurrent use.
 type Replicator struct {
 	cfg   Config
-	batch *Batcher // nil: no batching
+	batch *Batcher  // nil: no batching
 	cache blobCache // a nil *Cache or *DiskCache: no cache
 
 	under, failed atomic.Int64 // WriteStats
