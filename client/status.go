@@ -125,6 +125,21 @@ type NodeReport struct {
 	Scrub ScrubStatus `json:"scrub"`
 	// Version is the node's binary and the log versions it reads and runs.
 	Version VersionStatus `json:"version"`
+	// Cache is the node's cache of blobs read from other nodes (nil
+	// without one); on disk for a client node.
+	Cache *CacheStatus `json:"cache,omitempty"`
+}
+
+// CacheStatus is a node's cache of blobs read from other nodes.
+type CacheStatus struct {
+	OnDisk    bool  `json:"on_disk"`
+	Hits      int64 `json:"hits"`
+	Misses    int64 `json:"misses"`
+	Evictions int64 `json:"evictions"`
+	Corrupt   int64 `json:"corrupt"`
+	Bytes     int64 `json:"bytes"`
+	Entries   int   `json:"entries"`
+	MaxBytes  int64 `json:"max_bytes"`
 }
 
 // VersionStatus is a node's binary and log version (docs/operations.md,

@@ -72,6 +72,10 @@ func (l nodeLocal) Report() admin.LocalStatus {
 		v.ID = c.id
 		v.CommitIndex = c.raft.Status().Commit
 		v.Repair = repairView(c.repair.Progress())
+		if cs := c.rep.CacheStats(); cs.MaxBytes > 0 {
+			v.Cache = &admin.Cache{OnDisk: cs.OnDisk, Hits: cs.Hits, Misses: cs.Misses, Evictions: cs.Evictions, Corrupt: cs.Corrupt,
+				Bytes: cs.Bytes, Entries: cs.Entries, MaxBytes: cs.MaxBytes}
+		}
 	}
 	v.Scrub = l.Scrub()
 	vv := n.versions() // upgrade.go

@@ -107,6 +107,10 @@ func TestClientNode(t *testing.T) {
 	if cached == 0 || cached > 30000 {
 		t.Fatalf("%d bytes under the client's cache directory (bound 30000)", cached)
 	}
+	if out, err := d1.cli("status"); err != nil || !regexp.MustCompile(`(?m)^node \d+'s blob cache \(client\): .* of 29\.3 KiB, .*[1-9]\d* hits, \d+ misses, [1-9]\d* evictions`).MatchString(out) ||
+		!regexp.MustCompile(`(?m)^\d+ +`+regexp.QuoteMeta(c.url)+` +client `).MatchString(out) {
+		t.Fatalf("cairn status: %v\n%s", err, out)
+	}
 	if resp, body := do(t, "POST", d1.url+"/_cairn/nodes/"+members()[c.url].ID+"/drain", nil, auth()...); resp.StatusCode != 409 ||
 		!strings.Contains(string(body), "client node") {
 		t.Fatalf("drain of the client: %d %s", resp.StatusCode, body)

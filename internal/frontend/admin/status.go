@@ -141,6 +141,21 @@ type LocalStatus struct {
 	Repair       *Repair `json:"repair,omitempty"` // cluster mode only
 	Scrub        Scrub   `json:"scrub"`            // scrub.go
 	Version      Version `json:"version"`
+	// Cache is the node's cache of blobs read from other nodes (nil
+	// without one): on disk for a client node.
+	Cache *Cache `json:"cache,omitempty"`
+}
+
+// Cache is a node's cache of blobs read from other nodes.
+type Cache struct {
+	OnDisk    bool  `json:"on_disk"`
+	Hits      int64 `json:"hits"`
+	Misses    int64 `json:"misses"`
+	Evictions int64 `json:"evictions"`
+	Corrupt   int64 `json:"corrupt"`
+	Bytes     int64 `json:"bytes"`
+	Entries   int   `json:"entries"`
+	MaxBytes  int64 `json:"max_bytes"`
 }
 
 // Version is a node's binary and log version (docs/operations.md,

@@ -314,8 +314,16 @@
           scrub = el('div', {}, sc.last_completed ? 'last ' + ago(sc.last_completed) : 'never run yet', sc.corrupt_found || sc.corrupt_copies ? el('div', { class: 'error', text: num(sc.corrupt_copies) + ' corrupt copies' }) : null);
         }
       }
+      let blobs = el('span', { class: 'num', text: rep ? num(rep.disk.blobs) : '–' });
+      if (rep && rep.cache && rep.cache.on_disk) {
+        // A client node: the blobs it keeps are its disk cache's.
+        const c = rep.cache;
+        blobs = el('div', { class: 'cache' }, el('span', { class: 'num', text: num(c.entries) + ' cached' }),
+          el('div', { class: 'muted small', text: bytes(c.bytes) + ' of ' + bytes(c.max_bytes) + ' · ' + num(c.hits) + ' hits · ' +
+            num(c.misses) + ' misses · ' + num(c.evictions) + ' evicted' + (c.corrupt ? ' · ' + num(c.corrupt) + ' refused' : '') }));
+      }
       const actions = el('div', { class: 'cell-actions' });
-      if (s.cluster && n.state !== 'unknown') {
+      if (s.cluster && n.state !== 'unknown' && n.state !== 'client') {
         if (n.state === 'draining') {
           actions.append(el('button', { type: 'button', class: 'small', 'data-action': 'activate', 'data-node': n.id, text: 'Activate', onclick: () => setState(n, 'activate') }));
         } else {
@@ -333,7 +341,7 @@
         td('Raft', el('span', { text: n.role + (n.leader ? ' ★ leader' : '') })),
         td('Zone', n.zone || '–'),
         td('Disk', disk),
-        td('Blobs', el('span', { class: 'num', text: rep ? num(rep.disk.blobs) : '–' })),
+        td('Blobs', blobs),
         td('Lag', el('span', { class: 'num', text: rep ? num(n.lag) + ' entries' : '–' })),
         td('Repair', repair),
         td('Scrub', scrub),
