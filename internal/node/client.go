@@ -15,9 +15,11 @@ package node
 //     peer still sends is refused (errClientBlob, answered 400).
 //   - Its local blob store is an empty in-memory one, as a witness's.
 //     Reads fetch blobs from the nodes that hold them (the hedged remote
-//     read every node uses for blobs it lacks) through the remote-blob
-//     cache (--remote-cache-bytes); writes send their blobs to the data
-//     nodes placement picks and commit the namespace change as any member.
+//     read every node uses for blobs it lacks) and keep them in a disk
+//     cache under DATA/cache (replica.DiskCache, --cache-size: LRU, each
+//     blob checked against its hash on fill); writes send their blobs to
+//     the data nodes placement picks and commit the namespace change as
+//     any member.
 //   - Joining and leaving move no data; a client that is down costs the
 //     cluster nothing (no repair, nothing under-replicated), and the
 //     status shows it as a client, not as a missing data node.
