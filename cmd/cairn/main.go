@@ -48,6 +48,7 @@ func newRootCmd() *cobra.Command {
 	root.AddCommand(newKeyCmd())      // access keys (accesskeys.go)
 	root.AddCommand(newRuleCmd())     // abuse rules (rules.go)
 	root.AddCommand(newURLCmd())      // signed URLs (urlsign.go)
+	root.AddCommand(newCSICmd())      // the Kubernetes CSI driver (csi.go)
 	root.AddCommand(newVersionCmd())  // version.go
 	root.AddCommand(newGenManCmd())   // hidden: man pages for the packages (genman.go)
 	strictGroups(root)                // an unknown subcommand is an error (usage.go)
