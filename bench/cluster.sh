@@ -20,6 +20,8 @@
 #             mode's visibility bound (target p99 <= 1 s; over it, the
 #             script exits 1).
 #   read      random GETs of the small corpus (SCALE, 0.25 by default here)
+#             (READ_CLIENT=1, the default: also through a fourth node, a
+#             client node, cairn server --role client, with its disk cache)
 #             through node READ_NODE, from a bucket with --replicas 3 (every
 #             read local) and one with --replicas 1 (about two thirds remote),
 #             against nginx serving the same files from the local disk; wrk
@@ -98,6 +100,7 @@ THREADS=${THREADS:-2}
 WARMUP=${WARMUP:-5}
 WRK_TIMEOUT=${WRK_TIMEOUT:-10s}
 READ_NODE=${READ_NODE:-2}
+READ_CLIENT=${READ_CLIENT:-1}
 ROUNDS_INGEST=${ROUNDS_INGEST:-2}
 SYNC_JOBS=${SYNC_JOBS:-64}
 SPOT_CHECK=${SPOT_CHECK:-20}
@@ -264,6 +267,7 @@ part_read() {
 	mean=$(find "$corpus" -type f -printf '%s\n' | awk '{s += $1; n++} END {printf "%d", s / n}')
 	mean1=$(find "$c1" -type f -printf '%s\n' | awk '{s += $1; n++} END {printf "%d", s / n}')
 	cluster_start read
+	[ "$READ_CLIENT" != 1 ] || client_start
 	bucket_create small 3
 	bucket_create small1 1
 	local b
@@ -277,14 +281,16 @@ part_read() {
 	nginx_start "$CORPUS_DIR" "$nport"
 	local nurl=http://127.0.0.1:$nport curl_=${NODE_URL[READ_NODE]}
 	# Every node must resolve every file before the load: wait for the last
-	# path of each bucket on the read node.
-	local last deadline
-	for b in small small1; do
-		last=$(tail -n1 "$CORPUS_DIR/$b/paths.txt")
-		deadline=$((SECONDS + 60))
-		until [ "$(curl -s -o /dev/null -w '%{http_code}' --max-time 2 "$curl_/$b/$last")" = 200 ]; do
-			[ $SECONDS -lt $deadline ] || die "$b/$last not visible on node $READ_NODE"
-			sleep 0.1
+	# path of each bucket on the read node (and the client node).
+	local last deadline u
+	for u in "$curl_" ${NODE_URL[4]:+"${NODE_URL[4]}"}; do
+		for b in small small1; do
+			last=$(tail -n1 "$CORPUS_DIR/$b/paths.txt")
+			deadline=$((SECONDS + 60))
+			until [ "$(curl -s -o /dev/null -w '%{http_code}' --max-time 2 "$u/$b/$last")" = 200 ]; do
+				[ $SECONDS -lt $deadline ] || die "$b/$last not visible on $u"
+				sleep 0.1
+			done
 		done
 	done
 	BLOBS=""
@@ -300,15 +306,22 @@ part_read() {
 	spot_check "$curl_/small1" "$c1" "$c1/paths.txt" 20
 	local -A URL=([nginx]=$nurl [r3]=$curl_ [r1]=$curl_) PFX=([nginx]=/small/ [r3]=/small/ [r1]=/small1/) \
 		PATHS=([nginx]=$corpus/paths.txt [r3]=$corpus/paths.txt [r1]=$c1/paths.txt) MEAN=([nginx]=$mean [r3]=$mean [r1]=$mean1)
+	local servers="nginx r3 r1"
+	if [ "$READ_CLIENT" = 1 ]; then
+		# The client node (issue 36): bucket small, every blob fetched from
+		# the data nodes once, then from its disk cache.
+		servers+=" client"
+		URL[client]=${NODE_URL[4]} PFX[client]=/small/ PATHS[client]=$corpus/paths.txt MEAN[client]=$mean
+	fi
 	local csv=$OUT/read.csv s r res reqs rps mbps p50 p99 bytes status
 	echo "round,server,requests,rps,mbps,p50,p99,status" >"$csv"
-	for s in nginx r3 r1; do
+	for s in $servers; do
 		log "warm-up $s ${WARMUP}s"
 		run_wrk "${URL[$s]}" "${PFX[$s]}" "$OUT/wrk-warmup-$s.txt" "$WARMUP" "${PATHS[$s]}" >/dev/null ||
 			die "warm-up against $s failed (see $OUT/wrk-warmup-$s.txt)"
 	done
 	for r in $(seq 1 "$ROUNDS"); do
-		for s in nginx r3 r1; do
+		for s in $servers; do
 			status=ok
 			res=$(run_wrk "${URL[$s]}" "${PFX[$s]}" "$OUT/wrk-r$r-$s.txt" "$DURATION" "${PATHS[$s]}") || status=FAIL
 			read -r reqs rps mbps p50 p99 bytes <<<"$res"
@@ -329,12 +342,18 @@ part_read() {
 	# binary has none).
 	CACHE=$(awk '/^cairn_remote_cache_(hits_total|misses_total|entries|max_bytes) / {sub(/^cairn_remote_cache_/, "", $1); printf "%s%s %.0f", sep, $1, $2; sep = ", "}' <<<"$mtx")
 	log "blobs on node $READ_NODE after the runs: $BLOBS_AFTER; remote cache: ${CACHE:-none}"
+	local CCACHE=""
+	if [ "$READ_CLIENT" = 1 ]; then
+		CCACHE=$(curl -fsS --max-time 5 "${NODE_URL[4]}/_cairn/metrics" | awk '/^cairn_remote_cache_(hits_total|misses_total|entries|bytes|evictions_total) / {sub(/^cairn_remote_cache_/, "", $1); printf "%s%s %.0f", sep, $1, $2; sep = ", "}')
+		CCACHE+="; RSS $(awk '/VmRSS/ {print int($2 / 1024) " MB"}' "/proc/${NODE_PID[4]}/status")"
+		log "client node 4's disk cache after the runs: $CCACHE"
+	fi
 	local leader
 	leader=$(leader_node)
 	stop_pid "$NGINX_PID"
 	cluster_stop
 	emit "### Reads on one node of the cluster" "" \
-		"Random GET of the small corpus ($files files, SCALE=$SCALE, mean $mean B) through node $READ_NODE of a 3-node cluster (leader: node $leader): bucket small with --replicas 3 (every read local) and bucket small1 with --replicas 1 holding a second corpus of the same profile (seed $((SEED + 1)), mean $mean1 B; its own content, so about 2/3 of its reads are fetched from another node), vs nginx serving the seed-$SEED corpus from the local disk. Blobs per node after loading both (expect about $files + $files/3 each): $BLOBS; on node $READ_NODE after the runs: $BLOBS_AFTER (the cache of remote blobs is in memory: it does not add to this count). Remote-blob cache of node $READ_NODE after the runs (warm-ups included): ${CACHE:-none (binary without one)}. wrk $THREADS threads, $CONNS connections, ${DURATION}s per run, $ROUNDS rounds alternating nginx, R=3, R=1; best round and mean." \
+		"Random GET of the small corpus ($files files, SCALE=$SCALE, mean $mean B) through node $READ_NODE of a 3-node cluster (leader: node $leader): bucket small with --replicas 3 (every read local) and bucket small1 with --replicas 1 holding a second corpus of the same profile (seed $((SEED + 1)), mean $mean1 B; its own content, so about 2/3 of its reads are fetched from another node), vs nginx serving the seed-$SEED corpus from the local disk. Blobs per node after loading both (expect about $files + $files/3 each): $BLOBS; on node $READ_NODE after the runs: $BLOBS_AFTER (the cache of remote blobs is in memory: it does not add to this count). Remote-blob cache of node $READ_NODE after the runs (warm-ups included): ${CACHE:-none (binary without one)}. ${CCACHE:+With READ_CLIENT=1 a fourth node, a client node (--role client: no blob of its own, a disk cache), reads bucket small; its cache after the runs: $CCACHE. }wrk $THREADS threads, $CONNS connections, ${DURATION}s per run, $ROUNDS rounds alternating nginx, R=3, R=1${CCACHE:+, client}; best round and mean." \
 		"$(date -u +%Y-%m-%dT%H:%MZ); $(machine_info); cairn binary built from git $BIN_REV" \
 		"command: PARTS=read SCALE=$SCALE DURATION=$DURATION ROUNDS=$ROUNDS CONNS=$CONNS bench/cluster.sh" ""
 	awk -F, '
@@ -347,9 +366,11 @@ part_read() {
 	END {
 		print "| server | req/s (best) | rounds req/s | MB/s | p50 ms | p99 ms | /nginx (best) | /nginx (mean) |"
 		print "|---|---:|---|---:|---:|---:|---:|---:|"
-		split("nginx r3 r1", order, " ")
+		n = split("nginx r3 r1 client", order, " ")
 		label["nginx"] = "nginx (local disk)"; label["r3"] = "Cairn R=3 (local)"; label["r1"] = "Cairn R=1 (2/3 remote)"
-		for (i = 1; i <= 3; i++) {
+		label["client"] = "Cairn client node (R=3 bucket, disk cache)"
+		for (i = 1; i <= n; i++) {
+			if (order[i] == "client" && !("client" in cnt) && !("client" in fail)) continue
 			s = order[i]
 			if (!(s in best)) { printf "| %s | FAILED | | | | | | |\n", label[s]; continue }
 			mn = sum[s] / cnt[s]; mng = ("nginx" in cnt) ? sum["nginx"] / cnt["nginx"] : 0

@@ -60,12 +60,32 @@ cluster_start() {
 	log "cluster $name: nodes ${NODE_URL[*]} (pids ${NODE_PID[*]}), 3 voters, leader $(leader_node)"
 }
 
+# client_start: start node 4 as a client node (cairn server --role client:
+# stores no blob, never votes) joining node 1, with a disk cache of
+# CLIENT_CACHE bytes; sets NODE_URL[4], NODE_PID[4], NODE_LOG[4]. Returns
+# once it serves and has caught up with node 1's bucket list.
+client_start() {
+	local port
+	port=$(pick_port)
+	NODE_URL[4]=http://127.0.0.1:$port
+	NODE_LOG[4]=$OUT/client-$CLUSTER_N-n4.log
+	# shellcheck disable=SC2086 # SERVER_ARGS: words
+	CAIRN_CLUSTER_SECRET=$CLUSTER_SECRET "$CAIRN_BIN" server --data "$CL_DIR/n4" --role client \
+		--cache-size "${CLIENT_CACHE:-1073741824}" --listen "127.0.0.1:$port" --join "${NODE_URL[1]}" $SERVER_ARGS >"${NODE_LOG[4]}" 2>&1 &
+	NODE_PID[4]=$!
+	BENCH_PIDS+=("${NODE_PID[4]}")
+	wait_http "${NODE_URL[4]}/_cairn/health" "${NODE_PID[4]}" 60 "${NODE_LOG[4]}"
+	log "client node 4: ${NODE_URL[4]} (pid ${NODE_PID[4]})"
+}
+
 cluster_stop() {
 	local i
-	for i in 1 2 3; do
+	for i in 1 2 3 4; do
+		[ -n "${NODE_PID[i]:-}" ] || continue
 		kill -CONT "${NODE_PID[i]}" 2>/dev/null || true
 		stop_pid "${NODE_PID[i]}"
 	done
+	unset 'NODE_PID[4]' 'NODE_URL[4]'
 	[ "${KEEP:-0}" = 1 ] || rm -rf -- "$CL_DIR"
 }
 
