@@ -23,13 +23,13 @@ type Cache struct {
 	maxBytes int64
 	maxItem  int
 
-	mu      sync.Mutex
-	used    int64
-	ll      list.List // of *cacheEntry, most recently used first
-	m       map[blob.Hash]*list.Element
-	flights map[blob.Hash]*flight
+	mu   sync.Mutex
+	used int64
+	ll   list.List // of *cacheEntry, most recently used first
+	m    map[blob.Hash]*list.Element
+	fl   flights
 
-	hits, misses, fills, evictions, shared atomic.Int64
+	hits, misses, evictions atomic.Int64
 }
 
 type cacheEntry struct {
@@ -72,8 +72,7 @@ func NewCache(maxBytes int64, maxItem int) *Cache {
 	if maxItem <= 0 || int64(maxItem)+cacheEntryOverhead > maxBytes {
 		maxItem = int(min(maxBytes-cacheEntryOverhead, 256<<10))
 	}
-	return &Cache{maxBytes: maxBytes, maxItem: max(maxItem, 0),
-		m: map[blob.Hash]*list.Element{}, flights: map[blob.Hash]*flight{}}
+	return &Cache{maxBytes: maxBytes, maxItem: max(maxItem, 0), m: map[blob.Hash]*list.Element{}}
 }
 
 // MaxItemBytes is the largest blob the cache admits (0 for a nil cache).
@@ -140,10 +139,25 @@ func (c *Cache) Add(h blob.Hash, data []byte) {
 // (e.g. their ctx's Done), returning errStopped; the fetch goes on for the
 // others.
 func (c *Cache) Fill(h blob.Hash, stop <-chan struct{}, fetch func() (data []byte, complete bool, err error)) ([]byte, error) {
-	c.mu.Lock()
-	if f, ok := c.flights[h]; ok {
-		c.mu.Unlock()
-		c.shared.Add(1)
+	return c.fl.do(h, stop, fetch, c.Add)
+}
+
+// flights runs one fetch for all the concurrent fills of a blob (the
+// single flight of Cache.Fill and DiskCache.Fill).
+type flights struct {
+	mu            sync.Mutex
+	m             map[blob.Hash]*flight
+	fills, shared atomic.Int64
+}
+
+// do calls fetch once for the concurrent callers of the same h, the others
+// waiting for its result (or giving up when stop closes: errStopped), and
+// keep with a complete blob's bytes.
+func (fl *flights) do(h blob.Hash, stop <-chan struct{}, fetch func() ([]byte, bool, error), keep func(blob.Hash, []byte)) ([]byte, error) {
+	fl.mu.Lock()
+	if f, ok := fl.m[h]; ok {
+		fl.mu.Unlock()
+		fl.shared.Add(1)
 		select {
 		case <-f.done:
 			return f.data, f.err
@@ -151,18 +165,21 @@ func (c *Cache) Fill(h blob.Hash, stop <-chan struct{}, fetch func() (data []byt
 			return nil, errStopped
 		}
 	}
+	if fl.m == nil {
+		fl.m = map[blob.Hash]*flight{}
+	}
 	f := &flight{done: make(chan struct{})}
-	c.flights[h] = f
-	c.mu.Unlock()
-	c.fills.Add(1)
+	fl.m[h] = f
+	fl.mu.Unlock()
+	fl.fills.Add(1)
 	data, complete, err := fetch()
 	f.data, f.err = data, err
 	if err == nil && complete {
-		c.Add(h, data)
+		keep(h, data)
 	}
-	c.mu.Lock()
-	delete(c.flights, h)
-	c.mu.Unlock()
+	fl.mu.Lock()
+	delete(fl.m, h)
+	fl.mu.Unlock()
 	close(f.done)
 	return data, err
 }
@@ -175,6 +192,6 @@ func (c *Cache) Stats() CacheStats {
 	c.mu.Lock()
 	used, n := c.used, len(c.m)
 	c.mu.Unlock()
-	return CacheStats{Hits: c.hits.Load(), Misses: c.misses.Load(), Fills: c.fills.Load(),
-		Shared: c.shared.Load(), Evictions: c.evictions.Load(), Bytes: used, Entries: n, MaxBytes: c.maxBytes}
+	return CacheStats{Hits: c.hits.Load(), Misses: c.misses.Load(), Fills: c.fl.fills.Load(),
+		Shared: c.fl.shared.Load(), Evictions: c.evictions.Load(), Bytes: used, Entries: n, MaxBytes: c.maxBytes}
 }

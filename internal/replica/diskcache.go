@@ -45,13 +45,13 @@ type DiskCache struct {
 	maxBytes int64
 	maxItem  int
 
-	mu      sync.Mutex
-	used    int64
-	ll      list.List // of *diskEntry, most recently used first
-	m       map[blob.Hash]*list.Element
-	flights map[blob.Hash]*flight
+	mu   sync.Mutex
+	used int64
+	ll   list.List // of *diskEntry, most recently used first
+	m    map[blob.Hash]*list.Element
+	fl   flights
 
-	hits, misses, fills, evictions, shared, corrupt atomic.Int64
+	hits, misses, evictions, corrupt atomic.Int64
 }
 
 type diskEntry struct {
@@ -71,7 +71,7 @@ func OpenDiskCache(dir string, maxBytes int64) (*DiskCache, error) {
 		return nil, fmt.Errorf("blob cache: %w", err)
 	}
 	c := &DiskCache{dir: dir, maxBytes: maxBytes, maxItem: int(min(maxBytes-diskEntryOverhead, blob.MaxSize)),
-		m: map[blob.Hash]*list.Element{}, flights: map[blob.Hash]*flight{}}
+		m: map[blob.Hash]*list.Element{}}
 	type found struct {
 		h    blob.Hash
 		size int64
@@ -213,31 +213,7 @@ func (c *DiskCache) evictLocked(room int64) {
 
 // Fill is Cache.Fill's, keeping complete blobs on disk.
 func (c *DiskCache) Fill(h blob.Hash, stop <-chan struct{}, fetch func() (data []byte, complete bool, err error)) ([]byte, error) {
-	c.mu.Lock()
-	if f, ok := c.flights[h]; ok {
-		c.mu.Unlock()
-		c.shared.Add(1)
-		select {
-		case <-f.done:
-			return f.data, f.err
-		case <-stop:
-			return nil, errStopped
-		}
-	}
-	f := &flight{done: make(chan struct{})}
-	c.flights[h] = f
-	c.mu.Unlock()
-	c.fills.Add(1)
-	data, complete, err := fetch()
-	f.data, f.err = data, err
-	if err == nil && complete {
-		c.add(h, data)
-	}
-	c.mu.Lock()
-	delete(c.flights, h)
-	c.mu.Unlock()
-	close(f.done)
-	return data, err
+	return c.fl.do(h, stop, fetch, c.add)
 }
 
 // Stats returns the counters (zero for a nil cache).
@@ -248,6 +224,6 @@ func (c *DiskCache) Stats() CacheStats {
 	c.mu.Lock()
 	used, n := c.used, len(c.m)
 	c.mu.Unlock()
-	return CacheStats{Hits: c.hits.Load(), Misses: c.misses.Load(), Fills: c.fills.Load(), Shared: c.shared.Load(),
+	return CacheStats{Hits: c.hits.Load(), Misses: c.misses.Load(), Fills: c.fl.fills.Load(), Shared: c.fl.shared.Load(),
 		Evictions: c.evictions.Load(), Corrupt: c.corrupt.Load(), Bytes: used, Entries: n, MaxBytes: c.maxBytes, OnDisk: true}
 }
