@@ -173,6 +173,8 @@ done
 # in its first repair pass. Reported: the time to each, and its peak RSS
 # (VmHWM) over the whole catch-up. JOIN=0 skips it; JOIN_WAIT (3600) s at
 # most for each part. PROFILE=1: node 4's heap after its repair pass too.
+# JOIN_ARGS: more flags of node 4 ("--role client": a client node, which
+# pulls no blob; its repair pass has nothing to do).
 if [ "${JOIN:-1}" = 1 ]; then
 	JOIN_WAIT=${JOIN_WAIT:-3600}
 	port4=$(pick_port)
@@ -185,9 +187,9 @@ if [ "${JOIN:-1}" = 1 ]; then
 		NODE_DEBUG[4]=127.0.0.1:$(pick_port)
 		debug4=(--debug-listen "${NODE_DEBUG[4]}")
 	fi
-	# shellcheck disable=SC2086 # SERVER_ARGS: words
+	# shellcheck disable=SC2086 # SERVER_ARGS, JOIN_ARGS: words
 	CAIRN_CLUSTER_SECRET=$CLUSTER_SECRET "$CAIRN_BIN" server --data "$CL_DIR/n4" \
-		--listen "127.0.0.1:$port4" --join "${NODE_URL[1]}" "${debug4[@]}" $SERVER_ARGS >"${NODE_LOG[4]}" 2>&1 &
+		--listen "127.0.0.1:$port4" --join "${NODE_URL[1]}" "${debug4[@]}" $SERVER_ARGS ${JOIN_ARGS:-} >"${NODE_LOG[4]}" 2>&1 &
 	NODE_PID[4]=$!
 	BENCH_PIDS+=("${NODE_PID[4]}")
 	peak() { awk '/^VmHWM/ {printf "%.0f", $2 / 1024}' "/proc/${NODE_PID[4]}/status" 2>/dev/null || echo "?"; }
@@ -214,8 +216,8 @@ if [ "${JOIN:-1}" = 1 ]; then
 	if [ "$PROFILE" -gt 0 ]; then
 		curl -fsS --max-time 20 -o "$OUT/heap-join-n4.pb.gz" "http://${NODE_DEBUG[4]}/debug/pprof/heap" || true
 	fi
-	printf 'join of node 4 to %d files: namespace caught up after %.1f s, serves a GET after %.1f s, first repair pass done after %.0f s holding %d blobs (pulled %d); peak RSS %s MB, RSS then %s MB\n' \
-		"$prev" "$t_ns" "$t_get" "$t_blobs" "$(metric 4 cairn_node_blobs)" "$(metric 4 cairn_repair_pulled_blobs_total)" \
+	printf 'join of node 4 (%s) to %d files: namespace caught up after %.1f s, serves a GET after %.1f s, first repair pass done after %.0f s holding %d blobs (pulled %d); peak RSS %s MB, RSS then %s MB\n' \
+		"${JOIN_ARGS:-a data node}" "$prev" "$t_ns" "$t_get" "$t_blobs" "$(metric 4 cairn_node_blobs)" "$(metric 4 cairn_repair_pulled_blobs_total)" \
 		"$(peak)" "$(rss_mb "${NODE_PID[4]}")" | tee -a "$OUT/results.txt"
 fi
 log "results in $OUT/results.txt"
