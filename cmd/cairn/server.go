@@ -149,7 +149,7 @@ func serverSettings() []setting {
 		s("role", "CAIRN_ROLE", "cluster mode: data (stores a share of the blobs, may vote) or client (stores no blob, never votes, never a placement or repair target: reads from the data nodes; needs --join)", func(fs *pflag.FlagSet, c *serverOptions) {
 			fs.StringVar(&c.Role, "role", "data", "")
 		}),
-		s("cache-size", "CAIRN_CACHE_SIZE", "client node: bound in bytes of its disk cache of blobs read from the data nodes (DATA/cache, least recently used out first, each blob checked against its hash when fetched)", func(fs *pflag.FlagSet, c *serverOptions) {
+		s("cache-size", "CAIRN_CACHE_SIZE", "client node: bound in bytes of its disk cache of blobs read from the data nodes (DATA/cache: its blob store, served as local copies; least recently used out first, each blob checked against its hash when fetched)", func(fs *pflag.FlagSet, c *serverOptions) {
 			fs.Int64Var(&c.CacheSize, "cache-size", d.CacheSize, "")
 		}),
 		s("voters", "CAIRN_VOTERS", "Raft voters the cluster keeps: 3 or 5 (others are learners)", func(fs *pflag.FlagSet, c *serverOptions) {

@@ -91,6 +91,13 @@ type Config struct {
 	// to name it), on the goroutine that found it; it must not block or
 	// call the Store. The node asks the repairer for a pass. Default nil.
 	OnCorrupt func(h Hash)
+	// OnRead, if not nil, is called with the blob's hash after each read
+	// of a stored blob that succeeded through ReadAt, Get, Locate or
+	// MappedData (not Has, Size, Resident, Range or the scrub), on the
+	// reader's goroutine; it must be cheap, must not block and must not
+	// call the Store. A client node's cache of blobs read from other
+	// nodes keeps its recency with it (replica.DiskCache). Default nil.
+	OnRead func(h Hash)
 	// ScrubRate is the rate in bytes per second at which the background
 	// scrub re-reads and checks the live needles (scrub.go). 0 (the
 	// default) derives it at the start of each pass from ScrubPeriod:

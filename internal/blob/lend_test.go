@@ -223,3 +223,51 @@ func TestMappedDataTruncated(t *testing.T) {
 		t.Fatal("resident past the truncated end")
 	}
 }
+
+// TestOnRead: each successful read through ReadAt, Get, Locate and
+// MappedData reports its blob once; Has, Size, Resident, a read of an
+// absent blob and a refused lend report nothing.
+func TestOnRead(t *testing.T) {
+	var got []Hash
+	e := newOSEnv(t, func(c *Config) { c.OnRead = func(h Hash) { got = append(got, h) } })
+	s := e.open()
+	defer s.Close()
+	d, h := blobN(1, 5000)
+	if err := s.Put(h, d); err != nil {
+		t.Fatal(err)
+	}
+	s.Has(h)
+	s.Size(h)
+	s.Resident(h, 0, 10)
+	s.ReadAt(Sum([]byte("absent")), make([]byte, 4), 0)
+	if _, _, ok := s.MappedData(h, 0, int64(len(d))+1); ok {
+		t.Fatal("lent past the end")
+	}
+	if len(got) != 0 {
+		t.Fatalf("reported %d reads before any read", len(got))
+	}
+	if _, err := s.ReadAt(h, make([]byte, 10), 4990); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Get(h, nil); err != nil {
+		t.Fatal(err)
+	}
+	_, _, _, release, err := s.Locate(h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	release()
+	_, ref, ok := s.MappedData(h, 0, 10)
+	if !ok {
+		t.Fatal("not lent")
+	}
+	ref.Release()
+	if len(got) != 4 {
+		t.Fatalf("reported %d reads, want 4", len(got))
+	}
+	for _, g := range got {
+		if g != h {
+			t.Fatalf("reported %s, want %s", g, h)
+		}
+	}
+}

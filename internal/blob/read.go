@@ -171,6 +171,9 @@ func (s *Store) ReadAt(h Hash, p []byte, off int64) (int, error) {
 			}
 			vr.release()
 			if match {
+				if s.cfg.OnRead != nil && (err == nil || err == io.EOF) {
+					s.cfg.OnRead(h)
+				}
 				return n, err
 			}
 		}
@@ -293,6 +296,9 @@ func (s *Store) Get(h Hash, dst []byte) ([]byte, error) {
 			if hd.Hash != h {
 				continue
 			}
+			if s.cfg.OnRead != nil {
+				s.cfg.OnRead(h)
+			}
 			return append(dst, data...), nil // memmove: data may alias dst's tail
 		}
 		if !raced {
@@ -325,6 +331,9 @@ func (s *Store) Locate(h Hash) (f vfs.File, off, n int64, release func(), err er
 	}
 	if err != nil {
 		return nil, 0, 0, nil, err
+	}
+	if s.cfg.OnRead != nil {
+		s.cfg.OnRead(h)
 	}
 	var once sync.Once
 	return vr.v.File(), volume.DataOffset(l.offset()), int64(l.n), func() { once.Do(vr.release) }, nil
@@ -364,6 +373,16 @@ func (r Ref) Release() {
 // store is closed. The caller then reads with ReadAt, which reports any
 // error.
 func (s *Store) MappedData(h Hash, off, n int64) (b []byte, ref Ref, ok bool) {
+	b, ref, ok = s.mappedData(&h, off, n)
+	if ok && s.cfg.OnRead != nil {
+		s.cfg.OnRead(h)
+	}
+	return b, ref, ok
+}
+
+// mappedData is MappedData without OnRead (Resident's look).
+func (s *Store) mappedData(hp *Hash, off, n int64) (b []byte, ref Ref, ok bool) {
+	h := *hp
 	if s.closed.Load() || off < 0 || n <= 0 {
 		return nil, Ref{}, false
 	}
@@ -417,7 +436,7 @@ func (s *Store) MappedData(h Hash, off, n int64) (b []byte, ref Ref, ok bool) {
 // slot off. False when unknown (no map, not stored here, n <= 0). A
 // snapshot: a page may be evicted right after.
 func (s *Store) Resident(h Hash, off, n int64) bool {
-	b, ref, ok := s.MappedData(h, off, n)
+	b, ref, ok := s.mappedData(&h, off, n)
 	if !ok {
 		return false
 	}

@@ -136,10 +136,14 @@ func New(cfg Config) (_ *Core, err error) {
 
 	bcfg := cfg.Blob
 	bcfg.Dir, bcfg.FS, bcfg.Logger, bcfg.Now = cfg.BlobDir, cfg.FS, cfg.Logger, cfg.Clock.Now
+	dc := c.diskCache()
+	dc.StoreConfig(&bcfg) // a client node's blob store is its cache
 	if c.Blobs, err = blob.Open(bcfg); err != nil {
 		return nil, fmt.Errorf("open blob store: %w", err)
 	}
 	closers = append(closers, c.Blobs.Close)
+	dc.Attach(c.Blobs)
+	closers = append(closers, dc.Close)
 
 	kcfg := cfg.KV
 	kcfg.FS, kcfg.Logger = cfg.KVFS, cfg.Logger
@@ -331,5 +335,14 @@ func (c *Core) BlobServer() replica.GuardedBlobServer {
 // Close closes the store, then the log, KV and blob store. The host
 // stops whatever calls into the core (servers, loops) first.
 func (c *Core) Close() error {
-	return errors.Join(c.Store.Close(), c.Log.Close(), c.KV.Close(), c.Blobs.Close())
+	return errors.Join(c.Store.Close(), c.Log.Close(), c.KV.Close(), c.diskCache().Close(), c.Blobs.Close())
+}
+
+// diskCache is a client node's cache of blobs read from other nodes,
+// kept in its blob store (nil: none).
+func (c *Core) diskCache() *replica.DiskCache {
+	if c.cfg.Cluster == nil {
+		return nil
+	}
+	return c.cfg.Cluster.Replica.DiskCache
 }

@@ -13,13 +13,14 @@ package node
 //     it: no write, repair or rebalance sends it a copy, none is read from
 //     it, and the failure detector's view of it moves no data. A copy a
 //     peer still sends is refused (errClientBlob, answered 400).
-//   - Its local blob store is an empty in-memory one, as a witness's.
-//     Reads fetch blobs from the nodes that hold them (the hedged remote
-//     read every node uses for blobs it lacks) and keep them in a disk
-//     cache under DATA/cache (replica.DiskCache, --cache-size: LRU, each
-//     blob checked against its hash on fill); writes send their blobs to
-//     the data nodes placement picks and commit the namespace change as
-//     any member.
+//   - Its local blob store, under DATA/cache, is its cache of the blobs
+//     it read from the nodes that hold them (replica.DiskCache,
+//     --cache-size: least recently used out, each blob checked against
+//     its hash on fill; core wires the store to it): a cached blob is a
+//     local copy to every front end, served as a data node serves its
+//     own. Nothing else writes there: writes send their blobs to the
+//     data nodes placement picks and commit the namespace change as any
+//     member, and the repair loop does not run on a client.
 //   - Joining and leaving move no data; a client that is down costs the
 //     cluster nothing (no repair, nothing under-replicated), and the
 //     status shows it as a client, not as a missing data node.

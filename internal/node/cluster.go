@@ -175,8 +175,12 @@ func (c *clusterNode) start() {
 	rctx, rcancel := context.WithCancel(context.Background())
 	c.wg.Add(2)
 	go func() { defer c.wg.Done(); <-c.stop; rcancel() }()
-	go func() { defer c.wg.Done(); c.repair.Run(rctx) }()
-	c.repair.Trigger()
+	if !c.cfg.Client { // client.go: a client's copies are its cache's
+		go func() { defer c.wg.Done(); c.repair.Run(rctx) }()
+		c.repair.Trigger()
+	} else {
+		c.wg.Done()
+	}
 	c.wg.Add(1)
 	go func() { defer c.wg.Done(); c.watchMembership() }() // removed.go
 	c.wg.Add(1)

@@ -285,8 +285,11 @@ func Start(cfg Config) (_ *Node, err error) {
 		MaxVolumeSize: cfg.MaxVolumeSize, CompactGarbageRatio: cfg.CompactRatio, CompactAge: cfg.CompactAge,
 		MinFreeBytes: cfg.MinFreeBytes, OnFsync: metrics.ObserveFsync,
 		DisableMmap: cfg.DisableMmap, OnCorrupt: n.scrub.corrupt, ScrubRate: cfg.ScrubRate, ScrubPeriod: cfg.ScrubPeriod}
-	if cfg.Witness || cfg.Client {
+	switch {
+	case cfg.Witness:
 		witnessBlobConfig(&bcfg) // no blob is ever stored here
+	case cfg.Client:
+		bcfg.Dir = filepath.Join(cfg.DataDir, "cache") // client.go: its blob store is its cache
 	}
 	ccfg := core.Config{FS: bcfg.FS, BlobDir: bcfg.Dir, Blob: bcfg,
 		KVDir: filepath.Join(cfg.DataDir, "meta"), KV: kv.PebbleConfig{CacheSize: cfg.KVCacheBytes},
@@ -300,11 +303,7 @@ func Start(cfg Config) (_ *Node, err error) {
 		}
 		ccfg.Cluster = n.cl.coreConfig()
 		if cfg.Client { // client.go: the blobs it reads are kept on its disk
-			if ccfg.Cluster.Replica.DiskCache, err = replica.OpenDiskCache(filepath.Join(cfg.DataDir, "cache"), cfg.CacheSize); err != nil {
-				n.cl.close()
-				n.cl = nil
-				return nil, err
-			}
+			ccfg.Cluster.Replica.DiskCache = replica.NewDiskCache(cfg.CacheSize)
 		}
 	}
 	if n.core, err = core.New(ccfg); err != nil {

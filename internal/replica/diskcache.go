@@ -1,15 +1,9 @@
 package replica
 
 import (
-	"container/list"
-	"fmt"
-	"io/fs"
-	"os"
-	"path/filepath"
 	"slices"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/cairn-fs/cairn/internal/blob"
 )
@@ -28,86 +22,171 @@ var (
 	_ blobCache = (*DiskCache)(nil)
 )
 
-// diskEntryOverhead is what one cached blob costs on disk besides its
-// bytes (an inode and a directory entry), counted against the bound.
-const diskEntryOverhead = 4096
+// CacheStore is the blob store a DiskCache keeps its copies in
+// (blob.Store implements it).
+type CacheStore interface {
+	Put(h blob.Hash, data []byte) error
+	Delete(h blob.Hash) error
+	Range(fn func(h blob.Hash, size int64) bool)
+	Compact() (int, error)
+	Stats() blob.Stats
+}
 
-// DiskCache is a bounded LRU of whole blobs fetched from other nodes, kept
-// as files on the node's disk (DIR/ab/HASH): a client node's cache
-// (--cache-size), which survives restarts and holds far more than memory
-// would. A blob is admitted only if its bytes hash to its name (checked
-// here, on fill); one that fails counts as Corrupt and is not kept. The
-// index (hash, size, recency) is in memory: about 150 B a cached blob.
-// Concurrent misses of the same blob share one fetch. Safe for concurrent
-// use; a nil *DiskCache caches nothing.
+const (
+	// diskCacheLive is the share of the bound that live copies may take;
+	// an eviction brings them down to diskCacheLow of it. The rest is
+	// for what compaction has not reclaimed yet: the garbage a sealed
+	// volume may keep (diskCacheGarbage), the volume being filled
+	// (diskCacheVolumes of them make the bound) and the tombstones.
+	diskCacheLive    = 0.70
+	diskCacheLow     = 0.63
+	diskCacheGarbage = 0.25
+	diskCacheVolumes = 16
+	// diskCacheKeepers bounds the copies being written at once; a fill
+	// that finds them all busy is served and not kept (a later read
+	// keeps it).
+	diskCacheKeepers = 16
+	// diskCacheDeleters is how many evictions run at once, so that their
+	// tombstones share group commits.
+	diskCacheDeleters = 8
+	diskCacheShards   = 64
+)
+
+// DiskCache is a client node's cache of the blobs it read from other
+// nodes (--cache-size): a blob store of its own on the node's disk
+// (DATA/cache), the node's local blob store, so that a cached blob is
+// read as any local copy is (the HTTP fast path lends it from the
+// volume's map or sends it with sendfile, the mount splices it). A blob
+// is kept only if its bytes hash to its name (checked on fill); one that
+// does not counts as Corrupt. Recency comes from the store's reads
+// (blob.Config.OnRead, set by StoreConfig): each read of a cached blob is
+// a hit and makes it the most recently used. When the live copies pass
+// 70% of the bound, the least recently used are deleted until they are
+// at 63%, and the store is compacted (its volumes are a sixteenth of the
+// bound, compacted as soon as a quarter of one is garbage), so that the
+// store's files stay within the bound. The index (hash, size, recency)
+// is in memory: about 100 B a cached blob, besides the blob store's own.
+// Safe for concurrent use; a nil *DiskCache caches nothing.
 type DiskCache struct {
-	dir      string
 	maxBytes int64
 	maxItem  int
 
-	mu   sync.Mutex
-	used int64
-	ll   list.List // of *diskEntry, most recently used first
-	m    map[blob.Hash]*list.Element
-	fl   flights
+	store  atomic.Pointer[cacheStore] // nil until Attach
+	shards [diskCacheShards]diskShard
+	live   atomic.Int64 // bytes of the indexed copies
+	tick   atomic.Int64 // recency clock: one step per read
+	fl     flights
+
+	keepers     chan struct{}
+	evictMu     sync.Mutex  // one eviction at a time
+	evictWanted atomic.Bool // another pass asked for
+	bg          sync.WaitGroup
+	closeOnce   sync.Once
+	closed      atomic.Bool
 
 	hits, misses, evictions, corrupt atomic.Int64
 }
 
+type cacheStore struct{ CacheStore }
+
+type diskShard struct {
+	mu sync.RWMutex
+	m  map[blob.Hash]*diskEntry
+	_  [32]byte // keep shards' locks on separate cache lines
+}
+
 type diskEntry struct {
-	h    blob.Hash
 	size int64
+	last atomic.Int64
 }
 
-// OpenDiskCache opens (creating it if needed) the cache in dir, bounded
-// to maxBytes of blobs (plus a per-file overhead), and indexes what an
-// earlier run left there, oldest first out; leftovers of interrupted
-// writes are removed. maxBytes <= 0 returns nil (no cache).
-func OpenDiskCache(dir string, maxBytes int64) (*DiskCache, error) {
+// NewDiskCache returns a cache bounded to maxBytes of its store's files
+// (maxBytes <= 0: nil, no cache). It keeps nothing until Attach gives it
+// its store, which must be opened with StoreConfig's settings.
+func NewDiskCache(maxBytes int64) *DiskCache {
 	if maxBytes <= 0 {
-		return nil, nil
-	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, fmt.Errorf("blob cache: %w", err)
-	}
-	c := &DiskCache{dir: dir, maxBytes: maxBytes, maxItem: int(min(maxBytes-diskEntryOverhead, blob.MaxSize)),
-		m: map[blob.Hash]*list.Element{}}
-	type found struct {
-		h    blob.Hash
-		size int64
-		mod  time.Time
-	}
-	var all []found
-	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		h, perr := blob.ParseHash(d.Name())
-		info, ierr := d.Info()
-		if perr != nil || ierr != nil {
-			os.Remove(p) // a temporary file of an interrupted fill
-			return nil
-		}
-		all = append(all, found{h, info.Size(), info.ModTime()})
 		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("blob cache: %w", err)
 	}
-	slices.SortFunc(all, func(a, b found) int { return b.mod.Compare(a.mod) }) // newest first
-	for _, f := range all {
-		c.m[f.h] = c.ll.PushBack(&diskEntry{h: f.h, size: f.size})
-		c.used += f.size + diskEntryOverhead
+	c := &DiskCache{maxBytes: maxBytes, maxItem: int(min(int64(float64(maxBytes)*diskCacheLow), blob.MaxSize)),
+		keepers: make(chan struct{}, diskCacheKeepers)}
+	for i := range c.shards {
+		c.shards[i].m = map[blob.Hash]*diskEntry{}
 	}
-	c.mu.Lock()
-	c.evictLocked(0)
-	c.mu.Unlock()
-	return c, nil
+	return c
 }
 
-func (c *DiskCache) path(h blob.Hash) string {
-	s := h.String()
-	return filepath.Join(c.dir, s[:2], s)
+// StoreConfig sets what the cache needs of its blob store's settings:
+// volumes of a sixteenth of the bound, compacted as soon as a quarter of
+// one is garbage, and the reads reported to the cache.
+func (c *DiskCache) StoreConfig(bc *blob.Config) {
+	if c == nil {
+		return
+	}
+	bc.MaxVolumeSize = min(max(c.maxBytes/diskCacheVolumes, 4<<10), 1<<30)
+	bc.CompactGarbageRatio = diskCacheGarbage
+	bc.CompactAge = -1 // no wait
+	bc.OnRead = c.touch
+}
+
+// Attach gives the cache its store and indexes the copies an earlier run
+// left in it (their recency is not kept across a restart: they come first
+// out, in no particular order), evicting down to the bound.
+func (c *DiskCache) Attach(s CacheStore) {
+	if c == nil {
+		return
+	}
+	s.Range(func(h blob.Hash, size int64) bool {
+		c.insert(h, size)
+		return true
+	})
+	c.store.Store(&cacheStore{s})
+	if c.live.Load() > c.liveBound() {
+		c.evict()
+	}
+}
+
+// Close waits for the copies being kept and the eviction under way; the
+// cache keeps nothing more. Call it before closing the store.
+func (c *DiskCache) Close() error {
+	if c == nil {
+		return nil
+	}
+	c.closeOnce.Do(func() {
+		c.closed.Store(true)
+		c.bg.Wait()
+	})
+	return nil
+}
+
+func (c *DiskCache) shard(h *blob.Hash) *diskShard { return &c.shards[h[0]%diskCacheShards] }
+
+func (c *DiskCache) liveBound() int64 { return int64(float64(c.maxBytes) * diskCacheLive) }
+
+// touch is the store's OnRead: a read of a cached copy.
+func (c *DiskCache) touch(h blob.Hash) {
+	c.hits.Add(1)
+	sh := c.shard(&h)
+	sh.mu.RLock()
+	e := sh.m[h]
+	sh.mu.RUnlock()
+	if e != nil {
+		e.last.Store(c.tick.Add(1))
+	}
+}
+
+// insert indexes a copy now in the store; it reports whether it was new.
+func (c *DiskCache) insert(h blob.Hash, size int64) bool {
+	sh := c.shard(&h)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if _, ok := sh.m[h]; ok {
+		return false
+	}
+	e := &diskEntry{size: size}
+	e.last.Store(c.tick.Add(1))
+	sh.m[h] = e
+	c.live.Add(size)
+	return true
 }
 
 // MaxItemBytes is the largest blob the cache admits (0 for a nil cache).
@@ -118,112 +197,139 @@ func (c *DiskCache) MaxItemBytes() int {
 	return c.maxItem
 }
 
-// Get returns the cached bytes of blob h, read from its file, and counts
-// a hit or a miss. A file that went missing or changed size is a miss
-// (and leaves the index).
-func (c *DiskCache) Get(h blob.Hash) ([]byte, bool) {
-	if c == nil {
-		return nil, false
+// Get is asked by a read that found no local copy (a cached copy is a
+// local one, read before this): it counts a miss.
+func (c *DiskCache) Get(blob.Hash) ([]byte, bool) {
+	if c != nil {
+		c.misses.Add(1)
 	}
-	c.mu.Lock()
-	e, ok := c.m[h]
-	if ok {
-		c.ll.MoveToFront(e)
-	}
-	c.mu.Unlock()
-	if ok {
-		data, err := os.ReadFile(c.path(h))
-		if err == nil && int64(len(data)) == e.Value.(*diskEntry).size {
-			c.hits.Add(1)
-			return data, true
-		}
-		c.drop(h)
-	}
-	c.misses.Add(1)
 	return nil, false
 }
 
-// drop removes h from the index and the disk.
-func (c *DiskCache) drop(h blob.Hash) {
-	c.mu.Lock()
-	if e, ok := c.m[h]; ok {
-		c.ll.Remove(e)
-		delete(c.m, h)
-		c.used -= e.Value.(*diskEntry).size + diskEntryOverhead
-	}
-	c.mu.Unlock()
-	os.Remove(c.path(h))
+// Fill is Cache.Fill's, keeping complete blobs in the store.
+func (c *DiskCache) Fill(h blob.Hash, stop <-chan struct{}, fetch func() (data []byte, complete bool, err error)) ([]byte, error) {
+	return c.fl.do(h, stop, fetch, c.keep)
 }
 
-// add stores blob h after checking that data hashes to it.
-func (c *DiskCache) add(h blob.Hash, data []byte) {
-	if len(data) > c.maxItem {
+// keep writes a fetched blob to the store in the background, after
+// checking that its bytes hash to h; the readers already have them.
+func (c *DiskCache) keep(h blob.Hash, data []byte) {
+	if len(data) > c.maxItem || c.closed.Load() {
 		return
 	}
 	if blob.Sum(data) != h {
 		c.corrupt.Add(1)
 		return
 	}
-	c.mu.Lock()
-	if e, ok := c.m[h]; ok {
-		c.ll.MoveToFront(e)
-		c.mu.Unlock()
+	s := c.store.Load()
+	if s == nil {
 		return
 	}
-	c.mu.Unlock()
-	p := c.path(h)
-	if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+	select {
+	case c.keepers <- struct{}{}:
+	default:
 		return
 	}
-	tmp := p + ".tmp"
-	if err := os.WriteFile(tmp, data, 0o600); err != nil {
-		os.Remove(tmp)
-		return
-	}
-	if err := os.Rename(tmp, p); err != nil {
-		os.Remove(tmp)
-		return
-	}
-	cost := int64(len(data)) + diskEntryOverhead
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if _, ok := c.m[h]; ok {
-		return
-	}
-	c.evictLocked(cost)
-	c.m[h] = c.ll.PushFront(&diskEntry{h: h, size: int64(len(data))})
-	c.used += cost
-}
-
-// evictLocked drops the least recently used blobs until room more bytes
-// fit.
-func (c *DiskCache) evictLocked(room int64) {
-	for c.used+room > c.maxBytes {
-		back := c.ll.Back()
-		if back == nil {
-			return
+	c.bg.Add(1)
+	go func() {
+		defer c.bg.Done()
+		defer func() { <-c.keepers }()
+		if c.closed.Load() || s.Put(h, data) != nil {
+			return // a full disk, a closed store: served, not kept
 		}
-		old := c.ll.Remove(back).(*diskEntry)
-		delete(c.m, old.h)
-		c.used -= old.size + diskEntryOverhead
-		os.Remove(c.path(old.h))
-		c.evictions.Add(1)
+		if c.insert(h, int64(len(data))) && c.live.Load() > c.liveBound() {
+			c.evict()
+		}
+	}()
+}
+
+// evict deletes the least recently used copies until the live ones are
+// at diskCacheLow of the bound, then compacts the store. One eviction
+// runs at a time: a call while one runs asks it for another pass and
+// returns at once.
+func (c *DiskCache) evict() {
+	c.evictWanted.Store(true)
+	for c.evictWanted.Load() {
+		if !c.evictMu.TryLock() {
+			return // the one running sees evictWanted
+		}
+		for c.evictWanted.Swap(false) {
+			c.evictPass()
+		}
+		c.evictMu.Unlock()
 	}
 }
 
-// Fill is Cache.Fill's, keeping complete blobs on disk.
-func (c *DiskCache) Fill(h blob.Hash, stop <-chan struct{}, fetch func() (data []byte, complete bool, err error)) ([]byte, error) {
-	return c.fl.do(h, stop, fetch, c.add)
+// evictPass is one eviction, if the live copies are over their bound.
+func (c *DiskCache) evictPass() {
+	s := c.store.Load()
+	if s == nil || c.live.Load() <= c.liveBound() {
+		return
+	}
+	type cand struct {
+		h    blob.Hash
+		size int64
+		last int64
+	}
+	var all []cand
+	for i := range c.shards {
+		sh := &c.shards[i]
+		sh.mu.RLock()
+		for h, e := range sh.m {
+			all = append(all, cand{h, e.size, e.last.Load()})
+		}
+		sh.mu.RUnlock()
+	}
+	slices.SortFunc(all, func(a, b cand) int { return int(min(max(a.last-b.last, -1), 1)) })
+	excess := c.live.Load() - int64(float64(c.maxBytes)*diskCacheLow)
+	var victims []blob.Hash
+	for _, v := range all {
+		if excess <= 0 {
+			break
+		}
+		sh := c.shard(&v.h)
+		sh.mu.Lock()
+		if e, ok := sh.m[v.h]; ok && e.last.Load() == v.last {
+			delete(sh.m, v.h)
+			c.live.Add(-e.size)
+			excess -= e.size
+			victims = append(victims, v.h)
+		}
+		sh.mu.Unlock()
+	}
+	all = nil
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range min(diskCacheDeleters, len(victims)) {
+		wg.Go(func() {
+			for i := next.Add(1) - 1; i < int64(len(victims)); i = next.Add(1) - 1 {
+				if s.Delete(victims[i]) == nil {
+					c.evictions.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	s.Compact()
 }
 
-// Stats returns the counters (zero for a nil cache).
+// Stats returns the counters (zero for a nil cache). Bytes is the size
+// of the store's files, which the bound applies to.
 func (c *DiskCache) Stats() CacheStats {
 	if c == nil {
 		return CacheStats{}
 	}
-	c.mu.Lock()
-	used, n := c.used, len(c.m)
-	c.mu.Unlock()
-	return CacheStats{Hits: c.hits.Load(), Misses: c.misses.Load(), Fills: c.fl.fills.Load(), Shared: c.fl.shared.Load(),
-		Evictions: c.evictions.Load(), Corrupt: c.corrupt.Load(), Bytes: used, Entries: n, MaxBytes: c.maxBytes, OnDisk: true}
+	n := 0
+	for i := range c.shards {
+		sh := &c.shards[i]
+		sh.mu.RLock()
+		n += len(sh.m)
+		sh.mu.RUnlock()
+	}
+	st := CacheStats{Hits: c.hits.Load(), Misses: c.misses.Load(), Fills: c.fl.fills.Load(), Shared: c.fl.shared.Load(),
+		Evictions: c.evictions.Load(), Corrupt: c.corrupt.Load(), Entries: n, MaxBytes: c.maxBytes, OnDisk: true}
+	if s := c.store.Load(); s != nil {
+		st.Bytes = s.Stats().Bytes
+	}
+	return st
 }

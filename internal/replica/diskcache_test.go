@@ -3,9 +3,11 @@ package replica
 import (
 	"bytes"
 	"errors"
-	"os"
-	"path/filepath"
+	"fmt"
+	"io"
+	"log/slog"
 	"testing"
+	"time"
 
 	"github.com/cairn-fs/cairn/internal/blob"
 )
@@ -19,84 +21,128 @@ func fillWith(t *testing.T, c *DiskCache, data []byte) []byte {
 	return got
 }
 
-// The disk cache keeps whole blobs as files, hits them, evicts the least
-// recently used past its bound, refuses bytes that do not hash to their
-// name, and finds its files again after a restart.
-func TestDiskCache(t *testing.T) {
-	dir := t.TempDir()
-	const bound = 4 * (10_000 + diskEntryOverhead) // four blobs of 10 KB
-	c, err := OpenDiskCache(dir, bound)
+// waitIdle waits until no copy is being kept and no eviction runs.
+func waitIdle(t *testing.T, c *DiskCache) {
+	t.Helper()
+	for end := time.Now().Add(10 * time.Second); time.Now().Before(end); time.Sleep(time.Millisecond) {
+		if len(c.keepers) == 0 && c.evictMu.TryLock() {
+			c.evictMu.Unlock()
+			if len(c.keepers) == 0 {
+				return
+			}
+		}
+	}
+	t.Fatal("the disk cache is still busy after 10 s")
+}
+
+// openCacheStore opens a blob store in dir with c's settings and attaches
+// it.
+func openCacheStore(t *testing.T, dir string, c *DiskCache) *blob.Store {
+	t.Helper()
+	bc := blob.DefaultConfig()
+	bc.Dir, bc.MinFreeBytes, bc.ScrubPeriod = dir, -1, -1
+	bc.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	c.StoreConfig(&bc)
+	s, err := blob.Open(bc)
 	if err != nil {
 		t.Fatal(err)
 	}
-	blobs := make([][]byte, 6)
-	for i := range blobs {
-		blobs[i] = bytes.Repeat([]byte{byte('a' + i)}, 10_000)
+	c.Attach(s)
+	return s
+}
+
+func cacheBlob(i int) []byte {
+	return bytes.Repeat([]byte(fmt.Sprintf("blob %04d ", i)), 2000) // 20 KB
+}
+
+// The disk cache keeps whole blobs in its blob store, where they are read
+// as local copies (each read a hit, and its recency); past 70% of its
+// bound it deletes the least recently used and compacts, so the store's
+// files stay within the bound; it refuses bytes that do not hash to their
+// name, and finds its copies again after a restart.
+func TestDiskCache(t *testing.T) {
+	dir := t.TempDir()
+	const bound = 1 << 20 // about 36 blobs of 20 KB live at most
+	c := NewDiskCache(bound)
+	s := openCacheStore(t, dir, c)
+	for i := range 20 {
+		fillWith(t, c, cacheBlob(i))
+		waitIdle(t, c) // a fill finding 16 copies being kept is not kept
 	}
-	for _, b := range blobs[:4] {
-		fillWith(t, c, b)
+	if st := c.Stats(); st.Entries != 20 || st.Evictions != 0 || !st.OnDisk {
+		t.Fatalf("after 20 fills: %+v", st)
 	}
-	if got, ok := c.Get(blob.Sum(blobs[0])); !ok || !bytes.Equal(got, blobs[0]) {
-		t.Fatal("blob 0 not cached")
+	// Reads of the store are the cache's hits; blobs 0-4 are the most
+	// recently used.
+	p := make([]byte, 10)
+	for i := range 5 {
+		if _, err := s.ReadAt(blob.Sum(cacheBlob(i)), p, 100); err != nil {
+			t.Fatal(err)
+		}
 	}
-	// Two more: the least recently used (1, then 2) go.
-	fillWith(t, c, blobs[4])
-	fillWith(t, c, blobs[5])
-	for i, want := range []bool{true, false, false, true, true, true} {
-		if _, ok := c.Get(blob.Sum(blobs[i])); ok != want {
-			t.Errorf("blob %d cached: %v, want %v", i, ok, want)
+	if st := c.Stats(); st.Hits != 5 {
+		t.Fatalf("hits %d, want 5", st.Hits)
+	}
+	for i := 20; i < 100; i++ {
+		fillWith(t, c, cacheBlob(i))
+		waitIdle(t, c)
+		if st := s.Stats(); st.Bytes > bound {
+			t.Fatalf("after fill %d the store's files take %d B, over the bound of %d", i, st.Bytes, bound)
 		}
 	}
 	st := c.Stats()
-	if st.Evictions != 2 || st.Entries != 4 || st.Bytes > bound || !st.OnDisk {
-		t.Fatalf("stats %+v", st)
+	if st.Evictions == 0 || st.Bytes > bound || st.Bytes == 0 {
+		t.Fatalf("after 100 fills: %+v", st)
+	}
+	// The touched blobs outlived the first eviction; the untouched first
+	// ones went.
+	if !s.Has(blob.Sum(cacheBlob(99))) || s.Has(blob.Sum(cacheBlob(5))) {
+		t.Fatal("eviction did not take the least recently used")
+	}
+	// The index matches the store.
+	n := 0
+	s.Range(func(h blob.Hash, size int64) bool { n++; return true })
+	if n != st.Entries {
+		t.Fatalf("the store holds %d blobs, the index %d", n, st.Entries)
+	}
+	// A miss is counted by Get (a cached blob is read as a local copy).
+	if _, ok := c.Get(blob.Sum([]byte("absent"))); ok || c.Stats().Misses != 1 {
+		t.Fatal("Get answered a blob")
 	}
 	// Bytes that are not the blob they name are not kept.
 	bad := blob.Sum([]byte("the real one"))
 	if _, err := c.Fill(bad, nil, func() ([]byte, bool, error) { return []byte("something else"), true, nil }); err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := c.Get(bad); ok || c.Stats().Corrupt != 1 {
+	waitIdle(t, c)
+	if s.Has(bad) || c.Stats().Corrupt != 1 {
 		t.Fatalf("a blob whose bytes do not match its name was kept (corrupt %d)", c.Stats().Corrupt)
 	}
 	// A fetch that fails keeps nothing.
 	if _, err := c.Fill(blob.Sum([]byte("x")), nil, func() ([]byte, bool, error) { return nil, false, errors.New("no") }); err == nil {
 		t.Fatal("a failed fetch answered nil")
 	}
-	// A file that lost bytes on disk is a miss, and leaves.
-	h3 := blob.Sum(blobs[3])
-	s := h3.String()
-	if err := os.WriteFile(filepath.Join(dir, s[:2], s), []byte("short"), 0o600); err != nil {
+	c.Close()
+	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := c.Get(h3); ok {
-		t.Fatal("a truncated file was a hit")
+	// A restart finds the copies again.
+	c2 := NewDiskCache(bound)
+	s2 := openCacheStore(t, dir, c2)
+	if st2 := c2.Stats(); st2.Entries != st.Entries {
+		t.Fatalf("after a restart %d entries, before %d", st2.Entries, st.Entries)
 	}
-	// A restart finds the rest; an interrupted fill's temporary file goes.
-	tmp := filepath.Join(dir, "ff", "ff00.tmp")
-	os.MkdirAll(filepath.Dir(tmp), 0o700)
-	os.WriteFile(tmp, []byte("partial"), 0o600)
-	c2, err := OpenDiskCache(dir, bound)
-	if err != nil {
-		t.Fatal(err)
+	c2.Close()
+	s2.Close()
+	// Reopened with a smaller bound: it evicts down to it.
+	c3 := NewDiskCache(bound / 4)
+	s3 := openCacheStore(t, dir, c3)
+	defer s3.Close()
+	defer c3.Close()
+	if st3 := c3.Stats(); st3.Entries > 10 || st3.Bytes > bound/4 {
+		t.Fatalf("reopened at a quarter: %+v", st3)
 	}
-	for _, i := range []int{0, 4, 5} {
-		if got, ok := c2.Get(blob.Sum(blobs[i])); !ok || !bytes.Equal(got, blobs[i]) {
-			t.Errorf("blob %d lost at the restart", i)
-		}
-	}
-	if _, err := os.Stat(tmp); !os.IsNotExist(err) {
-		t.Fatal("a temporary file survived the restart")
-	}
-	// Reopened smaller: it evicts down to the new bound.
-	c3, err := OpenDiskCache(dir, 10_000+diskEntryOverhead)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if st := c3.Stats(); st.Entries != 1 || st.Bytes > 10_000+diskEntryOverhead {
-		t.Fatalf("reopened at one blob: %+v", st)
-	}
-	if c, err := OpenDiskCache(dir, 0); c != nil || err != nil {
+	if NewDiskCache(0) != nil {
 		t.Fatal("a cache of 0 bytes exists")
 	}
 }

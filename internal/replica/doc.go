@@ -42,5 +42,8 @@
 // Cache (cache.go): with Config.CacheBytes, a node without a copy keeps
 // whole small blobs it fetched, checked against their hash, in a bounded
 // LRU; concurrent misses of one blob share one fetch. Blobs are immutable,
-// so there is nothing to invalidate.
+// so there is nothing to invalidate. A client node's cache is on disk
+// instead (diskcache.go, DiskCache): its own blob store, whose copies are
+// read as local ones, bounded by deleting the least recently used and
+// compacting.
 package replica

@@ -16,7 +16,7 @@ import (
 // server --role client`) in a cluster that wants three voters. The
 // client is recorded as a client and stays a learner (never promoted,
 // though a voter is missing); it serves reads and takes writes, holds no
-// blob (both data nodes hold every one); a drain of it is refused; when
+// blob but the few its cache holds (both data nodes hold every one); a drain of it is refused; when
 // it is killed the data nodes take writes as before and hold the same
 // blobs (no repair: no copy was ever planned on it).
 func TestClientNode(t *testing.T) {
@@ -75,9 +75,12 @@ func TestClientNode(t *testing.T) {
 	waitFor(t, 20*time.Second, "a copy of every blob on both data nodes", func() bool {
 		return nodeBlobs(d1) >= len(files) && nodeBlobs(d2) >= len(files)
 	}, all...)
-	if n := nodeBlobs(c); n != 0 {
-		t.Fatalf("the client node reports %d blobs", n)
-	}
+	// The client's blob store is its cache: at most what its bound holds
+	// (70% of 30,000 B: three of these files), not a share of the data.
+	waitFor(t, 10*time.Second, "the client's cache within its bound", func() bool {
+		n := nodeBlobs(c)
+		return n >= 0 && n <= 3
+	}, all...)
 	// Its reads went through its disk cache: hits on a second read, files
 	// under DATA/cache within the bound, evictions past it.
 	getOK(t, c.url+"/web/f5.txt", files["f5.txt"], all...)
