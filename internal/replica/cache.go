@@ -53,7 +53,11 @@ type CacheStats struct {
 	// Corrupt counts fetched blobs refused because their bytes did not
 	// hash to their name (DiskCache checks on fill).
 	Corrupt int64
-	// Bytes (blob bytes plus per-entry overhead) and Entries held now.
+	// NotKept counts fetched blobs a DiskCache served but did not keep:
+	// its files were at the bound, compaction behind the evictions.
+	NotKept int64
+	// Bytes (blob bytes plus per-entry overhead; a DiskCache's: the size
+	// of its store's files) and Entries held now.
 	Bytes   int64
 	Entries int
 	// MaxBytes is the bound.

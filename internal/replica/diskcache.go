@@ -63,19 +63,22 @@ const (
 // a hit and makes it the most recently used. When the live copies pass
 // 70% of the bound, the least recently used are deleted until they are
 // at 63%, and the store is compacted (its volumes are a sixteenth of the
-// bound, compacted as soon as a quarter of one is garbage), so that the
-// store's files stay within the bound. The index (hash, size, recency)
+// bound, compacted as soon as a quarter of one is garbage). A fetched
+// blob is not kept while the store's files are within a volume of the
+// bound (compaction behind the evictions: a cache smaller than what is
+// read churns), so that they stay within it; it counts as NotKept. The index (hash, size, recency)
 // is in memory: about 100 B a cached blob, besides the blob store's own.
 // Safe for concurrent use; a nil *DiskCache caches nothing.
 type DiskCache struct {
 	maxBytes int64
 	maxItem  int
 
-	store  atomic.Pointer[cacheStore] // nil until Attach
-	shards [diskCacheShards]diskShard
-	live   atomic.Int64 // bytes of the indexed copies
-	tick   atomic.Int64 // recency clock: one step per read
-	fl     flights
+	store   atomic.Pointer[cacheStore] // nil until Attach
+	shards  [diskCacheShards]diskShard
+	live    atomic.Int64 // bytes of the indexed copies
+	writing atomic.Int64 // bytes of the copies being written
+	tick    atomic.Int64 // recency clock: one step per read
+	fl      flights
 
 	keepers     chan struct{}
 	evictMu     sync.Mutex  // one eviction at a time
@@ -84,7 +87,7 @@ type DiskCache struct {
 	closeOnce   sync.Once
 	closed      atomic.Bool
 
-	hits, misses, evictions, corrupt atomic.Int64
+	hits, misses, evictions, corrupt, notKept atomic.Int64
 }
 
 type cacheStore struct{ CacheStore }
@@ -122,10 +125,16 @@ func (c *DiskCache) StoreConfig(bc *blob.Config) {
 	if c == nil {
 		return
 	}
-	bc.MaxVolumeSize = min(max(c.maxBytes/diskCacheVolumes, 4<<10), 1<<30)
+	bc.MaxVolumeSize = c.volumeSize()
 	bc.CompactGarbageRatio = diskCacheGarbage
 	bc.CompactAge = -1 // no wait
 	bc.OnRead = c.touch
+}
+
+// volumeSize is the size of the store's volumes: a sixteenth of the
+// bound.
+func (c *DiskCache) volumeSize() int64 {
+	return min(max(c.maxBytes/diskCacheVolumes, 4<<10), 1<<30)
 }
 
 // Attach gives the cache its store and indexes the copies an earlier run
@@ -234,7 +243,24 @@ func (c *DiskCache) keep(h blob.Hash, data []byte) {
 	go func() {
 		defer c.bg.Done()
 		defer func() { <-c.keepers }()
-		if c.closed.Load() || s.Put(h, data) != nil {
+		if c.closed.Load() {
+			return
+		}
+		// The files, the copies being written (this one included) and a
+		// volume's worth for a compaction's copies stay within the bound.
+		n := int64(len(data))
+		if s.Stats().Bytes+c.writing.Add(n) > c.maxBytes-c.volumeSize() {
+			// Compaction has not caught up with the evictions (a cache
+			// smaller than what is read churns): served, not kept, until
+			// it has.
+			c.writing.Add(-n)
+			c.notKept.Add(1)
+			c.evict()
+			return
+		}
+		err := s.Put(h, data)
+		c.writing.Add(-n)
+		if err != nil {
 			return // a full disk, a closed store: served, not kept
 		}
 		if c.insert(h, int64(len(data))) && c.live.Load() > c.liveBound() {
@@ -260,12 +286,22 @@ func (c *DiskCache) evict() {
 	}
 }
 
-// evictPass is one eviction, if the live copies are over their bound.
+// evictPass is one eviction, if the live copies are over their bound,
+// then a compaction.
 func (c *DiskCache) evictPass() {
 	s := c.store.Load()
-	if s == nil || c.live.Load() <= c.liveBound() {
+	if s == nil {
 		return
 	}
+	if c.live.Load() > c.liveBound() {
+		c.deleteLRU(s)
+	}
+	s.Compact()
+}
+
+// deleteLRU deletes the least recently used copies until the live ones
+// are at diskCacheLow of the bound.
+func (c *DiskCache) deleteLRU(s *cacheStore) {
 	type cand struct {
 		h    blob.Hash
 		size int64
@@ -310,7 +346,6 @@ func (c *DiskCache) evictPass() {
 		})
 	}
 	wg.Wait()
-	s.Compact()
 }
 
 // Stats returns the counters (zero for a nil cache). Bytes is the size
@@ -327,7 +362,7 @@ func (c *DiskCache) Stats() CacheStats {
 		sh.mu.RUnlock()
 	}
 	st := CacheStats{Hits: c.hits.Load(), Misses: c.misses.Load(), Fills: c.fl.fills.Load(), Shared: c.fl.shared.Load(),
-		Evictions: c.evictions.Load(), Corrupt: c.corrupt.Load(), Entries: n, MaxBytes: c.maxBytes, OnDisk: true}
+		Evictions: c.evictions.Load(), Corrupt: c.corrupt.Load(), NotKept: c.notKept.Load(), Entries: n, MaxBytes: c.maxBytes, OnDisk: true}
 	if s := c.store.Load(); s != nil {
 		st.Bytes = s.Stats().Bytes
 	}

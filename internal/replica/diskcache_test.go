@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -94,9 +96,49 @@ func TestDiskCache(t *testing.T) {
 	if st.Evictions == 0 || st.Bytes > bound || st.Bytes == 0 {
 		t.Fatalf("after 100 fills: %+v", st)
 	}
-	// The touched blobs outlived the first eviction; the untouched first
-	// ones went.
-	if !s.Has(blob.Sum(cacheBlob(99))) || s.Has(blob.Sum(cacheBlob(5))) {
+	// Many fills at once (more than compaction keeps up with): the files
+	// never pass the bound; what does not fit is served, not kept.
+	var fillers sync.WaitGroup
+	stop := make(chan struct{})
+	var worst atomic.Int64
+	sampler := make(chan struct{})
+	go func() {
+		defer close(sampler)
+		for {
+			worst.Store(max(worst.Load(), s.Stats().Bytes))
+			select {
+			case <-stop:
+				return
+			default:
+				time.Sleep(100 * time.Microsecond)
+			}
+		}
+	}()
+	for g := range 8 {
+		fillers.Go(func() {
+			for i := range 40 {
+				fillWith(t, c, cacheBlob(1000+g*40+i))
+			}
+		})
+	}
+	fillers.Wait()
+	waitIdle(t, c)
+	close(stop)
+	<-sampler
+	if w := worst.Load(); w > bound {
+		t.Fatalf("concurrent fills took the store's files to %d B, over the bound of %d", w, bound)
+	}
+	// Back to the sequential state for what follows.
+	// Blob 100 read after each fill: the most recently used throughout.
+	for i := 100; i < 140; i++ {
+		fillWith(t, c, cacheBlob(i))
+		waitIdle(t, c)
+		s.ReadAt(blob.Sum(cacheBlob(100)), p, 100)
+	}
+	st = c.Stats()
+	// The touched blobs outlived the evictions; the untouched first ones
+	// went.
+	if !s.Has(blob.Sum(cacheBlob(139))) || !s.Has(blob.Sum(cacheBlob(100))) || s.Has(blob.Sum(cacheBlob(101))) {
 		t.Fatal("eviction did not take the least recently used")
 	}
 	// The index matches the store.

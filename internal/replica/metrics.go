@@ -28,7 +28,7 @@ var replicaMetrics = []metricDesc{
 		prometheus.CounterValue, func(c CacheStats, _ BatchStats, _ WriteStats) float64 { return float64(c.Shared) }},
 	{prometheus.NewDesc("cairn_remote_cache_evictions_total", "Blobs dropped from the cache to stay within its bound.", nil, nil),
 		prometheus.CounterValue, func(c CacheStats, _ BatchStats, _ WriteStats) float64 { return float64(c.Evictions) }},
-	{prometheus.NewDesc("cairn_remote_cache_bytes", "Bytes held by the cache of remote blobs (blob bytes plus per-entry overhead).", nil, nil),
+	{prometheus.NewDesc("cairn_remote_cache_bytes", "Bytes held by the cache of remote blobs (in memory: blob bytes plus per-entry overhead; on disk: the size of its blob store's files).", nil, nil),
 		prometheus.GaugeValue, func(c CacheStats, _ BatchStats, _ WriteStats) float64 { return float64(c.Bytes) }},
 	{prometheus.NewDesc("cairn_remote_cache_entries", "Blobs held by the cache of remote blobs.", nil, nil),
 		prometheus.GaugeValue, func(c CacheStats, _ BatchStats, _ WriteStats) float64 { return float64(c.Entries) }},
@@ -36,6 +36,8 @@ var replicaMetrics = []metricDesc{
 		prometheus.GaugeValue, func(c CacheStats, _ BatchStats, _ WriteStats) float64 { return float64(c.MaxBytes) }},
 	{prometheus.NewDesc("cairn_remote_cache_corrupt_total", "Fetched blobs the cache refused: their bytes did not hash to their name (the disk cache of a client node checks on fill).", nil, nil),
 		prometheus.CounterValue, func(c CacheStats, _ BatchStats, _ WriteStats) float64 { return float64(c.Corrupt) }},
+	{prometheus.NewDesc("cairn_remote_cache_not_kept_total", "Fetched blobs a client node's disk cache served but did not keep: its files were at their bound, compaction behind the evictions (a cache smaller than what is read).", nil, nil),
+		prometheus.CounterValue, func(c CacheStats, _ BatchStats, _ WriteStats) float64 { return float64(c.NotKept) }},
 	{prometheus.NewDesc("cairn_remote_cache_on_disk", "1 when the cache of remote blobs is on this node's disk (a client node's --cache-size), 0 in memory.", nil, nil),
 		prometheus.GaugeValue, func(c CacheStats, _ BatchStats, _ WriteStats) float64 {
 			if c.OnDisk {
