@@ -344,12 +344,10 @@ func (d *Driver) NodeGetCapabilities(context.Context, *csipb.NodeGetCapabilities
 // success.
 func (d *Driver) NodePublishVolume(ctx context.Context, req *csipb.NodePublishVolumeRequest) (*csipb.NodePublishVolumeResponse, error) {
 	id, target := req.GetVolumeId(), req.GetTargetPath()
-	switch {
-	case id == "":
-		return nil, status.Error(codes.InvalidArgument, "a volume ID is required")
-	case target == "":
-		return nil, status.Error(codes.InvalidArgument, "a target path is required")
-	case req.GetVolumeCapability() == nil:
+	if err := checkTarget(id, target); err != nil {
+		return nil, err
+	}
+	if req.GetVolumeCapability() == nil {
 		return nil, status.Error(codes.InvalidArgument, "a volume capability is required")
 	}
 	if err := checkCapabilities([]*csipb.VolumeCapability{req.GetVolumeCapability()}); err != nil {
@@ -389,11 +387,8 @@ func (d *Driver) NodePublishVolume(ctx context.Context, req *csipb.NodePublishVo
 // left mounted. An unpublished target is a success.
 func (d *Driver) NodeUnpublishVolume(ctx context.Context, req *csipb.NodeUnpublishVolumeRequest) (*csipb.NodeUnpublishVolumeResponse, error) {
 	id, target := req.GetVolumeId(), req.GetTargetPath()
-	switch {
-	case id == "":
-		return nil, status.Error(codes.InvalidArgument, "a volume ID is required")
-	case target == "":
-		return nil, status.Error(codes.InvalidArgument, "a target path is required")
+	if err := checkTarget(id, target); err != nil {
+		return nil, err
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -409,6 +404,17 @@ func (d *Driver) NodeUnpublishVolume(ctx context.Context, req *csipb.NodeUnpubli
 	}
 	d.cfg.Logger.Info("volume unpublished", "volume", id, "target", target)
 	return &csipb.NodeUnpublishVolumeResponse{}, nil
+}
+
+// checkTarget checks the volume ID and target path a node call needs.
+func checkTarget(id, target string) error {
+	switch {
+	case id == "":
+		return status.Error(codes.InvalidArgument, "a volume ID is required")
+	case target == "":
+		return status.Error(codes.InvalidArgument, "a target path is required")
+	}
+	return nil
 }
 
 // mounted reports whether p is a mount point (its device differs from its
