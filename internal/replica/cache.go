@@ -50,8 +50,9 @@ type CacheStats struct {
 	// the same blob instead of making their own; Evictions the blobs
 	// dropped to stay within the bound.
 	Hits, Misses, Fills, Shared, Evictions int64
-	// Corrupt counts fetched blobs refused because their bytes did not
-	// hash to their name (DiskCache checks on fill).
+	// Corrupt counts whole blobs fetched for a read whose bytes did not
+	// hash to their name: refused (never cached), and another replica
+	// asked (Replicator.CacheStats).
 	Corrupt int64
 	// NotKept counts fetched blobs a DiskCache served but did not keep:
 	// its files were at the bound, compaction behind the evictions.

@@ -161,6 +161,9 @@ func TestCacheRejectsCorruptCopy(t *testing.T) {
 	if !ok || !bytes.Equal(data, d) {
 		t.Fatal("the good copy was not cached")
 	}
+	if st := r.CacheStats(); st.Corrupt != 1 {
+		t.Fatalf("%d corrupt copies counted, want 1", st.Corrupt)
+	}
 }
 
 // Concurrent misses of the same blob make one remote fetch.

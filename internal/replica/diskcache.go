@@ -57,8 +57,8 @@ const (
 // (DATA/cache), the node's local blob store, so that a cached blob is
 // read as any local copy is (the HTTP fast path lends it from the
 // volume's map or sends it with sendfile, the mount splices it). A blob
-// is kept only if its bytes hash to its name (checked on fill); one that
-// does not counts as Corrupt. Recency comes from the store's reads
+// is kept only once its bytes were checked against its name (by the
+// Replicator's fetch, as for Cache). Recency comes from the store's reads
 // (blob.Config.OnRead, set by StoreConfig): each read of a cached blob is
 // a hit and makes it the most recently used. When the live copies pass
 // 70% of the bound, the least recently used are deleted until they are
@@ -87,7 +87,7 @@ type DiskCache struct {
 	closeOnce   sync.Once
 	closed      atomic.Bool
 
-	hits, misses, evictions, corrupt, notKept atomic.Int64
+	hits, misses, evictions, notKept atomic.Int64
 }
 
 type cacheStore struct{ CacheStore }
@@ -220,14 +220,10 @@ func (c *DiskCache) Fill(h blob.Hash, stop <-chan struct{}, fetch func() (data [
 	return c.fl.do(h, stop, fetch, c.keep)
 }
 
-// keep writes a fetched blob to the store in the background, after
-// checking that its bytes hash to h; the readers already have them.
+// keep writes a fetched blob, whose bytes the fetch checked against h, to
+// the store in the background; the readers already have them.
 func (c *DiskCache) keep(h blob.Hash, data []byte) {
 	if len(data) > c.maxItem || c.closed.Load() {
-		return
-	}
-	if blob.Sum(data) != h {
-		c.corrupt.Add(1)
 		return
 	}
 	s := c.store.Load()
@@ -362,7 +358,7 @@ func (c *DiskCache) Stats() CacheStats {
 		sh.mu.RUnlock()
 	}
 	st := CacheStats{Hits: c.hits.Load(), Misses: c.misses.Load(), Fills: c.fl.fills.Load(), Shared: c.fl.shared.Load(),
-		Evictions: c.evictions.Load(), Corrupt: c.corrupt.Load(), NotKept: c.notKept.Load(), Entries: n, MaxBytes: c.maxBytes, OnDisk: true}
+		Evictions: c.evictions.Load(), NotKept: c.notKept.Load(), Entries: n, MaxBytes: c.maxBytes, OnDisk: true}
 	if s := c.store.Load(); s != nil {
 		st.Bytes = s.Stats().Bytes
 	}

@@ -60,8 +60,8 @@ func cacheBlob(i int) []byte {
 // The disk cache keeps whole blobs in its blob store, where they are read
 // as local copies (each read a hit, and its recency); past 70% of its
 // bound it deletes the least recently used and compacts, so the store's
-// files stay within the bound; it refuses bytes that do not hash to their
-// name, and finds its copies again after a restart.
+// files stay within the bound, even under many fills at once; it finds
+// its copies again after a restart.
 func TestDiskCache(t *testing.T) {
 	dir := t.TempDir()
 	const bound = 1 << 20 // about 36 blobs of 20 KB live at most
@@ -150,15 +150,6 @@ func TestDiskCache(t *testing.T) {
 	// A miss is counted by Get (a cached blob is read as a local copy).
 	if _, ok := c.Get(blob.Sum([]byte("absent"))); ok || c.Stats().Misses != 1 {
 		t.Fatal("Get answered a blob")
-	}
-	// Bytes that are not the blob they name are not kept.
-	bad := blob.Sum([]byte("the real one"))
-	if _, err := c.Fill(bad, nil, func() ([]byte, bool, error) { return []byte("something else"), true, nil }); err != nil {
-		t.Fatal(err)
-	}
-	waitIdle(t, c)
-	if s.Has(bad) || c.Stats().Corrupt != 1 {
-		t.Fatalf("a blob whose bytes do not match its name was kept (corrupt %d)", c.Stats().Corrupt)
 	}
 	// A fetch that fails keeps nothing.
 	if _, err := c.Fill(blob.Sum([]byte("x")), nil, func() ([]byte, bool, error) { return nil, false, errors.New("no") }); err == nil {

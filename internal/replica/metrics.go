@@ -34,7 +34,7 @@ var replicaMetrics = []metricDesc{
 		prometheus.GaugeValue, func(c CacheStats, _ BatchStats, _ WriteStats) float64 { return float64(c.Entries) }},
 	{prometheus.NewDesc("cairn_remote_cache_max_bytes", "Bound of the cache of remote blobs (0: off).", nil, nil),
 		prometheus.GaugeValue, func(c CacheStats, _ BatchStats, _ WriteStats) float64 { return float64(c.MaxBytes) }},
-	{prometheus.NewDesc("cairn_remote_cache_corrupt_total", "Fetched blobs the cache refused: their bytes did not hash to their name (the disk cache of a client node checks on fill).", nil, nil),
+	{prometheus.NewDesc("cairn_remote_cache_corrupt_total", "Whole blobs fetched for a read whose bytes did not hash to their name: refused, never cached, another replica asked.", nil, nil),
 		prometheus.CounterValue, func(c CacheStats, _ BatchStats, _ WriteStats) float64 { return float64(c.Corrupt) }},
 	{prometheus.NewDesc("cairn_remote_cache_not_kept_total", "Fetched blobs a client node's disk cache served but did not keep: its files were at their bound, compaction behind the evictions (a cache smaller than what is read).", nil, nil),
 		prometheus.CounterValue, func(c CacheStats, _ BatchStats, _ WriteStats) float64 { return float64(c.NotKept) }},

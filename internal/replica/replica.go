@@ -119,6 +119,7 @@ type Replicator struct {
 	cache blobCache // a nil *Cache or *DiskCache: no cache
 
 	under, failed atomic.Int64 // WriteStats
+	corrupt       atomic.Int64 // whole blobs fetched whose bytes did not hash to their name
 }
 
 // WriteStats counts the outcomes of blob writes since the start.
@@ -179,7 +180,11 @@ func New(cfg Config) (*Replicator, error) {
 
 // CacheStats returns the counters of the remote-blob cache (zero without
 // one).
-func (r *Replicator) CacheStats() CacheStats { return r.cache.Stats() }
+func (r *Replicator) CacheStats() CacheStats {
+	st := r.cache.Stats()
+	st.Corrupt = r.corrupt.Load()
+	return st
+}
 
 // BatchStats returns the counters of the write batcher (zero without one).
 func (r *Replicator) BatchStats() BatchStats {
@@ -501,6 +506,7 @@ func (r *Replicator) fetch(ctx context.Context, id placement.NodeID, h blob.Hash
 	case exact:
 		return nil, fmt.Errorf("short read: %d of %d bytes", got, n)
 	case off == 0 && blob.Sum(buf.Bytes()) != h:
+		r.corrupt.Add(1)
 		return nil, fmt.Errorf("%w: blob %s from node %d: bytes of %s", blob.ErrCorrupt, h, id, blob.Sum(buf.Bytes()))
 	default:
 		return bytes.Clone(buf.Bytes()), nil // a whole blob, kept by the cache: no spare capacity
