@@ -1,21 +1,31 @@
 package e2e
 
 import (
+	"bytes"
+	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"io"
 	"io/fs"
+	"os"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	sdks3 "github.com/aws/aws-sdk-go-v2/service/s3"
 )
 
 // TestClientNode (issue 36): two data nodes and a client node (`cairn
 // server --role client`) in a cluster that wants three voters. The
 // client is recorded as a client and stays a learner (never promoted,
-// though a voter is missing); it serves reads and takes writes, holds no
+// though a voter is missing); it serves reads and takes writes over HTTP,
+// WebDAV, S3 and its mount, holds no
 // blob but the few its cache holds (both data nodes hold every one); a drain of it is refused; when
 // it is killed the data nodes take writes as before and hold the same
 // blobs (no repair: no copy was ever planned on it).
@@ -23,8 +33,16 @@ func TestClientNode(t *testing.T) {
 	base := t.TempDir()
 	d1 := startCairn(t, "server", filepath.Join(base, "d1"), freeAddr(t))
 	d2 := startCairn(t, "server", filepath.Join(base, "d2"), freeAddr(t), "--join", d1.url)
-	// A disk cache of about three of the files below.
-	c := startCairn(t, "server", filepath.Join(base, "c"), freeAddr(t), "--join", d1.url, "--role", "client", "--cache-size", "30000")
+	// A disk cache of about three of the files below; where FUSE works, a
+	// mount of bucket site (made by the mount).
+	cargs := []string{"--join", d1.url, "--role", "client", "--cache-size", "30000"}
+	mnt := ""
+	if fuseUsable() {
+		mnt = filepath.Join(base, "mnt")
+		cargs = append(cargs, "--mount", "site:"+mnt)
+		t.Cleanup(func() { syscall.Unmount(mnt, syscall.MNT_DETACH) })
+	}
+	c := startCairn(t, "server", filepath.Join(base, "c"), freeAddr(t), cargs...)
 	all := []*server{d1, d2, c}
 	type member struct {
 		ID    string `json:"id"`
@@ -117,6 +135,63 @@ func TestClientNode(t *testing.T) {
 		!regexp.MustCompile(`(?m)^\d+ +`+regexp.QuoteMeta(c.url)+` +client `).MatchString(out) {
 		t.Fatalf("cairn status: %v\n%s", err, out)
 	}
+	// WebDAV and S3 through the client: reads of what the data nodes hold,
+	// writes the data nodes serve.
+	dav := []string{"Authorization", "Basic " + base64.StdEncoding.EncodeToString([]byte("x:"+adminKey))}
+	resp, body := do(t, "GET", c.url+"/_dav/web/f1.txt", nil, dav...)
+	if resp.StatusCode != 200 || !bytes.Equal(body, files["f1.txt"]) {
+		t.Fatalf("WebDAV GET through the client: %d (%d bytes)", resp.StatusCode, len(body))
+	}
+	resp, body = do(t, "PUT", c.url+"/_dav/web/dav.txt", []byte("put over WebDAV through the client"), dav...)
+	if resp.StatusCode != 201 {
+		t.Fatalf("WebDAV PUT through the client: %d %s", resp.StatusCode, body)
+	}
+	getOK(t, d2.url+"/web/dav.txt", []byte("put over WebDAV through the client"), all...)
+	resp, body = do(t, "POST", d1.url+"/_cairn/keys", []byte(`{"name":"client-s3","buckets":["web"]}`), auth()...)
+	expect(t, resp, body, 201)
+	var key struct{ ID, Secret string }
+	if err := json.Unmarshal(body, &key); err != nil {
+		t.Fatal(err)
+	}
+	s3c := sdks3.New(sdks3.Options{
+		Region: "us-east-1", BaseEndpoint: aws.String(c.url), UsePathStyle: true, RetryMaxAttempts: 1,
+		Credentials: aws.CredentialsProviderFunc(func(context.Context) (aws.Credentials, error) {
+			return aws.Credentials{AccessKeyID: key.ID, SecretAccessKey: key.Secret}, nil
+		}),
+	})
+	waitFor(t, 10*time.Second, "the access key on the client", func() bool {
+		out, err := s3c.GetObject(context.Background(), &sdks3.GetObjectInput{Bucket: aws.String("web"), Key: aws.String("f3.txt")})
+		if err != nil {
+			return false
+		}
+		defer out.Body.Close()
+		got, err := io.ReadAll(out.Body)
+		return err == nil && bytes.Equal(got, files["f3.txt"])
+	}, all...)
+	if _, err := s3c.PutObject(context.Background(), &sdks3.PutObjectInput{Bucket: aws.String("web"), Key: aws.String("s3.txt"),
+		Body: strings.NewReader("put over S3 through the client")}); err != nil {
+		t.Fatalf("S3 PutObject through the client: %v", err)
+	}
+	getOK(t, d1.url+"/web/s3.txt", []byte("put over S3 through the client"), all...)
+	// The mount: a file written through it reaches the data nodes, one
+	// written on a data node is read through it.
+	if mnt != "" {
+		waitFor(t, 30*time.Second, "the client's mount", func() bool { return mounted(mnt) }, all...)
+		if err := os.WriteFile(filepath.Join(mnt, "via-mount.txt"), []byte("written through the client's mount"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, 10*time.Second, "the mount's file on a data node", func() bool {
+			_, got, _, err := timed("GET", d2.url+"/site/via-mount.txt", nil, auth()...)
+			return err == nil && string(got) == "written through the client's mount"
+		}, all...)
+		resp, body := do(t, "PUT", d1.url+"/site/from-d1.txt", []byte("written on data node 1"), auth()...)
+		expect(t, resp, body, 201)
+		waitFor(t, 10*time.Second, "data node 1's file through the client's mount", func() bool {
+			got, err := os.ReadFile(filepath.Join(mnt, "from-d1.txt"))
+			return err == nil && string(got) == "written on data node 1"
+		}, all...)
+	}
+
 	if resp, body := do(t, "POST", d1.url+"/_cairn/nodes/"+members()[c.url].ID+"/drain", nil, auth()...); resp.StatusCode != 409 ||
 		!strings.Contains(string(body), "client node") {
 		t.Fatalf("drain of the client: %d %s", resp.StatusCode, body)
