@@ -8,6 +8,7 @@ import (
 	"github.com/cairn-fs/cairn/internal/cas"
 	"github.com/cairn-fs/cairn/internal/clock"
 	"github.com/cairn-fs/cairn/internal/vfs"
+	"github.com/cairn-fs/cairn/internal/volume"
 )
 
 // The content address lives in internal/cas, a leaf package that the
@@ -98,6 +99,13 @@ type Config struct {
 	// call the Store. A client node's cache of blobs read from other
 	// nodes keeps its recency with it (replica.DiskCache). Default nil.
 	OnRead func(h Hash)
+	// OnDelete, if not nil, is called with the blob's hash after a copy
+	// left the store through Delete or a quarantine (a copy that failed
+	// its checksum), on that caller's goroutine; compaction, which moves
+	// copies, does not call it. It must not block or call the Store. A
+	// client node's cache keeps its index with it (replica.DiskCache).
+	// Default nil.
+	OnDelete func(h Hash)
 	// ScrubRate is the rate in bytes per second at which the background
 	// scrub re-reads and checks the live needles (scrub.go). 0 (the
 	// default) derives it at the start of each pass from ScrubPeriod:
@@ -119,6 +127,10 @@ type Config struct {
 	// Clock for d (0: for StartScrub or Close only).
 	scrubSleeping func(d time.Duration)
 }
+
+// NeedleSize is the bytes a blob of n bytes takes in a volume (its
+// needle: header, data, padding).
+func NeedleSize(n int) int64 { return volume.NeedleSize(n) }
 
 // Stats describes a Store.
 type Stats struct {

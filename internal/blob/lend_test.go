@@ -271,3 +271,28 @@ func TestOnRead(t *testing.T) {
 		}
 	}
 }
+
+// TestOnDelete: Delete reports the blob once it left the index; deleting
+// an absent blob reports nothing.
+func TestOnDelete(t *testing.T) {
+	var got []Hash
+	e := newOSEnv(t, func(c *Config) { c.OnDelete = func(h Hash) { got = append(got, h) } })
+	s := e.open()
+	defer s.Close()
+	d, h := blobN(2, 3000)
+	if err := s.Put(h, d); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Delete(Sum([]byte("absent"))); err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 0 {
+		t.Fatalf("reported %v before a delete", got)
+	}
+	if err := s.Delete(h); err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || got[0] != h || s.Has(h) {
+		t.Fatalf("reported %v, want %s", got, h)
+	}
+}

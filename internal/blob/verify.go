@@ -91,6 +91,9 @@ func (s *Store) quarantine(vr *volRef, key uint64, sb uint8, l loc, source strin
 	var h Hash
 	if named != nil {
 		h = *named
+		if s.cfg.OnDelete != nil {
+			s.cfg.OnDelete(h)
+		}
 	}
 	if seq != 0 {
 		terr = s.waitDurable(seq)

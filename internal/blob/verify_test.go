@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -24,6 +25,7 @@ type corruptEnv struct {
 	logs *syncBuf
 	mu   sync.Mutex
 	seen []Hash // OnCorrupt calls
+	gone []Hash // OnDelete calls
 }
 
 func newCorruptEnv(t *testing.T, mapped bool, mod func(*Config)) *corruptEnv {
@@ -31,6 +33,7 @@ func newCorruptEnv(t *testing.T, mapped bool, mod func(*Config)) *corruptEnv {
 	e.cfg = Config{Dir: dir, FS: vfs.NewMem(), MinFreeBytes: -1, CompactAge: -1,
 		Logger:    slog.New(slog.NewTextHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		OnCorrupt: func(h Hash) { e.mu.Lock(); e.seen = append(e.seen, h); e.mu.Unlock() },
+		OnDelete:  func(h Hash) { e.mu.Lock(); e.gone = append(e.gone, h); e.mu.Unlock() },
 		// A fake clock that nobody advances: no background scrub pass.
 		Clock: clock.NewFake(time.Unix(1e9, 0))}
 	if mapped {
@@ -167,6 +170,12 @@ func TestCorruptCopyNeverServed(t *testing.T) {
 				}
 				if got := e.corruptSeen(); len(got) != 1 || got[0] != hb {
 					t.Fatalf("OnCorrupt calls: %v", got)
+				}
+				e.mu.Lock()
+				gone := slices.Clone(e.gone)
+				e.mu.Unlock()
+				if len(gone) != 1 || gone[0] != hb {
+					t.Fatalf("OnDelete calls: %v, want the quarantined copy", gone)
 				}
 				if !strings.Contains(e.logs.String(), "level=ERROR msg=\"corrupt blob copy quarantined") {
 					t.Fatalf("no error log:\n%s", e.logs)

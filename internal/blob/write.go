@@ -262,6 +262,9 @@ func (s *Store) Delete(h Hash) error {
 	s.idx.remove(&h, l)
 	s.volOf(l.vol).live.Add(-volume.NeedleSize(int(l.n)))
 	s.mu.Unlock()
+	if s.cfg.OnDelete != nil {
+		s.cfg.OnDelete(h)
+	}
 	return s.waitDurable(seq)
 }
 

@@ -89,8 +89,9 @@ type ClusterConfig struct {
 	// placement map is rebuilt (the host's address book), under the
 	// rebuild's lock.
 	OnNodes func(nodes []*meta.Node)
-	// NoBlobs: this member holds no blob (a witness); no under-replicated
-	// write makes it pull one.
+	// NoBlobs: this member holds no blob of its own (a witness, a client
+	// node): no under-replicated write makes it pull one, and a write
+	// that still ranks it does not store one here.
 	NoBlobs bool
 }
 
@@ -208,6 +209,7 @@ func New(cfg Config) (_ *Core, err error) {
 		self := placement.NodeID(cl.ID)
 		repc := cl.Replica
 		repc.Self, repc.Local, repc.Peers, repc.Map, repc.Clock, repc.Logger = self, c.Blobs, peers, c.Map, cfg.Clock, cfg.Logger
+		repc.NoLocalCopies = cl.NoBlobs
 		if c.Rep, err = replica.New(repc); err != nil {
 			return nil, err
 		}

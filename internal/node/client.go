@@ -18,9 +18,15 @@ package node
 //     --cache-size: least recently used out, each blob checked against
 //     its hash on fill; core wires the store to it): a cached blob is a
 //     local copy to every front end, served as a data node serves its
-//     own. Nothing else writes there: writes send their blobs to the
-//     data nodes placement picks and commit the namespace change as any
-//     member, and the repair loop does not run on a client.
+//     own. Only the cache adds copies there: writes send their blobs to
+//     the data nodes placement picks (a write that still ranks this node,
+//     before its record says client, fails that target:
+//     replica.Config.NoLocalCopies), the repair loop does not run on a
+//     client, and peers' copies are refused. The store's own work still
+//     runs there (the namespace's garbage collection deletes reaped
+//     blobs, the scrub quarantines a bad copy: the cache hears of both
+//     through blob.Config.OnDelete). A data node's DATA/blobs is refused
+//     (checkClient): it must leave the cluster first.
 //   - Joining and leaving move no data; a client that is down costs the
 //     cluster nothing (no repair, nothing under-replicated), and the
 //     status shows it as a client, not as a missing data node.
@@ -28,6 +34,7 @@ package node
 import (
 	"errors"
 	"fmt"
+	"path/filepath"
 
 	"github.com/cairn-fs/cairn/internal/meta"
 	"github.com/cairn-fs/cairn/internal/transport"
@@ -48,6 +55,12 @@ func checkClient(cfg Config) error {
 		return errors.New("node: a client node needs the cluster secret (CAIRN_CLUSTER_SECRET or --secret-file)")
 	case cfg.Join == "":
 		return errors.New("node: a client node joins an existing cluster: give --join URL (a member's public URL)")
+	}
+	// A data node's copies are in DATA/blobs: restarted as a client it
+	// would abandon them (and, until its record changes, take copies into
+	// its cache, which evicts them).
+	if vols, _ := filepath.Glob(filepath.Join(cfg.DataDir, "blobs", "*.vol")); len(vols) > 0 {
+		return fmt.Errorf("node: %s holds blob volumes: this node was a data node. Drain and remove it from the cluster (cairn node drain, cairn node remove), then start the client with an empty --data directory", filepath.Join(cfg.DataDir, "blobs"))
 	}
 	return nil
 }

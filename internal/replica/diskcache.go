@@ -1,6 +1,7 @@
 package replica
 
 import (
+	"cmp"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -60,14 +61,19 @@ const (
 // is kept only once its bytes were checked against its name (by the
 // Replicator's fetch, as for Cache). Recency comes from the store's reads
 // (blob.Config.OnRead, set by StoreConfig): each read of a cached blob is
-// a hit and makes it the most recently used. When the live copies pass
-// 70% of the bound, the least recently used are deleted until they are
-// at 63%, and the store is compacted (its volumes are a sixteenth of the
-// bound, compacted as soon as a quarter of one is garbage). A fetched
-// blob is not kept while the store's files are within a volume of the
-// bound (compaction behind the evictions: a cache smaller than what is
-// read churns), so that they stay within it; it counts as NotKept. The index (hash, size, recency)
-// is in memory: about 100 B a cached blob, besides the blob store's own.
+// a hit and makes it the most recently used. When the live copies (their
+// needles' bytes in the store) pass 70% of the bound, the least recently
+// used are deleted until they are at 63%, and the store is compacted
+// (its volumes are a sixteenth of the bound, compacted as soon as a
+// quarter of one is garbage); within two volumes of the bound, at least
+// a volume's worth goes. A fetched blob is not kept while the store's
+// files are within a volume of the bound (compaction behind the
+// evictions: a cache smaller than what is read churns), so that they stay
+// within it; it counts as NotKept. Copies the store loses otherwise (the
+// namespace's garbage collection, a quarantine) leave the index through
+// blob.Config.OnDelete. The index (hash, size, recency) is in memory:
+// about 100 B a cached blob, besides the blob store's own index (about
+// 40 B).
 // Safe for concurrent use; a nil *DiskCache caches nothing.
 type DiskCache struct {
 	maxBytes int64
@@ -84,7 +90,7 @@ type DiskCache struct {
 	evictMu     sync.Mutex  // one eviction at a time
 	evictWanted atomic.Bool // another pass asked for
 	bg          sync.WaitGroup
-	closeOnce   sync.Once
+	bgMu        sync.Mutex // orders bg.Add after Close's Wait
 	closed      atomic.Bool
 
 	hits, misses, evictions, notKept atomic.Int64
@@ -99,7 +105,7 @@ type diskShard struct {
 }
 
 type diskEntry struct {
-	size int64
+	size int64 // bytes in the store: the needle (blob.NeedleSize)
 	last atomic.Int64
 }
 
@@ -129,6 +135,7 @@ func (c *DiskCache) StoreConfig(bc *blob.Config) {
 	bc.CompactGarbageRatio = diskCacheGarbage
 	bc.CompactAge = -1 // no wait
 	bc.OnRead = c.touch
+	bc.OnDelete = c.forget
 }
 
 // volumeSize is the size of the store's volumes: a sixteenth of the
@@ -145,13 +152,11 @@ func (c *DiskCache) Attach(s CacheStore) {
 		return
 	}
 	s.Range(func(h blob.Hash, size int64) bool {
-		c.insert(h, size)
+		c.insert(h, blob.NeedleSize(int(size)))
 		return true
 	})
 	c.store.Store(&cacheStore{s})
-	if c.live.Load() > c.liveBound() {
-		c.evict()
-	}
+	c.evict()
 }
 
 // Close waits for the copies being kept and the eviction under way; the
@@ -160,11 +165,26 @@ func (c *DiskCache) Close() error {
 	if c == nil {
 		return nil
 	}
-	c.closeOnce.Do(func() {
-		c.closed.Store(true)
-		c.bg.Wait()
-	})
+	c.bgMu.Lock()
+	c.closed.Store(true)
+	c.bgMu.Unlock()
+	c.bg.Wait()
 	return nil
+}
+
+// startBG runs f in the background unless the cache is closed.
+func (c *DiskCache) startBG(f func()) bool {
+	c.bgMu.Lock()
+	defer c.bgMu.Unlock()
+	if c.closed.Load() {
+		return false
+	}
+	c.bg.Add(1)
+	go func() {
+		defer c.bg.Done()
+		f()
+	}()
+	return true
 }
 
 func (c *DiskCache) shard(h *blob.Hash) *diskShard { return &c.shards[h[0]%diskCacheShards] }
@@ -183,7 +203,21 @@ func (c *DiskCache) touch(h blob.Hash) {
 	}
 }
 
-// insert indexes a copy now in the store; it reports whether it was new.
+// forget is the store's OnDelete: a copy left the store (an eviction,
+// whose entry is gone already; the namespace's garbage collection; a
+// quarantine).
+func (c *DiskCache) forget(h blob.Hash) {
+	sh := c.shard(&h)
+	sh.mu.Lock()
+	if e, ok := sh.m[h]; ok {
+		delete(sh.m, h)
+		c.live.Add(-e.size)
+	}
+	sh.mu.Unlock()
+}
+
+// insert indexes a copy now in the store, of size bytes there (its
+// needle); it reports whether it was new.
 func (c *DiskCache) insert(h blob.Hash, size int64) bool {
 	sh := c.shard(&h)
 	sh.mu.Lock()
@@ -235,34 +269,34 @@ func (c *DiskCache) keep(h blob.Hash, data []byte) {
 	default:
 		return
 	}
-	c.bg.Add(1)
-	go func() {
-		defer c.bg.Done()
-		defer func() { <-c.keepers }()
-		if c.closed.Load() {
-			return
-		}
-		// The files, the copies being written (this one included) and a
-		// volume's worth for a compaction's copies stay within the bound.
-		n := int64(len(data))
-		if s.Stats().Bytes+c.writing.Add(n) > c.maxBytes-c.volumeSize() {
-			// Compaction has not caught up with the evictions (a cache
-			// smaller than what is read churns): served, not kept, until
-			// it has.
-			c.writing.Add(-n)
-			c.notKept.Add(1)
-			c.evict()
-			return
-		}
-		err := s.Put(h, data)
+	if !c.startBG(func() { c.write(s, h, data) }) {
+		<-c.keepers
+	}
+}
+
+// write is keep's background part: a keeper slot is held.
+func (c *DiskCache) write(s *cacheStore, h blob.Hash, data []byte) {
+	defer func() { <-c.keepers }()
+	// The files, the copies being written (this one included) and a
+	// volume's worth for a compaction's copies stay within the bound.
+	n := blob.NeedleSize(len(data))
+	if s.Stats().Bytes+c.writing.Add(n) > c.maxBytes-c.volumeSize() {
+		// Compaction has not caught up with the evictions (a cache
+		// smaller than what is read churns): served, not kept, until it
+		// has.
 		c.writing.Add(-n)
-		if err != nil {
-			return // a full disk, a closed store: served, not kept
-		}
-		if c.insert(h, int64(len(data))) && c.live.Load() > c.liveBound() {
-			c.evict()
-		}
-	}()
+		c.notKept.Add(1)
+		c.evict()
+		return
+	}
+	err := s.Put(h, data)
+	c.writing.Add(-n)
+	if err != nil {
+		return // a full disk, a closed store: served, not kept
+	}
+	if c.insert(h, n) && c.live.Load() > c.liveBound() {
+		c.evict()
+	}
 }
 
 // evict deletes the least recently used copies until the live ones are
@@ -282,22 +316,31 @@ func (c *DiskCache) evict() {
 	}
 }
 
-// evictPass is one eviction, if the live copies are over their bound,
-// then a compaction.
+// evictPass is one eviction, then a compaction: the least recently used
+// copies go until the live ones are at diskCacheLow of the bound, and at
+// least a volume's worth when the files are within two volumes of the
+// bound (so that a fill refused for want of room always makes some: the
+// tombstones and the garbage compaction leaves also take room).
 func (c *DiskCache) evictPass() {
 	s := c.store.Load()
 	if s == nil {
 		return
 	}
-	if c.live.Load() > c.liveBound() {
-		c.deleteLRU(s)
+	var excess int64
+	if live := c.live.Load(); live > c.liveBound() {
+		excess = live - int64(float64(c.maxBytes)*diskCacheLow)
+	}
+	if s.Stats().Bytes > c.maxBytes-2*c.volumeSize() {
+		excess = max(excess, c.volumeSize())
+	}
+	if excess > 0 {
+		c.deleteLRU(s, excess)
 	}
 	s.Compact()
 }
 
-// deleteLRU deletes the least recently used copies until the live ones
-// are at diskCacheLow of the bound.
-func (c *DiskCache) deleteLRU(s *cacheStore) {
+// deleteLRU deletes the least recently used copies, excess bytes of them.
+func (c *DiskCache) deleteLRU(s *cacheStore, excess int64) {
 	type cand struct {
 		h    blob.Hash
 		size int64
@@ -312,9 +355,8 @@ func (c *DiskCache) deleteLRU(s *cacheStore) {
 		}
 		sh.mu.RUnlock()
 	}
-	slices.SortFunc(all, func(a, b cand) int { return int(min(max(a.last-b.last, -1), 1)) })
-	excess := c.live.Load() - int64(float64(c.maxBytes)*diskCacheLow)
-	var victims []blob.Hash
+	slices.SortFunc(all, func(a, b cand) int { return cmp.Compare(a.last, b.last) })
+	var victims []cand
 	for _, v := range all {
 		if excess <= 0 {
 			break
@@ -325,7 +367,7 @@ func (c *DiskCache) deleteLRU(s *cacheStore) {
 			delete(sh.m, v.h)
 			c.live.Add(-e.size)
 			excess -= e.size
-			victims = append(victims, v.h)
+			victims = append(victims, v)
 		}
 		sh.mu.Unlock()
 	}
@@ -335,7 +377,9 @@ func (c *DiskCache) deleteLRU(s *cacheStore) {
 	for range min(diskCacheDeleters, len(victims)) {
 		wg.Go(func() {
 			for i := next.Add(1) - 1; i < int64(len(victims)); i = next.Add(1) - 1 {
-				if s.Delete(victims[i]) == nil {
+				if err := s.Delete(victims[i].h); err != nil {
+					c.insert(victims[i].h, victims[i].size) // still there: evictable later
+				} else {
 					c.evictions.Add(1)
 				}
 			}

@@ -179,3 +179,55 @@ func TestDiskCache(t *testing.T) {
 		t.Fatal("a cache of 0 bytes exists")
 	}
 }
+
+// Small blobs: their needles' headers, the tombstones of their evictions
+// and the garbage compaction leaves count against the bound as much as
+// their bytes do, and the cache goes on keeping what is read (it once
+// froze: refusing every fill while it saw nothing to evict).
+func TestDiskCacheSmallBlobs(t *testing.T) {
+	const bound = 128 << 10
+	c := NewDiskCache(bound)
+	s := openCacheStore(t, t.TempDir(), c)
+	defer s.Close()
+	defer c.Close()
+	kept := 0
+	for i := range 2000 {
+		d := []byte(fmt.Sprintf("small blob %06d %s", i, bytes.Repeat([]byte{'x'}, 80)))
+		fillWith(t, c, d)
+		waitIdle(t, c)
+		if st := s.Stats(); st.Bytes > bound {
+			t.Fatalf("after fill %d the store's files take %d B, over the bound of %d", i, st.Bytes, bound)
+		}
+		if i >= 1800 && s.Has(blob.Sum(d)) {
+			kept++
+		}
+	}
+	if st := c.Stats(); kept < 150 || st.Evictions == 0 {
+		t.Fatalf("kept %d of the last 200 fills (want at least 150); %+v", kept, st)
+	}
+	// The index matches the store.
+	n := 0
+	s.Range(func(blob.Hash, int64) bool { n++; return true })
+	if st := c.Stats(); n != st.Entries {
+		t.Fatalf("the store holds %d blobs, the index %d", n, st.Entries)
+	}
+}
+
+// A copy deleted behind the cache's back (the namespace's garbage
+// collection deletes reaped blobs from every node's store) leaves its
+// index.
+func TestDiskCacheForgetsDeleted(t *testing.T) {
+	c := NewDiskCache(1 << 20)
+	s := openCacheStore(t, t.TempDir(), c)
+	defer s.Close()
+	defer c.Close()
+	fillWith(t, c, cacheBlob(1))
+	fillWith(t, c, cacheBlob(2))
+	waitIdle(t, c)
+	if err := s.Delete(blob.Sum(cacheBlob(1))); err != nil {
+		t.Fatal(err)
+	}
+	if st := c.Stats(); st.Entries != 1 || c.live.Load() != blob.NeedleSize(len(cacheBlob(2))) {
+		t.Fatalf("after a delete: %+v, live %d", st, c.live.Load())
+	}
+}

@@ -82,6 +82,12 @@ type Config struct {
 	// CacheMaxItemBytes is the largest blob the cache admits. Default
 	// 256 KiB.
 	CacheMaxItemBytes int
+	// NoLocalCopies: this node keeps no copy of its own (a witness, a
+	// client node): a write whose targets still include it (its record
+	// in the map not yet updated) fails that target instead of writing
+	// to Local, so the copy is missed and repaired, not kept where it
+	// would be lost.
+	NoLocalCopies bool
 	// DiskCache, when set, is the cache of blobs read from other nodes
 	// instead of the in-memory one (CacheBytes is then unused): a client
 	// node's, on its disk.
@@ -341,6 +347,9 @@ func (t *tally) copies() placement.Copies {
 
 func (r *Replicator) put(ctx context.Context, id placement.NodeID, b cas.Blob) error {
 	if id == r.cfg.Self {
+		if r.cfg.NoLocalCopies {
+			return errNoLocalCopies
+		}
 		return r.cfg.Local.Put(b.Hash, b.Data)
 	}
 	ctx, cancel := clock.WithTimeout(ctx, r.cfg.Clock, r.cfg.WriteTimeout)
@@ -410,6 +419,9 @@ func (r *Replicator) ReadAt(ctx context.Context, h blob.Hash, p []byte, off int6
 	}
 	return copy(p, data), nil
 }
+
+// errNoLocalCopies: a write ranked a node that keeps no copy of its own.
+var errNoLocalCopies = errors.New("replica: this node keeps no blob copies (a witness or a client node)")
 
 // errStopped: a reader stopped waiting for another's fetch.
 var errStopped = errors.New("replica: stopped waiting")

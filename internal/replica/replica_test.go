@@ -429,3 +429,38 @@ func TestReadHedgesAroundHungReplica(t *testing.T) {
 		t.Fatalf("all replicas failing: %v, want placement.ErrUnavailable", err)
 	}
 }
+
+// A node that keeps no copies of its own (a client, a witness) and is
+// still ranked (its record not yet updated) fails that target: the write
+// is under-replicated, and nothing lands in its local store.
+func TestWriteNoLocalCopies(t *testing.T) {
+	f := newFakeNet(1, 2, 3, 4, 5)
+	m := mapOf(t)
+	r, err := New(Config{Self: 1, Local: f.nodes[1], Peers: f, Map: func() *placement.Map { return m },
+		NoLocalCopies: true, StragglerWait: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ranked := 0
+	for i := 0; ranked < 5 && i < 500; i++ {
+		data := []byte(fmt.Sprint("blob ", i))
+		h := blob.Sum(data)
+		if !contains(placement.Replicas(m, h, 3), 1) {
+			continue
+		}
+		ranked++
+		res, err := r.Write(context.Background(), h, data, placement.Policy{Replicas: 3})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Copies.Made != 2 || !res.Copies.Under() {
+			t.Fatalf("blob %d: copies %+v, want 2 of 3", i, res.Copies)
+		}
+		if f.nodes[1].Has(h) {
+			t.Fatalf("blob %d stored on the node that keeps no copies", i)
+		}
+	}
+	if ranked < 5 {
+		t.Fatal("too few blobs ranked node 1")
+	}
+}
