@@ -93,9 +93,9 @@ func printStatus(out io.Writer, st client.Status) error {
 	}
 	for _, n := range st.Nodes {
 		if c := n.Report; c != nil && c.Cache != nil && c.Cache.OnDisk {
-			fmt.Fprintf(out, "node %d's blob cache (%s): %s of %s, %s; %d hits, %d misses, %d evictions, %d refused as corrupt\n",
+			fmt.Fprintf(out, "node %d's blob cache (%s): %s of %s, %s; %d hits, %d misses, %d evictions, %d not kept (full), %d refused as corrupt\n",
 				n.ID, n.State, humanBytes(c.Cache.Bytes), humanBytes(c.Cache.MaxBytes), count(c.Cache.Entries, "blob", "blobs"),
-				c.Cache.Hits, c.Cache.Misses, c.Cache.Evictions, c.Cache.Corrupt)
+				c.Cache.Hits, c.Cache.Misses, c.Cache.Evictions, c.Cache.NotKept, c.Cache.Corrupt)
 		}
 	}
 	printTrashUsage(out, st.Trash)

@@ -20,6 +20,9 @@ func TestPrintStatus(t *testing.T) {
 		{ID: 11, URL: "http://10.0.0.3:8080", State: "draining", Liveness: "suspect", Role: "learner", Lag: 17,
 			Report: &client.NodeReport{AppliedIndex: 103, Scrub: client.ScrubStatus{LastCompleted: time.Unix(1, 0)},
 				Version: client.VersionStatus{Release: "0.21.0", LogMax: 8, LogVersion: 7, LogStopped: "entry 9 is newer"}}},
+		{ID: 12, URL: "http://10.0.0.4:8080", State: "client", Liveness: "alive", Role: "learner",
+			Report: &client.NodeReport{AppliedIndex: 120, Cache: &client.CacheStatus{OnDisk: true, Hits: 50, Misses: 7, Evictions: 3,
+				NotKept: 2, Bytes: 3 << 20, Entries: 12, MaxBytes: 64 << 20}}},
 	}, Locks: []client.FileLock{
 		{Ino: 42, Path: "web/sessions/sess_1", Node: 7, Pid: 311, Kind: "flock", Write: true, End: math.MaxUint64},
 		{Ino: 43, Path: "web/app.db", Node: 9, Pid: 12, Kind: "posix", Start: 1073741824, End: 1073741824},
@@ -37,7 +40,8 @@ func TestPrintStatus(t *testing.T) {
 	}
 	out := b.String()
 	for _, want := range []string{
-		"cluster: 3 nodes, leader 7, term 3, commit index 120",
+		"node 12's blob cache (client): 3.0 MiB of 64.0 MiB, 12 blobs; 50 hits, 7 misses, 3 evictions, 2 not kept (full), 0 refused as corrupt\n",
+		"cluster: 4 nodes, leader 7, term 3, commit index 120",
 		"voter*", "3.0 GiB", "10.0 GiB", "1234", "running 25%, 1 corrupt found",
 		"idle, 2 passes, pulled 5 (5.0 MiB), handed off 0 (0 B), pending 1",
 		" dead ", "unreachable", "suspect", "draining", " 17 ", "last pass ",

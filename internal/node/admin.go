@@ -73,7 +73,7 @@ func (l nodeLocal) Report() admin.LocalStatus {
 		v.CommitIndex = c.raft.Status().Commit
 		v.Repair = repairView(c.repair.Progress())
 		if cs := c.rep.CacheStats(); cs.MaxBytes > 0 {
-			v.Cache = &admin.Cache{OnDisk: cs.OnDisk, Hits: cs.Hits, Misses: cs.Misses, Evictions: cs.Evictions, Corrupt: cs.Corrupt,
+			v.Cache = &admin.Cache{OnDisk: cs.OnDisk, Hits: cs.Hits, Misses: cs.Misses, Evictions: cs.Evictions, NotKept: cs.NotKept, Corrupt: cs.Corrupt,
 				Bytes: cs.Bytes, Entries: cs.Entries, MaxBytes: cs.MaxBytes}
 		}
 	}

@@ -152,6 +152,7 @@ type Cache struct {
 	Hits      int64 `json:"hits"`
 	Misses    int64 `json:"misses"`
 	Evictions int64 `json:"evictions"`
+	NotKept   int64 `json:"not_kept"` // fetched, served and not kept: the files were at the bound
 	Corrupt   int64 `json:"corrupt"`
 	Bytes     int64 `json:"bytes"`
 	Entries   int   `json:"entries"`

@@ -320,7 +320,8 @@
         const c = rep.cache;
         blobs = el('div', { class: 'cache' }, el('span', { class: 'num', text: num(c.entries) + ' cached' }),
           el('div', { class: 'muted small', text: bytes(c.bytes) + ' of ' + bytes(c.max_bytes) + ' · ' + num(c.hits) + ' hits · ' +
-            num(c.misses) + ' misses · ' + num(c.evictions) + ' evicted' + (c.corrupt ? ' · ' + num(c.corrupt) + ' refused' : '') }));
+            num(c.misses) + ' misses · ' + num(c.evictions) + ' evicted' +
+            (c.not_kept ? ' · ' + num(c.not_kept) + ' not kept (full)' : '') + (c.corrupt ? ' · ' + num(c.corrupt) + ' refused' : '') }));
       }
       const actions = el('div', { class: 'cell-actions' });
       if (s.cluster && n.state !== 'unknown' && n.state !== 'client') {
