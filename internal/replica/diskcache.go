@@ -59,7 +59,9 @@ const (
 // read as any local copy is (the HTTP fast path lends it from the
 // volume's map or sends it with sendfile, the mount splices it). A blob
 // is kept only once its bytes were checked against its name (by the
-// Replicator's fetch, as for Cache). Recency comes from the store's reads
+// Replicator's fetch, as for Cache), in the background: until its copy
+// is in the store, a read of it is served from the fetch's bytes (Get)
+// rather than fetched again. Recency comes from the store's reads
 // (blob.Config.OnRead, set by StoreConfig): each read of a cached blob is
 // a hit and makes it the most recently used. When the live copies (their
 // needles' bytes in the store) pass 70% of the bound, the least recently
@@ -99,9 +101,10 @@ type DiskCache struct {
 type cacheStore struct{ CacheStore }
 
 type diskShard struct {
-	mu sync.RWMutex
-	m  map[blob.Hash]*diskEntry
-	_  [32]byte // keep shards' locks on separate cache lines
+	mu      sync.RWMutex
+	m       map[blob.Hash]*diskEntry
+	keeping map[blob.Hash][]byte // fetched blobs being written: Get serves them
+	_       [24]byte             // keep shards' locks on separate cache lines
 }
 
 type diskEntry struct {
@@ -120,6 +123,7 @@ func NewDiskCache(maxBytes int64) *DiskCache {
 		keepers: make(chan struct{}, diskCacheKeepers)}
 	for i := range c.shards {
 		c.shards[i].m = map[blob.Hash]*diskEntry{}
+		c.shards[i].keeping = map[blob.Hash][]byte{}
 	}
 	return c
 }
@@ -241,12 +245,36 @@ func (c *DiskCache) MaxItemBytes() int {
 }
 
 // Get is asked by a read that found no local copy (a cached copy is a
-// local one, read before this): it counts a miss.
-func (c *DiskCache) Get(blob.Hash) ([]byte, bool) {
-	if c != nil {
-		c.misses.Add(1)
+// local one, read before this). A blob fetched and still being written
+// to the store is served from the fetch's bytes (a hit), so that it is
+// not fetched again; anything else is a miss.
+func (c *DiskCache) Get(h blob.Hash) ([]byte, bool) {
+	if c == nil {
+		return nil, false
 	}
+	sh := c.shard(&h)
+	sh.mu.RLock()
+	data, ok := sh.keeping[h]
+	sh.mu.RUnlock()
+	if ok {
+		c.hits.Add(1)
+		return data, true
+	}
+	c.misses.Add(1)
 	return nil, false
+}
+
+// setKeeping records data as h's copy being written (data nil: written or
+// given up).
+func (c *DiskCache) setKeeping(h blob.Hash, data []byte) {
+	sh := c.shard(&h)
+	sh.mu.Lock()
+	if data != nil {
+		sh.keeping[h] = data
+	} else {
+		delete(sh.keeping, h)
+	}
+	sh.mu.Unlock()
 }
 
 // Fill is Cache.Fill's, keeping complete blobs in the store.
@@ -269,14 +297,20 @@ func (c *DiskCache) keep(h blob.Hash, data []byte) {
 	default:
 		return
 	}
+	c.setKeeping(h, data)
 	if !c.startBG(func() { c.write(s, h, data) }) {
+		c.setKeeping(h, nil)
 		<-c.keepers
 	}
 }
 
-// write is keep's background part: a keeper slot is held.
+// write is keep's background part: a keeper slot is held and h is in
+// the keeping set until the copy is indexed (or not kept).
 func (c *DiskCache) write(s *cacheStore, h blob.Hash, data []byte) {
-	defer func() { <-c.keepers }()
+	defer func() {
+		c.setKeeping(h, nil)
+		<-c.keepers
+	}()
 	// The files, the copies being written (this one included) and a
 	// volume's worth for a compaction's copies stay within the bound.
 	n := blob.NeedleSize(len(data))

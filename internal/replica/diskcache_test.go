@@ -231,3 +231,44 @@ func TestDiskCacheForgetsDeleted(t *testing.T) {
 		t.Fatalf("after a delete: %+v, live %d", st, c.live.Load())
 	}
 }
+
+// gatedStore holds every Put until gate closes.
+type gatedStore struct {
+	CacheStore
+	gate <-chan struct{}
+}
+
+func (g gatedStore) Put(h blob.Hash, data []byte) error {
+	<-g.gate
+	return g.CacheStore.Put(h, data)
+}
+
+// A blob read again while its fetched copy is still being written is
+// served from the fetch's bytes (a hit), not fetched a second time.
+func TestDiskCacheServesWhileKeeping(t *testing.T) {
+	const bound = 1 << 20
+	c := NewDiskCache(bound)
+	s := openCacheStore(t, t.TempDir(), c)
+	defer s.Close()
+	gate := make(chan struct{})
+	c.Attach(gatedStore{s, gate}) // writes wait for the gate
+	data := cacheBlob(1)
+	h := blob.Sum(data)
+	fillWith(t, c, data)
+	got, ok := c.Get(h)
+	if !ok || !bytes.Equal(got, data) {
+		t.Fatal("a blob being kept was not served by Get")
+	}
+	if st := c.Stats(); st.Hits != 1 || st.Misses != 0 || st.Fills != 1 {
+		t.Fatalf("after a read while keeping: %+v", st)
+	}
+	close(gate)
+	waitIdle(t, c)
+	if !s.Has(h) {
+		t.Fatal("the blob was not kept")
+	}
+	if _, ok := c.Get(h); ok {
+		t.Fatal("Get still serves a kept blob from memory: it is the store's to serve")
+	}
+	c.Close()
+}
