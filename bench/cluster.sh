@@ -23,7 +23,9 @@
 #             (READ_CLIENT=1, the default: also through a fourth node, a
 #             client node, cairn server --role client, with its disk cache of
 #             CLIENT_CACHE bytes, 1 GiB by default; its RSS, anonymous and
-#             mapped, and the size of DATA/cache are logged after the runs)
+#             mapped, and the size of DATA/cache are logged after the runs;
+#             with PROFILE=S, the CPU profiles of node READ_NODE during the
+#             first R=1 round and of the client during its first round)
 #             through node READ_NODE, from a bucket with --replicas 3 (every
 #             read local) and one with --replicas 1 (about two thirds remote),
 #             against nginx serving the same files from the local disk; wrk
@@ -325,6 +327,14 @@ part_read() {
 	for r in $(seq 1 "$ROUNDS"); do
 		for s in $servers; do
 			status=ok
+			if [ "$PROFILE" -gt 0 ] && [ "$r" = 1 ] && { [ "$s" = r1 ] || [ "$s" = client ]; }; then
+				# The serving node's CPU profile (node READ_NODE for r1, the
+				# client node 4 for client), PROFILE s from 1 s into round 1.
+				local pn=$READ_NODE
+				[ "$s" = r1 ] || pn=4
+				(sleep 1 && curl -fsS --max-time $((PROFILE + 30)) -o "$OUT/read-$s-n$pn.cpu.pprof" \
+					"http://${NODE_DEBUG[pn]}/debug/pprof/profile?seconds=$PROFILE") &
+			fi
 			res=$(run_wrk "${URL[$s]}" "${PFX[$s]}" "$OUT/wrk-r$r-$s.txt" "$DURATION" "${PATHS[$s]}") || status=FAIL
 			read -r reqs rps mbps p50 p99 bytes <<<"$res"
 			if [ "$status" = ok ] && [ "${reqs:-0}" -ge 500 ] &&

@@ -69,9 +69,15 @@ client_start() {
 	port=$(pick_port)
 	NODE_URL[4]=http://127.0.0.1:$port
 	NODE_LOG[4]=$OUT/client-$CLUSTER_N-n4.log
+	local debug=()
+	NODE_DEBUG[4]=""
+	if [ "${PROFILE:-0}" -gt 0 ]; then
+		NODE_DEBUG[4]=127.0.0.1:$(pick_port)
+		debug=(--debug-listen "${NODE_DEBUG[4]}")
+	fi
 	# shellcheck disable=SC2086 # SERVER_ARGS: words
 	CAIRN_CLUSTER_SECRET=$CLUSTER_SECRET "$CAIRN_BIN" server --data "$CL_DIR/n4" --role client \
-		--cache-size "${CLIENT_CACHE:-1073741824}" --listen "127.0.0.1:$port" --join "${NODE_URL[1]}" $SERVER_ARGS >"${NODE_LOG[4]}" 2>&1 &
+		--cache-size "${CLIENT_CACHE:-1073741824}" --listen "127.0.0.1:$port" --join "${NODE_URL[1]}" "${debug[@]}" $SERVER_ARGS >"${NODE_LOG[4]}" 2>&1 &
 	NODE_PID[4]=$!
 	BENCH_PIDS+=("${NODE_PID[4]}")
 	wait_http "${NODE_URL[4]}/_cairn/health" "${NODE_PID[4]}" 60 "${NODE_LOG[4]}"
