@@ -504,24 +504,45 @@ func (r *Replicator) fetch(ctx context.Context, id placement.NodeID, h blob.Hash
 		return nil, err
 	}
 	defer rc.Close()
+	data, err := readBody(rc, n, exact)
+	if err != nil {
+		return nil, err
+	}
+	switch got := int64(len(data)); {
+	case got == n:
+	case exact:
+		return nil, fmt.Errorf("short read: %d of %d bytes", got, n)
+	case off == 0 && blob.Sum(data) != h:
+		r.corrupt.Add(1)
+		return nil, fmt.Errorf("%w: blob %s from node %d: bytes of %s", blob.ErrCorrupt, h, id, blob.Sum(data))
+	case cap(data) > len(data):
+		return bytes.Clone(data), nil // a whole blob, kept by the cache: no spare capacity
+	}
+	return data, nil
+}
+
+// readBody reads at most n bytes of a fetched blob's body. A body that
+// announces its length (transport's Size) is read into a buffer of
+// exactly that size; otherwise the buffer grows from n (exact) or 64 KiB
+// (the blob may be much smaller than n).
+func readBody(rc io.Reader, n int64, exact bool) ([]byte, error) {
+	if s, ok := rc.(interface{ Size() int64 }); ok {
+		if size := s.Size(); size >= 0 && size <= n {
+			data := make([]byte, size)
+			if _, err := io.ReadFull(rc, data); err != nil {
+				return nil, err
+			}
+			return data, nil
+		}
+	}
 	var buf bytes.Buffer
 	if exact {
 		buf.Grow(int(n))
 	} else {
-		buf.Grow(int(min(n, 64<<10))) // the blob may be much smaller than n
+		buf.Grow(int(min(n, 64<<10)))
 	}
 	if _, err := io.Copy(&buf, io.LimitReader(rc, n)); err != nil {
 		return nil, err
-	}
-	switch got := int64(buf.Len()); {
-	case got == n:
-	case exact:
-		return nil, fmt.Errorf("short read: %d of %d bytes", got, n)
-	case off == 0 && blob.Sum(buf.Bytes()) != h:
-		r.corrupt.Add(1)
-		return nil, fmt.Errorf("%w: blob %s from node %d: bytes of %s", blob.ErrCorrupt, h, id, blob.Sum(buf.Bytes()))
-	default:
-		return bytes.Clone(buf.Bytes()), nil // a whole blob, kept by the cache: no spare capacity
 	}
 	return buf.Bytes(), nil
 }

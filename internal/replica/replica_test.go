@@ -464,3 +464,47 @@ func TestWriteNoLocalCopies(t *testing.T) {
 		t.Fatal("too few blobs ranked node 1")
 	}
 }
+
+// sizedReader is a fetched body that announces its length, as
+// transport's does.
+type sizedReader struct {
+	io.Reader
+	size int64
+}
+
+func (s sizedReader) Size() int64 { return s.size }
+
+// readBody sizes its buffer from the announced length (no spare capacity
+// for the cache to carry), fails a body shorter than announced, and falls
+// back to reading up to n when the length is unknown or over n.
+func TestReadBody(t *testing.T) {
+	data := bytes.Repeat([]byte("blob "), 1000)
+	for _, c := range []struct {
+		name  string
+		r     io.Reader
+		n     int64
+		want  []byte
+		fails bool
+	}{
+		{"announced", sizedReader{bytes.NewReader(data), int64(len(data))}, 1 << 20, data, false},
+		{"announced, empty", sizedReader{bytes.NewReader(nil), 0}, 1 << 20, []byte{}, false},
+		{"cut short", sizedReader{bytes.NewReader(data[:100]), int64(len(data))}, 1 << 20, nil, true},
+		{"unknown", sizedReader{bytes.NewReader(data), -1}, 1 << 20, data, false},
+		{"over n", sizedReader{bytes.NewReader(data), int64(len(data))}, 10, data[:10], false},
+		{"plain reader", bytes.NewReader(data), 1 << 20, data, false},
+	} {
+		got, err := readBody(c.r, c.n, false)
+		if c.fails {
+			if err == nil {
+				t.Errorf("%s: no error", c.name)
+			}
+			continue
+		}
+		if err != nil || !bytes.Equal(got, c.want) {
+			t.Errorf("%s: %d bytes, %v", c.name, len(got), err)
+		}
+		if _, ok := c.r.(sizedReader); ok && c.r.(sizedReader).size >= 0 && c.r.(sizedReader).size <= c.n && cap(got) != len(got) {
+			t.Errorf("%s: capacity %d for %d bytes", c.name, cap(got), len(got))
+		}
+	}
+}

@@ -59,6 +59,8 @@ type Client interface {
 	// GetBlob streams n bytes (-1: to the end) of blob h from offset off on
 	// node to. The caller must Close the reader; a peer that fails mid-body
 	// gives a read error (io.ErrUnexpectedEOF), never a short clean body.
+	// The reader has a Size() int64 method: the body's length when the
+	// peer sent it, else -1.
 	GetBlob(ctx context.Context, to NodeID, h blob.Hash, off, n int64) (io.ReadCloser, error)
 	// HasBlobs asks node to which of hs it holds; the answer has len(hs)
 	// entries.
@@ -340,14 +342,19 @@ func (c *HTTPClient) GetBlob(ctx context.Context, to NodeID, h blob.Hash, off, n
 		cancel()
 		return nil, err
 	}
-	return &cancelBody{ReadCloser: resp.Body, cancel: cancel}, nil
+	return &cancelBody{ReadCloser: resp.Body, cancel: cancel, size: resp.ContentLength}, nil
 }
 
 // cancelBody releases a call's context when its body is closed.
 type cancelBody struct {
 	io.ReadCloser
 	cancel context.CancelFunc
+	size   int64 // Content-Length; -1: not sent
 }
+
+// Size is the body's length as the peer announced it (-1: unknown), so
+// that a reader can size its buffer.
+func (b *cancelBody) Size() int64 { return b.size }
 
 func (b *cancelBody) Read(p []byte) (int, error) {
 	n, err := b.ReadCloser.Read(p)

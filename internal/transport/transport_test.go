@@ -77,6 +77,10 @@ func TestRoundTrip(t *testing.T) {
 		if tc.n >= 0 {
 			want = want[:tc.n]
 		}
+		// The body announces its length (the handler knows it).
+		if s, ok := rc.(interface{ Size() int64 }); !ok || s.Size() != int64(len(want)) {
+			t.Fatalf("GetBlob(%d,%d): the reader does not announce its %d bytes", tc.off, tc.n, len(want))
+		}
 		if err != nil || !bytes.Equal(got, want) {
 			t.Fatalf("GetBlob(%d,%d): %d bytes, err %v; want %d", tc.off, tc.n, len(got), err, len(want))
 		}
