@@ -11,6 +11,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -22,6 +23,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/cairn-fs/cairn/client"
+	"github.com/cairn-fs/cairn/internal/meta"
 	"github.com/cairn-fs/cairn/internal/version"
 )
 
@@ -155,9 +157,17 @@ func (d *Driver) Probe(ctx context.Context, _ *csipb.ProbeRequest) (*csipb.Probe
 // bucket, "" for the whole bucket).
 func volumeID(bucket, dir string) string { return bucket + "/" + dir }
 
+// parseVolumeID splits a volume ID into its bucket (a valid bucket name)
+// and directory (relative, no "." or ".." element); anything else is not
+// a Cairn volume ID (NotFound, as csi-sanity expects of a volume that
+// does not exist).
 func parseVolumeID(id string) (bucket, dir string, err error) {
 	bucket, dir, _ = strings.Cut(id, "/")
-	if bucket == "" || strings.Contains(dir, "..") || strings.HasPrefix(dir, "/") {
+	bad := meta.ValidBucketName(bucket) != nil || strings.HasPrefix(dir, "/")
+	for _, el := range strings.Split(dir, "/") {
+		bad = bad || el == "." || el == ".."
+	}
+	if bad {
 		return "", "", status.Errorf(codes.NotFound, "volume %q: not a Cairn volume ID (BUCKET/DIR)", id)
 	}
 	return bucket, strings.Trim(dir, "/"), nil
@@ -224,10 +234,19 @@ func (d *Driver) CreateVolume(ctx context.Context, req *csipb.CreateVolumeReques
 	if bucket == "" {
 		return nil, status.Errorf(codes.InvalidArgument, "parameter %q (the bucket volumes live in) is required", ParamBucket)
 	}
+	if err := meta.ValidBucketName(bucket); err != nil {
+		return nil, status.Errorf(codes.InvalidArgument, "parameter %q: %v", ParamBucket, err)
+	}
 	if strings.ContainsAny(name, "/\\") || name == "." || name == ".." {
 		return nil, status.Errorf(codes.InvalidArgument, "volume name %q: no slashes", name)
 	}
-	dir := path.Join(strings.Trim(p[ParamPrefix], "/"), name)
+	prefix := strings.Trim(p[ParamPrefix], "/")
+	for _, el := range strings.Split(prefix, "/") {
+		if el == "." || el == ".." {
+			return nil, status.Errorf(codes.InvalidArgument, "parameter %q: %q has a %q element", ParamPrefix, prefix, el)
+		}
+	}
+	dir := path.Join(prefix, name)
 	want := req.GetCapacityRange().GetRequiredBytes()
 	// The capacity asked for is kept beside the volume (a file tree has
 	// no size of its own): a second request under the same name must ask
@@ -339,48 +358,157 @@ func (d *Driver) NodeGetCapabilities(context.Context, *csipb.NodeGetCapabilities
 }
 
 // NodePublishVolume bind-mounts the volume's directory in this host's
-// mount of its bucket (MountRoot/BUCKET/DIR) onto the pod's target path
-// (read-only when asked). Publishing again to the same target is a
-// success.
+// mount of its bucket (MountRoot/BUCKET/DIR) onto the pod's target path:
+// read-only when asked, or when the access mode only reads; with the
+// capability's mount flags (ro, nosuid, nodev, noexec, noatime, nodiratime,
+// relatime; any other is refused). MountRoot/BUCKET must be a live FUSE
+// mount (else the pod would get the host's empty directory), and DIR is
+// opened beneath it with no symbolic link followed, so that nothing a
+// bucket's writer can do makes a publish expose anything outside the
+// volume. Publishing again to the same target is a success if it is the
+// same volume with the same read-only flag, else AlreadyExists.
 func (d *Driver) NodePublishVolume(ctx context.Context, req *csipb.NodePublishVolumeRequest) (*csipb.NodePublishVolumeResponse, error) {
 	id, target := req.GetVolumeId(), req.GetTargetPath()
 	if err := checkTarget(id, target); err != nil {
 		return nil, err
 	}
-	if req.GetVolumeCapability() == nil {
+	capab := req.GetVolumeCapability()
+	if capab == nil {
 		return nil, status.Error(codes.InvalidArgument, "a volume capability is required")
 	}
-	if err := checkCapabilities([]*csipb.VolumeCapability{req.GetVolumeCapability()}); err != nil {
+	if err := checkCapabilities([]*csipb.VolumeCapability{capab}); err != nil {
 		return nil, err
 	}
 	bucket, dir, err := parseVolumeID(id)
 	if err != nil {
 		return nil, err
 	}
-	src := filepath.Join(d.cfg.MountRoot, bucket, filepath.FromSlash(dir))
-	if st, err := os.Stat(src); err != nil || !st.IsDir() {
-		return nil, status.Errorf(codes.NotFound, "volume %s: %s is not a directory of this host's mount of bucket %s (is the Cairn node mounting %s on %s?): %v",
-			id, src, bucket, bucket, filepath.Join(d.cfg.MountRoot, bucket), err)
+	flags, err := bindFlags(capab.GetMount().GetMountFlags())
+	if err != nil {
+		return nil, err
+	}
+	switch capab.GetAccessMode().GetMode() {
+	case csipb.VolumeCapability_AccessMode_SINGLE_NODE_READER_ONLY, csipb.VolumeCapability_AccessMode_MULTI_NODE_READER_ONLY:
+		flags |= unix.MS_RDONLY
+	}
+	if req.GetReadonly() {
+		flags |= unix.MS_RDONLY
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	fd, err := d.openVolume(id, bucket, dir)
+	if err != nil {
+		return nil, err
+	}
+	defer unix.Close(fd)
 	if err := os.MkdirAll(target, 0o750); err != nil {
 		return nil, status.Errorf(codes.Internal, "target %s: %v", target, err)
 	}
-	if mounted(target) {
+	// mountinfo lists resolved paths: a target reached through a symbolic
+	// link must be looked up as such, or each publish would stack a mount.
+	real, err := filepath.EvalSymlinks(target)
+	if err != nil {
+		return nil, status.Errorf(codes.Internal, "target %s: %v", target, err)
+	}
+	if m, ok := mountAt(real); ok {
+		if same, err := sameDir(fd, real); err != nil || !same || m.readOnly != (flags&unix.MS_RDONLY != 0) {
+			return nil, status.Errorf(codes.AlreadyExists, "target %s: another volume, or this one with another read-only flag, is published there", target)
+		}
 		return &csipb.NodePublishVolumeResponse{}, nil
 	}
-	if err := unix.Mount(src, target, "", unix.MS_BIND, ""); err != nil {
-		return nil, status.Errorf(codes.Internal, "bind %s on %s: %v", src, target, err)
+	// The bind's source is the directory opened beneath the bucket's
+	// mount, through its descriptor: no path is looked up again.
+	src := "/proc/self/fd/" + strconv.Itoa(fd)
+	if err := unix.Mount(src, real, "", unix.MS_BIND, ""); err != nil {
+		return nil, status.Errorf(codes.Internal, "bind %s on %s: %v", filepath.Join(d.cfg.MountRoot, bucket, dir), target, err)
 	}
-	if req.GetReadonly() {
-		if err := unix.Mount("", target, "", unix.MS_BIND|unix.MS_REMOUNT|unix.MS_RDONLY, ""); err != nil {
-			unix.Unmount(target, unix.MNT_DETACH)
-			return nil, status.Errorf(codes.Internal, "read-only remount of %s: %v", target, err)
+	if flags != 0 {
+		if err := unix.Mount("", real, "", unix.MS_BIND|unix.MS_REMOUNT|flags, ""); err != nil {
+			unix.Unmount(real, unix.MNT_DETACH)
+			return nil, status.Errorf(codes.Internal, "remount of %s with its flags: %v", target, err)
 		}
 	}
-	d.cfg.Logger.Info("volume published", "volume", id, "target", target, "readonly", req.GetReadonly())
+	d.cfg.Logger.Info("volume published", "volume", id, "target", target, "readonly", flags&unix.MS_RDONLY != 0)
 	return &csipb.NodePublishVolumeResponse{}, nil
+}
+
+// fuseSuperMagic is statfs's f_type of a FUSE file system.
+const fuseSuperMagic = 0x65735546
+
+// openVolume opens (O_PATH) the directory dir of bucket in this host's
+// mount of it: MountRoot/BUCKET must be a FUSE mount, and dir is resolved
+// beneath it without following any symbolic link (openat2's
+// RESOLVE_BENEATH and RESOLVE_NO_SYMLINKS).
+func (d *Driver) openVolume(id, bucket, dir string) (int, error) {
+	root := filepath.Join(d.cfg.MountRoot, bucket)
+	var sfs unix.Statfs_t
+	if err := unix.Statfs(root, &sfs); err != nil || sfs.Type != fuseSuperMagic {
+		return -1, status.Errorf(codes.Unavailable, "volume %s: bucket %s is not mounted on %s (is this host's Cairn node running with --mount %s:%s?)",
+			id, bucket, root, bucket, root)
+	}
+	rfd, err := unix.Open(root, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, status.Errorf(codes.Unavailable, "volume %s: %s: %v", id, root, err)
+	}
+	defer unix.Close(rfd)
+	rel := filepath.FromSlash(dir)
+	if rel == "" {
+		rel = "."
+	}
+	fd, err := unix.Openat2(rfd, rel, &unix.OpenHow{Flags: unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC,
+		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS})
+	switch {
+	case err == nil:
+		return fd, nil
+	case errors.Is(err, unix.ENOENT), errors.Is(err, unix.ENOTDIR):
+		return -1, status.Errorf(codes.NotFound, "volume %s: no directory %s in this host's mount of bucket %s", id, dir, bucket)
+	case errors.Is(err, unix.ELOOP), errors.Is(err, unix.EXDEV):
+		return -1, status.Errorf(codes.InvalidArgument, "volume %s: %s has a symbolic link on its way: refused (it could lead out of the volume)", id, dir)
+	}
+	return -1, status.Errorf(codes.Internal, "volume %s: open %s in %s: %v", id, dir, root, err)
+}
+
+// bindFlags maps a capability's mount flags to a bind mount's; a flag a
+// bind mount cannot honour is refused rather than ignored.
+func bindFlags(opts []string) (uintptr, error) {
+	var f uintptr
+	for _, o := range opts {
+		for _, o := range strings.Split(o, ",") {
+			switch strings.TrimSpace(o) {
+			case "", "rw", "defaults":
+			case "ro":
+				f |= unix.MS_RDONLY
+			case "nosuid":
+				f |= unix.MS_NOSUID
+			case "nodev":
+				f |= unix.MS_NODEV
+			case "noexec":
+				f |= unix.MS_NOEXEC
+			case "noatime":
+				f |= unix.MS_NOATIME
+			case "nodiratime":
+				f |= unix.MS_NODIRATIME
+			case "relatime":
+				f |= unix.MS_RELATIME
+			default:
+				return 0, status.Errorf(codes.InvalidArgument, "mount flag %q: a Cairn volume is a bind of the host's mount and takes only ro, rw, nosuid, nodev, noexec, noatime, nodiratime, relatime", o)
+			}
+		}
+	}
+	return f, nil
+}
+
+// sameDir reports whether the directory mounted at p is the one fd names
+// (the same device and inode).
+func sameDir(fd int, p string) (bool, error) {
+	var a, b unix.Stat_t
+	if err := unix.Fstat(fd, &a); err != nil {
+		return false, err
+	}
+	if err := unix.Stat(p, &b); err != nil {
+		return false, err
+	}
+	return a.Dev == b.Dev && a.Ino == b.Ino, nil
 }
 
 // NodeUnpublishVolume unmounts the target path and removes it; nothing is
@@ -392,9 +520,13 @@ func (d *Driver) NodeUnpublishVolume(ctx context.Context, req *csipb.NodeUnpubli
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	for mounted(target) {
-		if err := unix.Unmount(target, 0); err != nil {
-			if err := unix.Unmount(target, unix.MNT_DETACH); err != nil {
+	real := target
+	if r, err := filepath.EvalSymlinks(target); err == nil {
+		real = r
+	}
+	for mounted(real) {
+		if err := unix.Unmount(real, 0); err != nil {
+			if err := unix.Unmount(real, unix.MNT_DETACH); err != nil {
 				return nil, status.Errorf(codes.Internal, "unmount %s: %v", target, err)
 			}
 		}
@@ -417,21 +549,34 @@ func checkTarget(id, target string) error {
 	return nil
 }
 
-// mounted reports whether p is a mount point (its device differs from its
-// parent's, or it is a bind mount: listed in /proc/self/mountinfo).
-func mounted(p string) bool {
+// mountInfo is what mountAt reports of a mount.
+type mountInfo struct{ readOnly bool }
+
+// mountAt reports the topmost mount on p (a resolved path), from
+// /proc/self/mountinfo: whether p is a mount point, and its per-mount
+// read-only flag.
+func mountAt(p string) (mountInfo, bool) {
 	b, err := os.ReadFile("/proc/self/mountinfo")
 	if err != nil {
-		return false
+		return mountInfo{}, false
 	}
 	clean := filepath.Clean(p)
+	var m mountInfo
+	found := false
 	for _, line := range strings.Split(string(b), "\n") {
 		f := strings.Fields(line)
-		if len(f) > 4 && unescapeMount(f[4]) == clean {
-			return true
+		if len(f) > 5 && unescapeMount(f[4]) == clean {
+			// Later lines are mounts made later: the last one is on top.
+			m, found = mountInfo{readOnly: slices.Contains(strings.Split(f[5], ","), "ro")}, true
 		}
 	}
-	return false
+	return m, found
+}
+
+// mounted reports whether p (a resolved path) is a mount point.
+func mounted(p string) bool {
+	_, ok := mountAt(p)
+	return ok
 }
 
 // unescapeMount undoes mountinfo's octal escapes (\040 for a space).

@@ -2,9 +2,11 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -13,7 +15,10 @@ import (
 	"github.com/onsi/ginkgo/v2"
 	"github.com/onsi/gomega"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/cairn-fs/cairn/client"
 	"github.com/cairn-fs/cairn/internal/csi"
@@ -124,6 +129,7 @@ func TestCSIPublish(t *testing.T) {
 	if b, err := os.ReadFile(filepath.Join(mnts[1], "k8s", "pvc-1", "index.php")); err != nil || string(b) != "<?php echo 'hello';" {
 		t.Fatalf("the file in the bucket: %q, %v", b, err)
 	}
+	checkPublishRefusals(t, ctx, csipb.NewNodeClient(conns[0]), mnts[0], targets[0], id, capab)
 	for i := range 2 {
 		if _, err := csipb.NewNodeClient(conns[i]).NodeUnpublishVolume(ctx, &csipb.NodeUnpublishVolumeRequest{VolumeId: id, TargetPath: targets[i]}); err != nil {
 			t.Fatal(err)
@@ -143,4 +149,82 @@ func TestCSIPublish(t *testing.T) {
 		_, err := os.Stat(filepath.Join(mnts[1], "k8s", "pvc-1"))
 		return os.IsNotExist(err)
 	}, nodes...)
+}
+
+// checkPublishRefusals: what NodePublishVolume refuses or answers
+// idempotently, on a node whose mount of bucket web is mnt and where
+// volume id is published at target with capab.
+func checkPublishRefusals(t *testing.T, ctx context.Context, nc csipb.NodeClient, mnt, target, id string, capab *csipb.VolumeCapability) {
+	t.Helper()
+	publish := func(id, target string, ro bool, c *csipb.VolumeCapability) error {
+		_, err := nc.NodePublishVolume(ctx, &csipb.NodePublishVolumeRequest{VolumeId: id, TargetPath: target, VolumeCapability: c, Readonly: ro})
+		return err
+	}
+	code := func(what string, err error, want codes.Code) {
+		t.Helper()
+		if status.Code(err) != want {
+			t.Errorf("%s: %v, want %s", what, err, want)
+		}
+	}
+	other := filepath.Join(t.TempDir(), "target")
+	// Again at the same target: the same volume and flags is a success,
+	// anything else AlreadyExists (never a writable mount for a read-only
+	// request).
+	code("the same publish again", publish(id, target, false, capab), codes.OK)
+	code("read-only over a writable publish", publish(id, target, true, capab), codes.AlreadyExists)
+	if err := os.MkdirAll(filepath.Join(mnt, "k8s", "pvc-2"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	code("another volume at the same target", publish("web/k8s/pvc-2", target, false, capab), codes.AlreadyExists)
+	// Nothing outside the bucket's mount: no bucket name that is a path,
+	// no symbolic link on the way (a bucket's writer makes them), no host
+	// directory standing in for a bucket the node does not mount.
+	code("bucket ..", publish("../x", other, false, capab), codes.NotFound)
+	code("bucket .", publish("./", other, false, capab), codes.NotFound)
+	if err := os.Symlink("/etc", filepath.Join(mnt, "k8s", "evil")); err != nil {
+		t.Fatal(err)
+	}
+	code("a volume that is a symlink", publish("web/k8s/evil", other, false, capab), codes.InvalidArgument)
+	code("a volume under a symlink", publish("web/k8s/evil/ssl", other, false, capab), codes.InvalidArgument)
+	code("a bucket not mounted here", publish("other/k8s/pvc-1", other, false, capab), codes.Unavailable)
+	bad := proto.Clone(capab).(*csipb.VolumeCapability)
+	bad.GetMount().MountFlags = []string{"uid=1000"}
+	code("a mount flag a bind cannot honour", publish(id, other, false, bad), codes.InvalidArgument)
+	if mi, _ := os.ReadFile("/proc/self/mountinfo"); strings.Contains(string(mi), other) {
+		t.Fatalf("a refused publish left a mount on %s", other)
+	}
+	// A reader-only access mode is mounted read-only; a target reached
+	// through a symbolic link is found mounted (no stacked mounts) and
+	// unpublished.
+	ro := proto.Clone(capab).(*csipb.VolumeCapability)
+	ro.AccessMode.Mode = csipb.VolumeCapability_AccessMode_MULTI_NODE_READER_ONLY
+	link := filepath.Join(t.TempDir(), "link")
+	if err := os.Symlink(filepath.Dir(other), link); err != nil {
+		t.Fatal(err)
+	}
+	viaLink := filepath.Join(link, "target")
+	for range 3 {
+		code("a reader-only publish through a symlinked target", publish(id, viaLink, false, ro), codes.OK)
+	}
+	if err := os.WriteFile(filepath.Join(other, "x"), []byte("x"), 0o644); !errors.Is(err, syscall.EROFS) {
+		t.Errorf("a write into a reader-only volume: %v, want EROFS", err)
+	}
+	if n := strings.Count(mustRead(t, "/proc/self/mountinfo"), " "+other+" "); n != 1 {
+		t.Errorf("%d mounts on %s after three publishes", n, other)
+	}
+	if _, err := nc.NodeUnpublishVolume(ctx, &csipb.NodeUnpublishVolumeRequest{VolumeId: id, TargetPath: viaLink}); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(mustRead(t, "/proc/self/mountinfo"), other) {
+		t.Errorf("%s still mounted after unpublish", other)
+	}
+}
+
+func mustRead(t *testing.T, p string) string {
+	t.Helper()
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }
