@@ -31,16 +31,29 @@ func TestHelmChart(t *testing.T) {
 		t.Skip("builds helm (a minute the first time)")
 	}
 	root := filepath.Join(repoRoot(t), "deploy", "helm", "cairn")
-	cmd := exec.Command("go", "run", helmVersion, "template", "site", root, "--namespace", "web",
-		"--set", "nodes.replicas=5", "--set", "nodes.voters=5", "--set", "nodes.storage.size=200Gi",
-		"--set", "secret.existingSecret=cairn-keys", "--set", "csi.storageClass.bucket=uploads")
-	cmd.Dir = t.TempDir() // outside this module: go run builds helm on its own
-	cmd.Env = append(os.Environ(), "GOFLAGS=-mod=mod", "HELM_CACHE_HOME="+t.TempDir(), "HELM_CONFIG_HOME="+t.TempDir())
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
+	dir, cache, config := t.TempDir(), t.TempDir(), t.TempDir()
+	template := func(set ...string) ([]byte, string, error) {
+		args := []string{"run", helmVersion, "template", "site", root, "--namespace", "web"}
+		for _, s := range set {
+			args = append(args, "--set", s)
+		}
+		cmd := exec.Command("go", args...)
+		cmd.Dir = dir // outside this module: go run builds helm on its own
+		cmd.Env = append(os.Environ(), "GOFLAGS=-mod=mod", "HELM_CACHE_HOME="+cache, "HELM_CONFIG_HOME="+config)
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		out, err := cmd.Output()
+		return out, stderr.String(), err
+	}
+	out, stderr, err := template("nodes.replicas=5", "nodes.voters=5", "nodes.storage.size=200Gi",
+		"secret.existingSecret=cairn-keys", "csi.buckets={web,uploads}", "csi.storageClass.bucket=uploads")
 	if err != nil {
-		t.Fatalf("helm template: %v\n%s", err, stderr.String())
+		t.Fatalf("helm template: %v\n%s", err, stderr)
+	}
+	// A StorageClass whose bucket the client nodes do not mount is refused
+	// at render time: none of its volumes could be published.
+	if _, stderr, err := template("csi.storageClass.bucket=uploads"); err == nil || !strings.Contains(stderr, `csi.storageClass.bucket "uploads" is not in csi.buckets`) {
+		t.Errorf("a StorageClass bucket the clients do not mount: %v\n%s", err, stderr)
 	}
 	type obj = map[string]any
 	objs := map[string]obj{} // kind/name
@@ -97,7 +110,9 @@ func TestHelmChart(t *testing.T) {
 		}
 	}
 	script := get(c, "args", 0).(string)
-	for _, w := range []string{"--join http://site-cairn-0.site-cairn-headless.web.svc.cluster.local:8080", "--voters 5", `if [ "$ordinal" != "0" ]`, "--advertise"} {
+	for _, w := range []string{"--join http://site-cairn-0.site-cairn-headless.web.svc.cluster.local:8080", "--voters 5", `if [ "$ordinal" != "0" ]`, "--advertise",
+		// node 0 on an empty volume joins a live peer (1 to 4 of 5)
+		`elif [ ! -e /var/lib/cairn/node.id ]`, `while [ "$i" -lt 5 ]`, `peer="http://site-cairn-$i.site-cairn-headless.${POD_NAMESPACE}.svc.cluster.local:8080"`} {
 		if !strings.Contains(script, w) {
 			t.Errorf("the data node's command lacks %q:\n%s", w, script)
 		}
@@ -125,8 +140,14 @@ func TestHelmChart(t *testing.T) {
 	}
 	client := get(ds, "spec", "template", "spec", "containers", 0).(obj)
 	if s := get(client, "args", 0).(string); !strings.Contains(s, "--role client") || !strings.Contains(s, "--mount web:/var/lib/cairn/mnt/web") ||
-		!strings.Contains(s, "--cache-size 1073741824") {
+		!strings.Contains(s, "--mount uploads:/var/lib/cairn/mnt/uploads") || !strings.Contains(s, "--cache-size 1073741824") ||
+		!strings.Contains(s, "--join http://site-cairn.web.svc.cluster.local:8080") {
 		t.Errorf("the client node's command:\n%s", s)
+	}
+	// Never rolled by itself: a restart of the client cuts the pods' binds
+	// of its mounts.
+	if get(ds, "spec", "updateStrategy", "type") != "OnDelete" {
+		t.Errorf("the csi node DaemonSet's update strategy: %v", get(ds, "spec", "updateStrategy"))
 	}
 	if !slices.Equal(secretRefs(client), wantRefs) {
 		t.Errorf("client node secrets %v", secretRefs(client))

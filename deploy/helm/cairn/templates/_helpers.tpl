@@ -22,6 +22,11 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 http://{{ include "cairn.fullname" . }}-0.{{ include "cairn.fullname" . }}-headless.{{ .Release.Namespace }}.svc.cluster.local:8080
 {{- end -}}
 
+{{/* The Service of every data node: client nodes join through any of them. */}}
+{{- define "cairn.serviceURL" -}}
+http://{{ include "cairn.fullname" . }}.{{ .Release.Namespace }}.svc.cluster.local:{{ .Values.service.port }}
+{{- end -}}
+
 {{- define "cairn.secretEnv" -}}
 - name: CAIRN_CLUSTER_SECRET
   valueFrom:
