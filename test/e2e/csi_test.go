@@ -228,3 +228,47 @@ func mustRead(t *testing.T, p string) string {
 	}
 	return string(b)
 }
+
+// A node whose mount has other mounts of it (a CSI publish binds a
+// volume's directory for a pod) stops promptly when asked, and what was
+// written through them and not yet published is published first: the
+// binds keep the FUSE connection alive after the unmount, and the node
+// once waited on it until its shutdown timed out (30 s), dropping its
+// write-back queue.
+func TestMountStopWithBinds(t *testing.T) {
+	needFuse(t)
+	nodes, mnts := startMountClusterWith(t, 2, "")
+	if err := os.MkdirAll(filepath.Join(mnts[0], "vol"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	target := filepath.Join(t.TempDir(), "pod")
+	if err := os.Mkdir(target, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mount(filepath.Join(mnts[0], "vol"), target, "", syscall.MS_BIND, ""); err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Unmount(target, syscall.MNT_DETACH)
+	data := []byte("written through a pod's bind of the mount")
+	if err := os.WriteFile(filepath.Join(target, "upload.txt"), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	nodes[0].cmd.Process.Signal(syscall.SIGTERM)
+	done := make(chan error, 1)
+	go func() { done <- nodes[0].cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("node 1 stopped with %v after %v\n%s", err, time.Since(start), nodes[0].logs)
+		}
+	case <-time.After(20 * time.Second):
+		nodes[0].cmd.Process.Kill()
+		<-done
+		t.Fatalf("node 1 still running 20 s after SIGTERM\n%s", nodes[0].logs)
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Errorf("node 1 took %v to stop", d)
+	}
+	getOK(t, nodes[1].url+"/web/vol/upload.txt", data, nodes[1])
+}

@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/cairn-fs/cairn/internal/store"
 	"github.com/hanwen/go-fuse/v2/fs"
 	gofuse "github.com/hanwen/go-fuse/v2/fuse"
@@ -138,8 +140,12 @@ type Mount struct {
 	flockOnce sync.Once
 	calls     counters  // FUSE calls per opcode (stats.go)
 	own       ownership // directory ownership (own.go)
-	wg        sync.WaitGroup
-	once      sync.Once
+	// conn is the kernel's number of the FUSE connection (the minor of
+	// the mount's device, its directory under /sys/fs/fuse/connections);
+	// -1 if unknown.
+	conn int
+	wg   sync.WaitGroup
+	once sync.Once
 }
 
 // New mounts cfg.Bucket (cfg.Prefix) on cfg.Dir and serves it until Close.
@@ -242,6 +248,11 @@ func New(ctx context.Context, cfg Config) (*Mount, error) {
 		return nil, fmt.Errorf("mount %s on %s: %w", path.Join(cfg.Bucket, cfg.Prefix), cfg.Dir, err)
 	}
 	m.server = server
+	m.conn = -1
+	var st syscall.Stat_t
+	if err := syscall.Stat(cfg.Dir, &st); err == nil {
+		m.conn = int(unix.Minor(st.Dev))
+	}
 	if err := setReadAhead(cfg.Dir, readAheadKB); err != nil {
 		cfg.Logger.Info("mount: the kernel's read-ahead stays at 128 KiB (cold reads of large files take more round trips)", "dir", cfg.Dir, "err", err)
 	}
@@ -260,17 +271,12 @@ func New(ctx context.Context, cfg Config) (*Mount, error) {
 	return m, nil
 }
 
-// Close unmounts (lazily if files are still open) and stops.
+// Close unmounts and stops: lazily if files are still open, and within
+// unmountGrace (see unmount), then publishes what was written.
 func (m *Mount) Close() error {
 	var err error
 	m.once.Do(func() {
-		err = m.server.Unmount()
-		if err != nil {
-			// Busy: detach it now; the kernel finishes when the last user
-			// goes away.
-			err = syscall.Unmount(m.cfg.Dir, syscall.MNT_DETACH)
-		}
-		m.server.Wait()
+		err = m.unmount()
 		m.idle.close() // no-open mode: what was written and not flushed is queued
 		m.wb.close()   // what was closed before the unmount is published
 		if m.own.unhold != nil {
@@ -283,6 +289,62 @@ func (m *Mount) Close() error {
 		m.wg.Wait()
 	})
 	return err
+}
+
+// unmountGrace is how long Close waits, after the unmount, for the kernel
+// to end the FUSE connection before it aborts it.
+const unmountGrace = 5 * time.Second
+
+// unmount unmounts the mount point (lazily if it is busy) and waits for
+// the FUSE server to stop. Files still open on it, and other mounts of
+// the same connection (a bind of the mount's directory, as a CSI publish
+// makes for a pod), keep the connection alive after that: past
+// unmountGrace it is aborted (fusectl's abort), and they answer ENOTCONN,
+// as they would once this process is gone. Without that, Close would wait
+// on them for ever and the write-back queue would never be published.
+func (m *Mount) unmount() error {
+	done := make(chan error, 1)
+	go func() {
+		err := m.server.Unmount() // waits for the server's loops after a successful unmount
+		if err != nil {
+			// Busy: detach it now; the kernel finishes when the last user
+			// goes away.
+			err = syscall.Unmount(m.cfg.Dir, syscall.MNT_DETACH)
+		}
+		m.server.Wait()
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(unmountGrace):
+	}
+	aerr := abortConn(m.conn)
+	m.cfg.Logger.Warn("mount: still in use after the unmount (open files, or binds of it); its FUSE connection is aborted and they now fail with ENOTCONN",
+		"dir", m.cfg.Dir, "connection", m.conn, "abort_err", aerr)
+	if aerr != nil {
+		// Nothing more can end it from here: publish what is queued and
+		// go on, leaving the server's goroutine behind.
+		return fmt.Errorf("mount %s: still in use after the unmount, and its connection cannot be aborted: %w", m.cfg.Dir, aerr)
+	}
+	return <-done
+}
+
+// abortConn aborts FUSE connection conn through fusectl
+// (/sys/fs/fuse/connections/CONN/abort), mounting fusectl there first if
+// it is not.
+func abortConn(conn int) error {
+	if conn < 0 {
+		return errors.New("the connection's number is unknown")
+	}
+	const ctl = "/sys/fs/fuse/connections"
+	p := fmt.Sprintf("%s/%d/abort", ctl, conn)
+	if _, err := os.Stat(p); errors.Is(err, os.ErrNotExist) {
+		if err := syscall.Mount("fusectl", ctl, "fusectl", 0, ""); err != nil {
+			return fmt.Errorf("mount fusectl on %s: %w", ctl, err)
+		}
+	}
+	return os.WriteFile(p, []byte("1"), 0)
 }
 
 // prepareMountPoint clears a stale FUSE mount on dir (left by a crash:
