@@ -394,19 +394,19 @@ func (d *Driver) NodePublishVolume(ctx context.Context, req *csipb.NodePublishVo
 	if req.GetReadonly() {
 		flags |= unix.MS_RDONLY
 	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
+	// Opened before taking the lock: a hung mount of one bucket holds up
+	// this call only, not the others'.
 	fd, err := d.openVolume(id, bucket, dir)
 	if err != nil {
 		return nil, err
 	}
 	defer unix.Close(fd)
+	d.mu.Lock()
+	defer d.mu.Unlock()
 	if err := os.MkdirAll(target, 0o750); err != nil {
 		return nil, status.Errorf(codes.Internal, "target %s: %v", target, err)
 	}
-	// mountinfo lists resolved paths: a target reached through a symbolic
-	// link must be looked up as such, or each publish would stack a mount.
-	real, err := filepath.EvalSymlinks(target)
+	real, err := resolveTarget(target)
 	if err != nil {
 		return nil, status.Errorf(codes.Internal, "target %s: %v", target, err)
 	}
@@ -498,6 +498,19 @@ func bindFlags(opts []string) (uintptr, error) {
 	return f, nil
 }
 
+// resolveTarget resolves the symbolic links on the way to target (its
+// parent's path; mountinfo lists resolved paths, and a target reached
+// through a link must be looked up as such, or each publish would stack
+// a mount). The target itself is not looked at: it may be a mount of a
+// hung or aborted FUSE connection.
+func resolveTarget(target string) (string, error) {
+	dir, err := filepath.EvalSymlinks(filepath.Dir(target))
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(dir, filepath.Base(target)), nil
+}
+
 // sameDir reports whether the directory mounted at p is the one fd names
 // (the same device and inode).
 func sameDir(fd int, p string) (bool, error) {
@@ -521,7 +534,7 @@ func (d *Driver) NodeUnpublishVolume(ctx context.Context, req *csipb.NodeUnpubli
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	real := target
-	if r, err := filepath.EvalSymlinks(target); err == nil {
+	if r, err := resolveTarget(target); err == nil {
 		real = r
 	}
 	for mounted(real) {
