@@ -167,6 +167,7 @@ func checkPublishRefusals(t *testing.T, ctx context.Context, nc csipb.NodeClient
 		}
 	}
 	other := filepath.Join(t.TempDir(), "target")
+	t.Cleanup(func() { syscall.Unmount(other, syscall.MNT_DETACH) }) // if a check stops the test with it published
 	// Again at the same target: the same volume and flags is a success,
 	// anything else AlreadyExists (never a writable mount for a read-only
 	// request).
